@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The test command: `make test` (everything that runs without a GPU; GPU tests
+# print SKIP) and `make test-gpu` (--gpu-only, with MD_REQUIRE_GPU=1 so a
+# missing device fails). Every step prints PASS/FAIL/SKIP lines; this script
+# adds them up and ends with "N passed, N failed, N skipped".
+# Options: --gpu-only   only the GPU tests
+#          --quick      shorter fuzz runs
+set -u
+cd "$(dirname "$0")/.."
+LOG=build/test-logs
+mkdir -p "$LOG"
+GPU_ONLY=0; FUZZ_SECONDS=${MD_FUZZ_SECONDS:-20}
+for a in "$@"; do
+  case "$a" in
+    --gpu-only) GPU_ONLY=1 ;;
+    --quick) FUZZ_SECONDS=3 ;;
+  esac
+done
+passed=0; failed=0; skipped=0
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+# Count the PASS/FAIL/SKIP lines of a finished step's log; a step that exits
+# non-zero without printing a FAIL line counts as one failure.
+tally() { # name log rc
+  local name=$1 log=$2 rc=$3 p f s
+  p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    echo "FAIL $name: exited with $rc"; tail -n 20 "$log" | sed 's/^/    /'; f=1
+  fi
+  grep -E '^(FAIL|SKIP) ' "$log" | sed 's/^/  /'
+  grep -A3 '^  [^ ].*:[0-9]*: ' "$log" | head -n 20 | sed 's/^/  /'
+  printf '%-44s %3d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+}
+
+# A step that is one check: run the command, PASS if it exits 0.
+check() { # name command...
+  local name=$1; shift
+  local log="$LOG/${name//[^A-Za-z0-9_.-]/_}.log"
+  if "$@" > "$log" 2>&1; then echo "PASS $name" >> "$log"; tally "$name" "$log" 0
+  else local rc=$?; echo "FAIL $name (exit $rc, log $log)" >> "$log"; tail -n 30 "$log" | head -n 29 | sed 's/^/    /'; tally "$name" "$log" "$rc"; fi
+}
+
+# A step that is a test program printing its own PASS/FAIL/SKIP lines.
+program() { # name command...
+  local name=$1; shift
+  local log="$LOG/${name//[^A-Za-z0-9_.-]/_}.log"
+  "$@" > "$log" 2>&1; tally "$name" "$log" $?
+}
+
+echo "== build"
+if ! make -j"$JOBS" all > "$LOG/build.log" 2>&1; then
+  cat "$LOG/build.log" | tail -n 40
+  echo "FAIL build (log $LOG/build.log)"
+  echo "0 passed, 1 failed, 0 skipped"
+  exit 1
+fi
+
+if [ "$GPU_ONLY" -eq 0 ]; then
+  echo "== md.h compiles as C11 and C++17 with -Wall -Wextra -Werror -pedantic"
+  t=$(mktemp -d)
+  printf '#define MD_IMPLEMENTATION\n#include "md.h"\nint main(void){ md_rng r; md_rng_seed(&r, 1); return md_rng_uniform(&r) < 0.0; }\n' > "$t/drop.c"
+  for cc in "gcc -std=c11" "clang -std=c11" "g++ -std=c++17 -x c++" "clang++ -std=c++17 -x c++" \
+            "gcc -std=c11 -DMD_STATIC" "gcc -std=c11 -fopenmp" "g++ -std=c++17 -x c++ -fopenmp"; do
+    check "header: $cc" $cc -Wall -Wextra -Werror -pedantic -I. "$t/drop.c" -o "$t/a.out" -lm
+  done
+  rm -rf "$t"
+
+  echo "== C tests"
+  for b in build/tests/test_*; do [ -x "$b" ] && program "$(basename "$b")" "$b"; done
+
+  echo "== C tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+  mkdir -p build/asan
+  for src in tests/test_*.c; do
+    n=$(basename "$src" .c)
+    check "asan+ubsan: $n" bash -c "gcc -std=c11 -g -O1 -Wall -Wextra -Werror -pedantic -fopenmp -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -I. $src -o build/asan/$n -lm && ASAN_OPTIONS=detect_leaks=1 build/asan/$n"
+  done
+
+  echo "== numpy reference checks"
+  for py in reference/check_*.py; do
+    [ -f "$py" ] && program "$(basename "$py")" python3 "$py"
+  done
+
+  echo "== chapter programs (quick ladder, every rung checked)"
+  for c in build/chapters/*; do
+    [ -x "$c" ] && check "chapter $(basename "$c") --quick" "$c" --quick
+  done
+  for e in tests/examples_*.sh; do [ -f "$e" ] && program "$(basename "$e")" bash "$e"; done
+
+  echo "== README drop-in example"
+  check "README drop-in example" bash tests/readme_example.sh
+
+  echo "== nvcc compile of every .cu file"
+  if command -v nvcc >/dev/null 2>&1; then
+    for f in $(git ls-files '*.cu' 2>/dev/null || find . -name '*.cu'); do
+      check "nvcc: $f" nvcc -std=c++17 -arch=sm_90 -I. -Ichapters/$(basename "$(dirname "$f")") -c "$f" -o /dev/null
+    done
+  else
+    echo "SKIP nvcc: not installed" > "$LOG/nvcc.log"; tally "nvcc" "$LOG/nvcc.log" 0
+  fi
+
+  echo "== Doxygen (warnings are errors)"
+  if command -v doxygen >/dev/null 2>&1; then check "make docs" make docs
+  else echo "FAIL make docs: doxygen not installed" > "$LOG/docs.log"; tally "docs" "$LOG/docs.log" 1; fi
+
+  echo "== fuzz targets (${FUZZ_SECONDS} s each)"
+  if make -j"$JOBS" fuzz > "$LOG/fuzz-build.log" 2>&1; then
+    for f in build/fuzz/fuzz_*; do
+      [ -x "$f" ] || continue
+      n=$(basename "$f"); corpus=tests/fuzz/corpus/${n#fuzz_}
+      mkdir -p "build/fuzz/work-$n"
+      check "fuzz: $n" "$f" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
+        "build/fuzz/work-$n" $( [ -d "$corpus" ] && echo "$corpus" )
+    done
+  else
+    echo "FAIL fuzz build (log $LOG/fuzz-build.log)" > "$LOG/fuzzb.log"; tally "fuzz build" "$LOG/fuzzb.log" 1
+  fi
+fi
+
+echo "== GPU tests"
+if [ "$GPU_ONLY" -eq 1 ] && ! ls build/tests/gpu_* >/dev/null 2>&1; then
+  echo "FAIL GPU tests: none were built (is nvcc installed?)" > "$LOG/gpu.log"; tally "GPU tests" "$LOG/gpu.log" 1
+fi
+for b in build/tests/gpu_*; do [ -x "$b" ] && program "$(basename "$b")" "$b"; done
+
+echo
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
