@@ -152,6 +152,12 @@ MDDEF double md_wall_seconds(void);
 /** @brief Median of @p n values; sorts @p v in place. Returns NaN for n <= 0. */
 MDDEF double md_median(double *v, int n);
 
+/** @brief Largest |out[i] - ref[i]| / max_i |ref[i]| over @p n values: the error measure
+ *  every check uses. Potential maps change sign, so the error is relative to the largest
+ *  magnitude rather than point by point. Any NaN in @p out gives +infinity (so an unwritten,
+ *  NaN-poisoned element fails every tolerance); an all-zero @p ref gives the absolute error. */
+MDDEF double md_max_rel_error(const float *out, const float *ref, size_t n);
+
 /** @brief Allocate @p count * @p size bytes with MD_MALLOC, checking the product for overflow.
  *  Returns NULL (and sets the error) on overflow or failure. */
 MDDEF void *md_alloc_array(size_t count, size_t size);
@@ -497,6 +503,22 @@ MDDEF double md_median(double *v, int n) {
     if (!v || n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, md__cmp_double);
     return (n & 1) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+MDDEF double md_max_rel_error(const float *out, const float *ref, size_t n) {
+    double scale = 0.0, worst = 0.0;
+    size_t i;
+    if (!out || !ref) return INFINITY;
+    for (i = 0; i < n; i++)
+        if (fabs((double)ref[i]) > scale) scale = fabs((double)ref[i]);
+    if (scale == 0.0) scale = 1.0;
+    for (i = 0; i < n; i++) {
+        double e;
+        if (isnan(out[i])) return INFINITY;
+        e = fabs((double)out[i] - (double)ref[i]) / scale;
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
 }
 
 MDDEF void *md_alloc_array(size_t count, size_t size) {

@@ -135,22 +135,4 @@ static int md_test_summary(void) {
 }
 
 /** Largest |out - ref| / max|ref| over n values; NaN (any NaN in out) fails as +inf. */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((unused))
-#endif
-static double md_test_max_rel_error(const float *out, const float *ref, size_t n) {
-    double scale = 0.0, worst = 0.0;
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (fabs((double)ref[i]) > scale) scale = fabs((double)ref[i]);
-    if (scale == 0.0) scale = 1.0;
-    for (i = 0; i < n; i++) {
-        double e;
-        if (out[i] != out[i]) return INFINITY;
-        e = fabs((double)out[i] - (double)ref[i]) / scale;
-        if (e > worst) worst = e;
-    }
-    return worst;
-}
-
 #endif /* MD_TEST_H */

@@ -93,7 +93,7 @@ if [ "$GPU_ONLY" -eq 0 ]; then
   echo "== nvcc compile of every .cu file"
   if command -v nvcc >/dev/null 2>&1; then
     for f in $(git ls-files '*.cu' 2>/dev/null || find . -name '*.cu'); do
-      check "nvcc: $f" nvcc -std=c++17 -arch=sm_90 -I. -Ichapters/$(basename "$(dirname "$f")") -c "$f" -o /dev/null
+      check "nvcc: $f" nvcc -std=c++17 -arch=sm_90 -I. -Ichapters -Ichapters/$(basename "$(dirname "$f")") -c "$f" -o /dev/null
     done
   else
     echo "SKIP nvcc: not installed" > "$LOG/nvcc.log"; tally "nvcc" "$LOG/nvcc.log" 0

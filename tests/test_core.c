@@ -172,6 +172,14 @@ static void median_of_odd_and_even(void) {
     MD_CHECK(isnan(md_median(b, 0)));
 }
 
+static void max_rel_error_measure(void) {
+    float ref[4] = {-2.0f, 1.0f, 0.5f, 4.0f}, out[4] = {-2.0f, 1.2f, 0.5f, 4.0f};
+    MD_CHECK_CLOSE(md_max_rel_error(out, ref, 4), 0.2 / 4.0, 1e-6, 0); /* |1.2-1| / max|ref| */
+    out[2] = NAN;
+    MD_CHECK(isinf(md_max_rel_error(out, ref, 4)));
+    MD_CHECK(md_max_rel_error(ref, ref, 4) == 0.0);
+}
+
 static void bench_json_line(void) {
     md_bench_result r;
     char buf[1024], small[16];
@@ -210,6 +218,7 @@ int main(void) {
     MD_RUN(grid_layout_and_errors);
     MD_RUN(alloc_array_detects_overflow);
     MD_RUN(median_of_odd_and_even);
+    MD_RUN(max_rel_error_measure);
     MD_RUN(bench_json_line);
     return md_test_summary();
 }
