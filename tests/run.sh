@@ -89,6 +89,7 @@ if [ "$GPU_ONLY" -eq 0 ]; then
 
   echo "== README drop-in example"
   check "README drop-in example" bash tests/readme_example.sh
+  check "make install + pkg-config" bash tests/install_check.sh
 
   echo "== nvcc compile of every .cu file"
   if command -v nvcc >/dev/null 2>&1; then
