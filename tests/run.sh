@@ -33,12 +33,14 @@ tally() { # name log rc
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 
-# A step that is one check: run the command, PASS if it exits 0.
+# A step that is one check: run the command, PASS if it exits 0. The
+# command's own output goes to the log and is not counted.
 check() { # name command...
   local name=$1; shift
-  local log="$LOG/${name//[^A-Za-z0-9_.-]/_}.log"
-  if "$@" > "$log" 2>&1; then echo "PASS $name" >> "$log"; tally "$name" "$log" 0
-  else local rc=$?; echo "FAIL $name (exit $rc, log $log)" >> "$log"; tail -n 30 "$log" | head -n 29 | sed 's/^/    /'; tally "$name" "$log" "$rc"; fi
+  local log="$LOG/${name//[^A-Za-z0-9_.-]/_}.log" res
+  res="$log.result"
+  if "$@" > "$log" 2>&1; then echo "PASS $name" > "$res"; tally "$name" "$res" 0
+  else local rc=$?; echo "FAIL $name (exit $rc, log $log)" > "$res"; tail -n 30 "$log" | sed 's/^/    /'; tally "$name" "$res" "$rc"; fi
 }
 
 # A step that is a test program printing its own PASS/FAIL/SKIP lines.
