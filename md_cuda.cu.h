@@ -388,14 +388,15 @@ static void md__ceil_bench_desc(md_cuda_bench_desc *d, cudaStream_t stream) {
     d->stream = stream;
 }
 
-/* Blocks of MD__CEIL_BLOCK threads for MD__CEIL_WAVES full waves of kernel k on this device. */
+/* Blocks of MD__CEIL_BLOCK threads for MD__CEIL_WAVES full waves of kernel k on this device
+ * (below full effort: one block per SM, enough to run every line under a sanitizer). */
 static md_status md__ceil_grid(const void *kernel, int *grid) {
-    int dev = 0, sms = 0, per_sm = 0, waves = md__ceil_effort < 1.0 ? 1 : MD__CEIL_WAVES;
+    int dev = 0, sms = 0, per_sm = 0;
     MD_CUDA_TRY(cudaGetDevice(&dev));
     MD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, MD__CEIL_BLOCK, 0));
     if (per_sm < 1) per_sm = 1;
-    *grid = waves * per_sm * sms;
+    *grid = md__ceil_effort < 1.0 ? sms : MD__CEIL_WAVES * per_sm * sms;
     return MD_OK;
 }
 
@@ -620,8 +621,14 @@ static md_status md__ceil_dram(double *bytes_per_s, double *memcpy_bytes_per_s) 
     *bytes_per_s = NAN;
     if (memcpy_bytes_per_s) *memcpy_bytes_per_s = NAN;
     memset(&c, 0, sizeof c);
-    /* 1 GiB each way at full effort (far beyond any L2), at least 16 MiB */
+    /* 1 GiB each way at full effort (far beyond any L2), at least 16 MiB, at most a quarter
+     * of the free memory each */
     bytes = (size_t)md__ceil_scaled(1LL << 30, 16LL << 20, 1LL << 20);
+    {
+        size_t free_b = 0, total_b = 0;
+        MD_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+        while (bytes > ((size_t)16 << 20) && bytes > free_b / 4) bytes /= 2;
+    }
     c.n = bytes / sizeof(float4);
     if ((st = md__ceil_grid((const void *)md__ceil_copy_kernel, &c.grid)) != MD_OK) return st;
     if ((e = cudaMalloc(&c.src, bytes)) != cudaSuccess) {

@@ -128,12 +128,14 @@ if [ "$BENCH_ONLY" -eq 0 ]; then
   : > "$OUT/sanitizer.log"
   SAN=$(command -v compute-sanitizer || true)
   if [ -z "$SAN" ]; then record FAIL "compute-sanitizer" 0 "not found"; fi
+  SAN_API=()
+  [ -n "$SAN" ] && "$SAN" --help 2>/dev/null | grep -q -- '--report-api-errors' && SAN_API=(--report-api-errors no)
   for t in $([ -n "$SAN" ] && ls build/tests/gpu_* 2>/dev/null); do
     [ -x "$t" ] || continue
     for tool in memcheck racecheck; do
       n="$tool $(basename "$t")"
       run_step "$n" 150 "$OUT/sanitizer.log" env MD_SANITIZE=1 MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" \
-        --error-exitcode 1 --report-api-errors no "$t" || continue
+        --error-exitcode 1 "${SAN_API[@]}" "$t" || continue
       summ=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMPD/step.out" | tail -n 1 | sed 's/=* *//')
       if [ "$STEP_RC" -eq 0 ]; then record PASS "$n" "$STEP_T" "$summ; $(last_count)"
       else record FAIL "$n" "$STEP_T" "$STEP_NOTE; $summ; $(last_count)"
