@@ -135,7 +135,7 @@ if [ "$BENCH_ONLY" -eq 0 ]; then
     for tool in memcheck racecheck; do
       n="$tool $(basename "$t")"
       run_step "$n" 150 "$OUT/sanitizer.log" env MD_SANITIZE=1 MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" \
-        --error-exitcode 1 "${SAN_API[@]}" "$t" || continue
+        --error-exitcode 1 ${SAN_API[@]+"${SAN_API[@]}"} "$t" || continue
       summ=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMPD/step.out" | tail -n 1 | sed 's/=* *//')
       if [ "$STEP_RC" -eq 0 ]; then record PASS "$n" "$STEP_T" "$summ; $(last_count)"
       else record FAIL "$n" "$STEP_T" "$STEP_NOTE; $summ; $(last_count)"
