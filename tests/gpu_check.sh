@@ -38,6 +38,7 @@ export PATH
 
 STEPS=()      # "RESULT<TAB>name<TAB>seconds<TAB>note"
 NFAIL=0
+STEP_RC=0; STEP_T=0; STEP_NOTE=""; DEVICE=""
 record() { # result name seconds note
   STEPS+=("$1	$2	$3	$4")
   [ "$1" = PASS ] || NFAIL=$((NFAIL + 1))
@@ -68,8 +69,9 @@ fail_lines() { grep -E '^(FAIL|  [^ ].*:[0-9]+: )' "$TMPD/step.out" | head -n 4 
 # ---- device --------------------------------------------------------------------------------
 if [ "$BENCH_ONLY" -eq 0 ]; then
   if command -v nvidia-smi > /dev/null 2>&1; then
-    run_step "nvidia-smi" 60 "$OUT/nvidia-smi.txt" bash -c 'nvidia-smi; nvidia-smi -q'
-    [ "$STEP_RC" -eq 0 ] && record PASS "nvidia-smi" "$STEP_T" "" || record FAIL "nvidia-smi" "$STEP_T" "$STEP_NOTE"
+    if ! run_step "nvidia-smi" 60 "$OUT/nvidia-smi.txt" bash -c 'nvidia-smi; nvidia-smi -q'; then :
+    elif [ "$STEP_RC" -eq 0 ]; then record PASS "nvidia-smi" "$STEP_T" ""
+    else record FAIL "nvidia-smi" "$STEP_T" "$STEP_NOTE"; fi
   else
     echo "nvidia-smi not found" > "$OUT/nvidia-smi.txt"; record FAIL "nvidia-smi" 0 "not found"
   fi
@@ -78,8 +80,8 @@ if [ "$BENCH_ONLY" -eq 0 ]; then
   # ---- build -------------------------------------------------------------------------------
   if ! command -v nvcc > /dev/null 2>&1; then record FAIL "nvcc" 0 "nvcc not found: GPU programs will not be built"; fi
   : > "$OUT/build.log"
-  run_step "build (make -k -j16 all)" 360 "$OUT/build.log" make -k -j16 all
-  if [ "$STEP_RC" -eq 0 ]; then record PASS "build (make -k -j16 all)" "$STEP_T" ""
+  if ! run_step "build (make -k -j16 all)" 360 "$OUT/build.log" make -k -j16 all; then :
+  elif [ "$STEP_RC" -eq 0 ]; then record PASS "build (make -k -j16 all)" "$STEP_T" ""
   else record FAIL "build (make -k -j16 all)" "$STEP_T" "$STEP_NOTE; first error: $(grep -m1 -E 'error|Error' "$TMPD/step.out" | cut -c1-150)"; fi
 
   # ---- GPU tests -----------------------------------------------------------------------------
