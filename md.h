@@ -401,7 +401,55 @@ MDDEF md_status md_xyz_next(md_xyz_reader *r, md_system *frame, int *got);
 /** @brief Close the file and free the reader's buffers; @p r is zeroed. Safe to call twice. */
 MDDEF void md_xyz_close(md_xyz_reader *r);
 
-/* @@io-writer-declarations@@ */
+/** @brief Write @p sys as one XYZ frame (symbol from md_system::name, "X" if empty;
+ *  positions in Angstrom with 6 decimals, i.e. +-5e-7 Angstrom).
+ *
+ *  The comment line is `Lattice="ax 0 0 0 by 0 0 0 cz" Properties=species:S:1:pos:R:3 `
+ *  followed by @p comment when a box is set (all three edges > 0; a partly
+ *  zero box is MD_ERR_RANGE), else just @p comment (NULL: empty; it must not
+ *  hold a newline). With @p append = 0 the file is written to "<path>.tmp"
+ *  and renamed over @p path, so @p path is never half-written. With
+ *  @p append = 1 the frame is added to the end of @p path (created if absent)
+ *  with a single fwrite of the whole frame text; should that write fail,
+ *  at most the last frame is partial, which md_xyz_next reports as a
+ *  truncated frame. */
+MDDEF md_status md_write_xyz(const char *path, const md_system *sys, const char *comment, int append);
+
+/** @brief Write @p sys as a PDB file (positions in Angstrom, %8.3f: +-5e-4 Angstrom).
+ *
+ *  `CRYST1 a b c 90 90 90 P 1` when a box is set, one `ATOM` record per atom
+ *  (serial and resSeq wrap modulo 100000 and 10000 as usual; name, resName,
+ *  element from the mass when it matches md_element_mass of a table element,
+ *  charge in columns 79-80 only when it is a whole number from -9 to 9, since
+ *  PDB has no column for fractional charges), then `END`. A coordinate that
+ *  does not fit its 8 columns is MD_ERR_RANGE. Written to "<path>.tmp", then
+ *  renamed over @p path. */
+MDDEF md_status md_write_pdb(const char *path, const md_system *sys);
+
+/** @brief Write @p grid as an OpenDX scalar field (the format APBS writes and VMD,
+ *  PyMOL and ChimeraX open).
+ *
+ *  Origin and deltas are converted nm -> Angstrom; the values are written as
+ *  they are (md_dcs maps are kJ mol^-1 e^-1) with %.9g, which a float reads
+ *  back exactly. Points are written x slowest, z fastest, as DX requires.
+ *  @p comment (NULL: none; no newline) becomes a `#` line. Written to
+ *  "<path>.tmp", then renamed over @p path. */
+MDDEF md_status md_write_dx(const char *path, const md_grid *grid, const char *comment);
+
+/** @brief Read an OpenDX scalar field (as md_write_dx or APBS write it) into a new grid.
+ *
+ *  Accepts `#` comment lines, `object 1 class gridpositions counts nx ny nz`,
+ *  `origin x y z` and three `delta` lines (Angstrom, stored in nm; the deltas
+ *  must be axis-aligned, else MD_ERR_UNSUPPORTED), an optional
+ *  `object 2 class gridconnections` line, and
+ *  `object 3 class array type double|float rank 0 items N data follows`
+ *  with N = nx*ny*nz, then N finite numbers (x slowest, z fastest) spread
+ *  over any number of lines; what follows them is ignored. On failure @p grid
+ *  is untouched. */
+MDDEF md_status md_read_dx(const char *path, md_grid *grid);
+
+/** @brief md_read_dx on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
+MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, md_grid *grid);
 
 /* ======================================================================== */
 /* dcs: direct Coulomb sum potential map                                    */
@@ -1581,7 +1629,340 @@ MDDEF void md_xyz_close(md_xyz_reader *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* @@io-writers@@ */
+/* A growing text buffer for the writers: the whole file (or frame) is built in
+ * memory, then written with one fwrite. */
+typedef struct md__text {
+    char *s;
+    size_t len, cap;
+    int failed;
+} md__text;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void md__text_printf(md__text *t, const char *fmt, ...) {
+    va_list ap;
+    int k;
+    while (!t->failed) {
+        size_t room = t->cap - t->len, cap;
+        char *b;
+        va_start(ap, fmt);
+        k = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? room : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) break;
+        if ((size_t)k < room) {
+            t->len += (size_t)k;
+            return;
+        }
+        cap = t->cap ? t->cap : 4096;
+        while (cap - t->len <= (size_t)k && cap <= SIZE_MAX / 2) cap *= 2;
+        if (cap - t->len <= (size_t)k || !(b = (char *)md_alloc_array(cap, 1))) break;
+        if (t->len) memcpy(b, t->s, t->len);
+        md_free(t->s);
+        t->s = b;
+        t->cap = cap;
+    }
+    t->failed = 1;
+}
+
+/* Write the text to path: append, or to "<path>.tmp" renamed over path. Frees the text. */
+static md_status md__write_text(const char *path, md__text *t, int append) {
+    md_status st = MD_OK;
+    char *tmp = NULL;
+    FILE *f;
+    int ok;
+    if (t->failed) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, path, 0, "text", "cannot build the file text in memory");
+        goto done;
+    }
+    if (!append) {
+        if (!(tmp = (char *)md_alloc_array(strlen(path) + 5, 1))) {
+            st = MD_ERR_OUT_OF_MEMORY;
+            goto done;
+        }
+        snprintf(tmp, strlen(path) + 5, "%s.tmp", path);
+    }
+    if (!(f = fopen(append ? path : tmp, append ? "ab" : "wb"))) {
+        st = md_set_error(MD_ERR_IO, append ? path : tmp, 0, "path", "cannot open for writing (%s)", strerror(errno));
+        goto done;
+    }
+    ok = fwrite(t->s, 1, t->len, f) == t->len;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        st = md_set_error(MD_ERR_IO, append ? path : tmp, 0, "path", "write failed (%s)", strerror(errno));
+        if (!append) remove(tmp);
+        goto done;
+    }
+    if (!append && rename(tmp, path) != 0) {
+        st = md_set_error(MD_ERR_IO, path, 0, "path", "cannot rename %s over it (%s)", tmp, strerror(errno));
+        remove(tmp);
+    }
+done:
+    md_free(tmp);
+    md_free(t->s);
+    memset(t, 0, sizeof *t);
+    return st;
+}
+
+static md_status md__writer_args(const char *fn, const char *path, const md_system *sys, const char *comment) {
+    int i;
+    if (!path || !sys || !sys->xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path/sys", "is NULL");
+    if (sys->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", sys->n);
+    if (comment && strpbrk(comment, "\r\n"))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "comment", "must be one line");
+    for (i = 0; i < sys->n; i++)
+        if (!isfinite(sys->xyzq[i].x) || !isfinite(sys->xyzq[i].y) || !isfinite(sys->xyzq[i].z))
+            return md_set_error(MD_ERR_RANGE, path, 0, "xyzq", "atom %d has a non-finite position", i);
+    if (sys->name)
+        for (i = 0; i < sys->n; i++)
+            if (strpbrk(sys->name[i].s, " \t\r\n\v\f"))
+                return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "name", "atom %d's name holds a blank", i);
+    return MD_OK;
+}
+
+/* 1: a box is set; 0: no box (all zero); -1: partly set or not finite (an error). */
+static int md__box_state(const double box[3]) {
+    if (box[0] == 0.0 && box[1] == 0.0 && box[2] == 0.0) return 0;
+    return md__box_ok(box) ? 1 : -1;
+}
+
+MDDEF md_status md_write_xyz(const char *path, const md_system *sys, const char *comment, int append) {
+    md__text t;
+    md_status st;
+    int i, box;
+    if ((st = md__writer_args("md_write_xyz", path, sys, comment)) != MD_OK) return st;
+    if ((box = md__box_state(sys->box)) < 0)
+        return md_set_error(MD_ERR_RANGE, path, 0, "box", "edges must all be > 0 or all 0 (got %g %g %g)",
+                            sys->box[0], sys->box[1], sys->box[2]);
+    if (!comment) comment = "";
+    memset(&t, 0, sizeof t);
+    md__text_printf(&t, "%d\n", sys->n);
+    if (box)
+        md__text_printf(&t, "Lattice=\"%.6f 0 0 0 %.6f 0 0 0 %.6f\" Properties=species:S:1:pos:R:3%s%s\n",
+                        10.0 * sys->box[0], 10.0 * sys->box[1], 10.0 * sys->box[2], *comment ? " " : "", comment);
+    else
+        md__text_printf(&t, "%s\n", comment);
+    for (i = 0; i < sys->n; i++)
+        md__text_printf(&t, "%s %.6f %.6f %.6f\n", sys->name && sys->name[i].s[0] ? sys->name[i].s : "X",
+                        10.0 * sys->xyzq[i].x, 10.0 * sys->xyzq[i].y, 10.0 * sys->xyzq[i].z);
+    return md__write_text(path, &t, append);
+}
+
+MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
+    static const char *const xyz[3] = {"x", "y", "z"};
+    md__text t;
+    md_status st;
+    int i, k, box;
+    if ((st = md__writer_args("md_write_pdb", path, sys, NULL)) != MD_OK) return st;
+    if ((box = md__box_state(sys->box)) < 0)
+        return md_set_error(MD_ERR_RANGE, path, 0, "box", "edges must all be > 0 or all 0 (got %g %g %g)",
+                            sys->box[0], sys->box[1], sys->box[2]);
+    for (i = 0; i < sys->n; i++)
+        for (k = 0; k < 3; k++) {
+            double v = 10.0 * (&sys->xyzq[i].x)[k];
+            if (!(v > -999.9995 && v < 9999.9995))
+                return md_set_error(MD_ERR_RANGE, path, 0, xyz[k], "atom %d: %g Angstrom does not fit "
+                                    "the PDB's 8 columns (%%8.3f)", i, v);
+        }
+    memset(&t, 0, sizeof t);
+    if (box)
+        md__text_printf(&t, "CRYST1%9.3f%9.3f%9.3f%7.2f%7.2f%7.2f P 1           1\n", 10.0 * sys->box[0],
+                        10.0 * sys->box[1], 10.0 * sys->box[2], 90.0, 90.0, 90.0);
+    for (i = 0; i < sys->n; i++) {
+        const char *name = sys->name ? sys->name[i].s : "", *res = sys->resname ? sys->resname[i].s : "";
+        char elem[3] = {0, 0, 0}, nm[8], chg[3] = {0, 0, 0};
+        double q = sys->xyzq[i].w;
+        int e, resid = sys->resid ? sys->resid[i] % 10000 : 0;
+        if (resid < -999) resid = -(-resid % 1000);
+        for (e = 0; sys->mass && e < MD__NELEMENTS; e++)
+            if (fabs(sys->mass[i] - md__elements[e].mass) < 1e-3f) {
+                elem[0] = md__elements[e].sym[0];
+                elem[1] = (char)toupper((unsigned char)md__elements[e].sym[1]);
+            }
+        if (strlen(name) < 4 && strlen(elem) < 2) snprintf(nm, sizeof nm, " %-3.3s", name);
+        else snprintf(nm, sizeof nm, "%-4.4s", name);
+        if (q != 0.0 && q == floor(q) && fabs(q) <= 9.0) {
+            chg[0] = (char)('0' + (int)fabs(q));
+            chg[1] = q < 0 ? '-' : '+';
+        }
+        md__text_printf(&t, "ATOM  %5d %-4.4s %-4.4s %4d    %8.3f%8.3f%8.3f%6.2f%6.2f          %2s%2s\n",
+                        (i + 1) % 100000, nm, res, resid, 10.0 * sys->xyzq[i].x, 10.0 * sys->xyzq[i].y,
+                        10.0 * sys->xyzq[i].z, 1.0, 0.0, elem, chg);
+    }
+    md__text_printf(&t, "END\n");
+    return md__write_text(path, &t, 0);
+}
+
+MDDEF md_status md_write_dx(const char *path, const md_grid *grid, const char *comment) {
+    md__text t;
+    size_t count, p = 0;
+    int i, j, k, d;
+    if (!path || !grid || !grid->data)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_write_dx", 0, "path/grid", "is NULL or has no data");
+    if (grid->n[0] < 1 || grid->n[1] < 1 || grid->n[2] < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "n", "dimensions must be >= 1");
+    if (comment && strpbrk(comment, "\r\n"))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "comment", "must be one line");
+    for (d = 0; d < 3; d++)
+        if (!isfinite(grid->origin[d]) || !(grid->spacing[d] > 0.0) || !isfinite(grid->spacing[d]))
+            return md_set_error(MD_ERR_RANGE, path, 0, "origin/spacing", "must be finite, spacing > 0");
+    count = md_grid_count(grid);
+    for (p = 0; p < count; p++)
+        if (!isfinite(grid->data[p]))
+            return md_set_error(MD_ERR_RANGE, path, 0, "data", "point %zu is not finite", p);
+    memset(&t, 0, sizeof t);
+    if (comment) md__text_printf(&t, "# %s\n", comment);
+    md__text_printf(&t, "object 1 class gridpositions counts %d %d %d\n", grid->n[0], grid->n[1], grid->n[2]);
+    md__text_printf(&t, "origin %.9g %.9g %.9g\n", 10.0 * grid->origin[0], 10.0 * grid->origin[1],
+                    10.0 * grid->origin[2]);
+    md__text_printf(&t, "delta %.9g 0 0\ndelta 0 %.9g 0\ndelta 0 0 %.9g\n", 10.0 * grid->spacing[0],
+                    10.0 * grid->spacing[1], 10.0 * grid->spacing[2]);
+    md__text_printf(&t, "object 2 class gridconnections counts %d %d %d\n", grid->n[0], grid->n[1], grid->n[2]);
+    md__text_printf(&t, "object 3 class array type double rank 0 items %zu data follows\n", count);
+    p = 0;
+    for (i = 0; i < grid->n[0]; i++)
+        for (j = 0; j < grid->n[1]; j++)
+            for (k = 0; k < grid->n[2]; k++, p++)
+                md__text_printf(&t, "%.9g%c", grid->data[((size_t)k * grid->n[1] + j) * grid->n[0] + i],
+                                (p % 3 == 2 || p + 1 == count) ? '\n' : ' ');
+    md__text_printf(&t, "attribute \"dep\" string \"positions\"\n"
+                        "object \"regular positions regular connections\" class field\n"
+                        "component \"positions\" value 1\ncomponent \"connections\" value 2\n"
+                        "component \"data\" value 3\n");
+    return md__write_text(path, &t, 0);
+}
+
+MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, md_grid *grid) {
+    static const char *const dname[3] = {"delta x", "delta y", "delta z"};
+    md__lines L;
+    md_grid g;
+    md_status st;
+    char *s, *tok, *w[16];
+    long cnt[3] = {0, 0, 0}, items;
+    double origin[3] = {0, 0, 0}, h[3] = {0, 0, 0}, v;
+    size_t count = 0, p = 0;
+    int got, nt, k, ndelta = 0, have_counts = 0, have_origin = 0;
+    if (!grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_dx_mem", 0, "grid", "is NULL");
+    if (!data && len) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_dx_mem", 0, "data", "is NULL");
+    memset(&g, 0, sizeof g);
+    md__lines_mem(&L, data, len, name);
+    for (;;) { /* header, up to the data array */
+        if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+        if (!got) {
+            st = md__lerr(&L, MD_ERR_PARSE, "object 3", L.line ? "missing: no 'class array' data object"
+                                                                 : "missing: empty file");
+            goto fail;
+        }
+        if ((s = strchr(L.buf, '#')) != NULL) *s = '\0';
+        if ((nt = md__split(L.buf, w, 16)) == 0) continue;
+        if (strcmp(w[0], "origin") == 0 || strcmp(w[0], "delta") == 0) {
+            int isd = w[0][0] == 'd';
+            const char *f = isd ? (ndelta < 3 ? dname[ndelta] : "delta") : "origin";
+            double x[3];
+            if (isd && ndelta == 3) {
+                st = md__lerr(&L, MD_ERR_PARSE, f, "more than 3 delta lines");
+                goto fail;
+            }
+            if (nt != 4) {
+                st = md__lerr(&L, MD_ERR_PARSE, f, "needs 3 numbers (got %d)", nt - 1);
+                goto fail;
+            }
+            for (k = 0; k < 3; k++)
+                if ((st = md__field_double(&L, w[k + 1], f, &x[k])) != MD_OK) goto fail;
+            if (!isd) {
+                for (k = 0; k < 3; k++) origin[k] = 0.1 * x[k];
+                have_origin = 1;
+                continue;
+            }
+            for (k = 0; k < 3; k++)
+                if (k != ndelta && x[k] != 0.0) {
+                    st = md__lerr(&L, MD_ERR_UNSUPPORTED, f, "only axis-aligned grids are supported");
+                    goto fail;
+                }
+            if (!(x[ndelta] > 0.0)) {
+                st = md__lerr(&L, MD_ERR_RANGE, f, "spacing must be > 0 (got %g)", x[ndelta]);
+                goto fail;
+            }
+            h[ndelta] = 0.1 * x[ndelta];
+            ndelta++;
+            continue;
+        }
+        if (strcmp(w[0], "object") != 0 || nt < 4 || strcmp(w[2], "class") != 0) continue;
+        if (strcmp(w[3], "gridpositions") == 0) {
+            if (nt != 8 || strcmp(w[4], "counts") != 0) {
+                st = md__lerr(&L, MD_ERR_PARSE, "counts", "expected 'counts nx ny nz'");
+                goto fail;
+            }
+            for (k = 0; k < 3; k++)
+                if ((st = md__field_long(&L, w[5 + k], "counts", 1, INT_MAX, &cnt[k])) != MD_OK) goto fail;
+            have_counts = 1;
+        } else if (strcmp(w[3], "array") == 0) {
+            long long left;
+            for (k = 4; k + 1 < nt && strcmp(w[k], "items") != 0; k++) {}
+            if (k + 1 >= nt) {
+                st = md__lerr(&L, MD_ERR_PARSE, "items", "missing: expected 'items N'");
+                goto fail;
+            }
+            if ((st = md__field_long(&L, w[k + 1], "items", 1, LONG_MAX, &items)) != MD_OK) goto fail;
+            for (k = 4; k + 1 < nt; k++)
+                if (strcmp(w[k], "rank") == 0 && strcmp(w[k + 1], "0") != 0) {
+                    st = md__lerr(&L, MD_ERR_UNSUPPORTED, "rank", "only scalar data (rank 0) is supported");
+                    goto fail;
+                }
+            if (!have_counts || !have_origin || ndelta < 3) {
+                st = md__lerr(&L, MD_ERR_PARSE, !have_counts ? "counts" : !have_origin ? "origin" : "delta",
+                              "missing before the data array");
+                goto fail;
+            }
+            count = (size_t)cnt[0] * (size_t)cnt[1];
+            if ((size_t)cnt[2] > SIZE_MAX / count || (unsigned long)items != count * (size_t)cnt[2]) {
+                st = md__lerr(&L, MD_ERR_PARSE, "items", "%ld is not nx*ny*nz = %ld*%ld*%ld", items, cnt[0],
+                              cnt[1], cnt[2]);
+                goto fail;
+            }
+            count = (size_t)items;
+            left = md__lines_left(&L);
+            if ((unsigned long long)items > (unsigned long long)left / 2 + 1) {
+                st = md__lerr(&L, MD_ERR_RANGE, "items", "%ld values cannot fit in the %lld bytes left", items, left);
+                goto fail;
+            }
+            break;
+        }
+    }
+    if ((st = md_grid_alloc(&g, (int)cnt[0], (int)cnt[1], (int)cnt[2], origin, h)) != MD_OK) goto fail;
+    while (p < count) { /* values, x slowest, z fastest */
+        if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+        if (!got) {
+            L.line++;
+            st = md__lerr(&L, MD_ERR_PARSE, "data", "the file ends after %zu of %zu values", p, count);
+            goto fail;
+        }
+        for (s = L.buf; p < count && (tok = md__token(&s)) != NULL; p++) {
+            size_t k2 = p % (size_t)cnt[2], j2 = p / (size_t)cnt[2] % (size_t)cnt[1];
+            size_t i2 = p / ((size_t)cnt[2] * (size_t)cnt[1]);
+            if ((st = md__field_double(&L, tok, "data", &v)) != MD_OK) goto fail;
+            g.data[(k2 * (size_t)cnt[1] + j2) * (size_t)cnt[0] + i2] = (float)v;
+        }
+    }
+    md_free(L.buf);
+    *grid = g;
+    return MD_OK;
+fail:
+    md_free(L.buf);
+    md_grid_free(&g);
+    return st;
+}
+
+MDDEF md_status md_read_dx(const char *path, md_grid *grid) {
+    char *data;
+    size_t len;
+    md_status st;
+    if (!grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_dx", 0, "grid", "is NULL");
+    if ((st = md__slurp(path, &data, &len)) != MD_OK) return st;
+    st = md_read_dx_mem(data, len, path, grid);
+    md_free(data);
+    return st;
+}
 
 /* ---- dcs ---- */
 
