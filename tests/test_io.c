@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 static char tmpdir[64];
-static char created[64][128];
+static char created[256][128];
 static int ncreated;
 
 /* Path of a file in the temp dir (remembered for clean-up). */
@@ -24,7 +24,7 @@ static const char *tmp_path(const char *name) {
     snprintf(p, 128, "%s/%s", tmpdir, name);
     for (i = 0; i < ncreated; i++)
         if (strcmp(created[i], p) == 0) return p;
-    if (ncreated < 64) snprintf(created[ncreated++], 128, "%s", p);
+    if (ncreated < 256) snprintf(created[ncreated++], 128, "%s", p);
     return p;
 }
 
