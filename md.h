@@ -1855,6 +1855,7 @@ MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, m
         }
         if ((s = strchr(L.buf, '#')) != NULL) *s = '\0';
         if ((nt = md__split(L.buf, w, 16)) == 0) continue;
+        if (nt > 16) nt = 16; /* later words are ignored */
         if (strcmp(w[0], "origin") == 0 || strcmp(w[0], "delta") == 0) {
             int isd = w[0][0] == 'd';
             const char *f = isd ? (ndelta < 3 ? dname[ndelta] : "delta") : "origin";
