@@ -329,9 +329,9 @@ MDDEF float md_element_mass(const char *symbol);
  *  Accepts whitespace-separated `ATOM` / `HETATM` lines
  *  `ATOM serial name resName [chain] resSeq x y z q r` (10 or 11 fields; the
  *  numeric fields are counted from the end of the line, so the chain column is
- *  optional). x y z and r are Angstrom (stored in nm), q is the charge in e,
- *  r must be >= 0. Every other line (REMARK, TER, END, ...) is ignored. At least
- *  one atom is required. There is no box. Errors: MD_ERR_IO (cannot open or
+ *  optional; leading blanks are allowed). x y z and r are Angstrom (stored
+ *  in nm), q is the charge in e, r must be >= 0. Every other line (REMARK,
+ *  TER, END, ...) is ignored. At least one atom is required. There is no box. Errors: MD_ERR_IO (cannot open or
  *  read), MD_ERR_PARSE (short line, non-numeric field, no atoms, NUL byte),
  *  MD_ERR_RANGE (NaN, infinite or too large a value, negative radius),
  *  MD_ERR_OUT_OF_MEMORY. */
@@ -395,7 +395,7 @@ MDDEF md_status md_xyz_open(md_xyz_reader *r, const char *path);
  *  md_system_free when done) and *got = 1. At a clean end of file (only blank
  *  lines left) *got = 0, MD_OK and @p frame is unchanged. A truncated or
  *  malformed frame returns an error naming the line and field, *got = 0, and
- *  @p frame is unchanged. */
+ *  @p frame is unchanged; the reader is then mid-frame, so close it. */
 MDDEF md_status md_xyz_next(md_xyz_reader *r, md_system *frame, int *got);
 
 /** @brief Close the file and free the reader's buffers; @p r is zeroed. Safe to call twice. */
@@ -1260,9 +1260,8 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
             int k;
             if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
             if (!got) break;
-            if (!md__is_atom_record(L.buf)) continue;
             nt = md__split(L.buf, tok, 12);
-            if (strcmp(tok[0], "ATOM") != 0 && strcmp(tok[0], "HETATM") != 0) continue;
+            if (nt == 0 || (strcmp(tok[0], "ATOM") != 0 && strcmp(tok[0], "HETATM") != 0)) continue;
             if (pass == 0) {
                 if (n == INT_MAX) {
                     st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
