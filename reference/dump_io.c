@@ -16,9 +16,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s pqr|pdb|xyz FILE\n", argv[0]);
         return 1;
     }
-    if (strcmp(argv[1], "pqr") == 0) st = md_read_pqr(argv[2], &s);
-    else if (strcmp(argv[1], "pdb") == 0) st = md_read_pdb(argv[2], &s);
-    else if (strcmp(argv[1], "xyz") == 0) st = md_read_xyz(argv[2], &s);
+    if (strcmp(argv[1], "pqr") == 0)
+        st = md_read_pqr(argv[2], &s);
+    else if (strcmp(argv[1], "pdb") == 0)
+        st = md_read_pdb(argv[2], &s);
+    else if (strcmp(argv[1], "xyz") == 0)
+        st = md_read_xyz(argv[2], &s);
     else {
         fprintf(stderr, "unknown format %s\n", argv[1]);
         return 1;
@@ -29,8 +32,9 @@ int main(int argc, char **argv) {
     }
     printf("n %d\nbox %.9g %.9g %.9g\n", s.n, s.box[0], s.box[1], s.box[2]);
     for (i = 0; i < s.n; i++)
-        printf("atom %s %s %d %.9g %.9g %.9g %.9g %.9g %.9g %d\n", or_dash(s.name[i].s), or_dash(s.resname[i].s),
-               s.resid[i], s.xyzq[i].x, s.xyzq[i].y, s.xyzq[i].z, s.xyzq[i].w, s.radius[i], s.mass[i], s.type[i]);
+        printf("atom %s %s %d %.9g %.9g %.9g %.9g %.9g %.9g %d\n", or_dash(s.name[i].s),
+               or_dash(s.resname[i].s), s.resid[i], s.xyzq[i].x, s.xyzq[i].y, s.xyzq[i].z, s.xyzq[i].w,
+               s.radius[i], s.mass[i], s.type[i]);
     md_system_free(&s);
     return 0;
 }
