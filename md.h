@@ -316,7 +316,11 @@ MDDEF size_t md_grid_count(const md_grid *grid);
  * Element of an atom: XYZ, the name itself; PDB, columns 77-78 when not blank;
  * otherwise (PDB, PQR) a two-letter ion whose atom name equals its residue
  * name (NA NA, CL CL, ZN ZN, ...) or else the first letter of the name after
- * any leading digits ("1HB" -> H, "CA" -> C). */
+ * any leading digits ("1HB" -> H, "CA" -> C). An element outside the table
+ * (Se, ...) gets mass 0: set the masses yourself before dynamics.
+ * Numbers are read with strtod, so the C locale's decimal point is assumed
+ * (do not read files after setlocale() to a locale with a decimal comma).
+ * md_read_dx / md_read_dx_mem read an OpenDX grid the same way into an md_grid. */
 
 /** @brief Mass (amu) of an element from the readers' table, or 0 when unknown.
  *
