@@ -46,7 +46,10 @@ all: $(ALL_BINS)
 gpu: $(GPU_BINS)
 
 $(BUILD):
-	@mkdir -p $(BUILD)/tests $(BUILD)/chapters $(BUILD)/examples $(BUILD)/reference $(BUILD)/bench $(BUILD)/fuzz
+	@mkdir -p $(BUILD)
+# every output folder exists before any rule runs (run.sh makes build/ first, so an
+# order-only prerequisite on build/ alone would not create them)
+$(shell mkdir -p $(BUILD)/tests $(BUILD)/chapters $(BUILD)/examples $(BUILD)/reference $(BUILD)/bench $(BUILD)/fuzz)
 
 $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
