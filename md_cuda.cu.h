@@ -193,10 +193,11 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 /* dcs                                                                      */
 /* ======================================================================== */
 
-/** @brief Atoms per constant-memory chunk of the constant-memory rungs: 4000 float4 =
- *  64,000 bytes, inside the 64 KB of __constant__ memory. More atoms run chunk after chunk,
- *  each launch adding into the output. */
-#define MD_DCS_CONST_CHUNK 4000
+/** @brief Atoms per constant-memory chunk of the constant-memory rungs: 3072 float4 =
+ *  48 KB of the 64 KB of __constant__ memory a program may declare, leaving 16 KB (1024
+ *  atoms) for a program's own kernels (the chapters' exercises). More atoms run chunk after
+ *  chunk, each launch adding into the output. */
+#define MD_DCS_CONST_CHUNK 3072
 
 /** @brief Threads of a block of the unrolled rungs along x (the spacing between a thread's
  *  points) and along y. */
@@ -272,6 +273,13 @@ md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, 
  *  Every element of the (padded) output is written. */
 md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n,
                              const md_grid *geometry, float *d_out, cudaStream_t stream);
+
+/** @brief Launch shape of the main kernel of @p variant on @p geometry: @p blocks is the number
+ *  of thread blocks one launch runs, @p blocks_per_wave how many of them device 0 holds at once
+ *  (resident blocks per SM, from the occupancy calculator, times the SM count). A launch takes
+ *  ceil(blocks / blocks_per_wave) waves; the last one may leave SMs idle (wave quantization). */
+md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
+                                   int *blocks_per_wave);
 
 /** @brief The hybrid-rsqrt periods compiled in (1 of every @p period atoms in software):
  *  writes up to @p cap of them to @p periods and returns how many there are. */
@@ -1295,6 +1303,45 @@ md_status md_cuda_dcs_hybrid_device(int period, const md_float4 *d_xyzq, int n, 
                                    d_out, &g);
     if (st != MD_OK) return st;
     return md__dcs_hybrid_launch(period, (const float4 *)d_xyzq, n, g, d_out, stream);
+}
+
+md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
+                                   int *blocks_per_wave) {
+    const char *fn = "md_cuda_dcs_launch_shape";
+    const void *kernel = NULL;
+    int d[3] = {0, 0, 0}, per_sm = 0, sms = 0, threads = MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y, dev = 0;
+    long long bx = 0, by = 0;
+    md_status st;
+    if (!blocks || !blocks_per_wave)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "blocks/blocks_per_wave", "is NULL");
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
+    switch (variant) {
+    case MD_DCS_GPU_SCATTER: kernel = (const void *)md__dcs_scatter_kernel; threads = 128; break;
+    case MD_DCS_GPU_GATHER: kernel = (const void *)md__dcs_gather_kernel; threads = 128; break;
+    case MD_DCS_GPU_CONST: kernel = (const void *)md__dcs_const_kernel; threads = 128; break;
+    case MD_DCS_GPU_UNROLL4: kernel = (const void *)md__dcs_unroll_kernel<4, 0, MD__DCS_SRC_CONST, 0>; break;
+    case MD_DCS_GPU_UNROLL8: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_CONST, 1>; break;
+    case MD_DCS_GPU_L1: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_L1, 1>; break;
+    case MD_DCS_GPU_SHARED: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_SHARED, 1>; break;
+    default: kernel = (const void *)md__dcs_unroll_kernel<8, MD_DCS_HYBRID_PERIOD, MD__DCS_SRC_CONST, 1>; break;
+    }
+    if (variant == MD_DCS_GPU_SCATTER) {
+        *blocks = 0; /* depends on the atom count: ceil(n / 128) */
+    } else if (threads == 128 && (variant == MD_DCS_GPU_GATHER || variant == MD_DCS_GPU_CONST)) {
+        bx = (geometry->n[0] + 31) / 32;
+        by = (geometry->n[1] + 3) / 4;
+        *blocks = bx * by * geometry->n[2];
+    } else {
+        const int tx = md__dcs_points_per_thread(variant) * MD_DCS_BLOCK_X;
+        bx = (geometry->n[0] + tx - 1) / tx;
+        by = (geometry->n[1] + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y;
+        *blocks = bx * by * geometry->n[2];
+    }
+    MD_CUDA_TRY(cudaGetDevice(&dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    *blocks_per_wave = per_sm * sms;
+    return MD_OK;
 }
 
 md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {

@@ -141,17 +141,28 @@ typedef struct dcs_case {
     uint64_t seed;
 } dcs_case;
 
+static dcs_case mk(int n, int nx, int ny, int nz, uint64_t seed) {
+    dcs_case c;
+    c.n = n;
+    c.nx = nx;
+    c.ny = ny;
+    c.nz = nz;
+    c.seed = seed;
+    return c;
+}
+
 static int cases(dcs_case *c) {
     int k = 0;
     if (sanitize()) {
-        c[k++] = (dcs_case){4001, 19, 13, 5, 11};
-        c[k++] = (dcs_case){7, 3, 2, 1, 12};
+        c[k++] = mk(4001, 19, 13, 5, 11);
+        c[k++] = mk(7, 3, 2, 1, 12);
         return k;
     }
-    c[k++] = (dcs_case){4001, 37, 29, 11, 101};  /* one full constant chunk + 1 atom */
-    c[k++] = (dcs_case){9000, 37, 29, 11, 102};  /* chunks of 4000, 4000, 1000 */
-    c[k++] = (dcs_case){1234, 130, 9, 3, 103};   /* a row longer than one 8-point tile */
-    c[k++] = (dcs_case){7, 3, 2, 1, 104};        /* fewer atoms than a hybrid group */
+    c[k++] = mk(MD_DCS_CONST_CHUNK + 1, 37, 29, 11, 100); /* a full constant chunk + 1 atom */
+    c[k++] = mk(4001, 37, 29, 11, 101);  /* chunks of 3072 + 929 */
+    c[k++] = mk(9000, 37, 29, 11, 102);  /* chunks of 3072, 3072, 2856 */
+    c[k++] = mk(1234, 130, 9, 3, 103);   /* a row longer than one 8-point tile */
+    c[k++] = mk(7, 3, 2, 1, 104);        /* fewer atoms than a hybrid group */
     return k;
 }
 
