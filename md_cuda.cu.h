@@ -1027,7 +1027,7 @@ static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dyd
 }
 
 /* Atoms [a0, a1) on a thread's U points of one row (x[u], y, z), in groups of G atoms
- * (G = HYB, or 1 when HYB is 0). dy^2 + dz^2 is computed once per atom and reused for the
+ * (G = HYB, or 2 when HYB is 0). dy^2 + dz^2 is computed once per atom and reused for the
  * U points. If every atom of the group is farther than 1e-5 nm from the row, no point can
  * be closer either (r^2 >= dy^2 + dz^2), so the inner loop needs no select: per atom-eval
  * one FADD, one FFMA for r^2, one rsqrt, one FFMA for the sum. With HYB > 0 the first atom
