@@ -249,8 +249,9 @@ static inline __host__ __device__ float md_soft_rsqrtf(float x) {
  *  x, y, z in nm and q in e) on every point of @p grid with the GPU rung @p variant,
  *  overwriting grid->data: the same contract as md_dcs().
  *
- *  Copies the atoms to the device, runs md_cuda_dcs_device() on the default stream, and
- *  copies the map back (cropping a padded output). grid->data is written only after
+ *  Copies the atoms to the device, fills the device output with NaN (md_cuda_poison), runs
+ *  md_cuda_dcs_device() on the default stream, and copies the map back (cropping a padded
+ *  output), so an element a rung failed to write comes back as NaN. grid->data is written only after
  *  everything succeeded. Errors: a CPU rung or unknown variant, NULL pointers, n < 1, a grid
  *  without data (MD_ERR_INVALID_ARGUMENT); no device (MD_ERR_NO_DEVICE); a failed CUDA call
  *  (MD_ERR_CUDA). The constant-memory rungs use one __constant__ buffer: do not run them
@@ -1373,6 +1374,8 @@ md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_g
     MD__DCS_CUDA(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq));
     MD__DCS_CUDA(cudaMalloc((void **)&d_out, out_count * sizeof(float)));
     MD__DCS_CUDA(cudaMemcpy(d_xyzq, xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice));
+    /* NaN first: an element a rung failed to write comes back as NaN, never as stale memory */
+    if ((st = md_cuda_poison(d_out, out_count, 0)) != MD_OK) goto done;
     if ((st = md_cuda_dcs_device(variant, d_xyzq, n, grid, d_out, 0)) != MD_OK) goto done;
     /* Crop the padded rows and planes while copying back: row pitch d[0], d[1] rows a plane. */
     if (d[1] == grid->n[1])
