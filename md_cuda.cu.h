@@ -1077,9 +1077,11 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
  * points tx, tx + BLOCK_X, tx + 2 BLOCK_X, ... so a warp's stores are contiguous.
  * PAD = 1: the output is padded to whole tiles and every thread stores without a test.
  * SRC: atoms from constant memory (one chunk per launch), global memory via L1 (__ldg),
- * or shared-memory tiles that the block stages together. */
+ * or shared-memory tiles that the block stages together. The launch bounds ask for 2048
+ * resident threads per SM (16 blocks, at most 32 registers a thread): a 128^3 grid is then
+ * 2048 blocks, within one wave of a 132-SM GPU. */
 template <int U, int HYB, int SRC, int PAD>
-__global__ void __launch_bounds__(MD_DCS_BLOCK_X *MD_DCS_BLOCK_Y)
+__global__ void __launch_bounds__(MD_DCS_BLOCK_X *MD_DCS_BLOCK_Y, 2048 / (MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y))
 md__dcs_unroll_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, float *out, int accumulate) {
     const int i0 = blockIdx.x * (U * MD_DCS_BLOCK_X) + threadIdx.x;
     const int j = blockIdx.y * MD_DCS_BLOCK_Y + threadIdx.y, k = blockIdx.z;
