@@ -216,7 +216,8 @@ static void dcs_gpu_device_api(void) {
     int v, d[3], periods[16], np, pi;
     const int n = sanitize() ? 4001 : 9000;
     if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
-    MD_CHECK_OK(make_case(&sys, &ref, n, 37, 29, 11, 201));
+    if (sanitize()) MD_CHECK_OK(make_case(&sys, &ref, n, 19, 13, 5, 201));
+    else MD_CHECK_OK(make_case(&sys, &ref, n, 37, 29, 11, 201));
     MD_CHECK_OK(md_dcs_simple(sys.xyzq, sys.n, &ref));
     MD_CHECK(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq) == cudaSuccess);
     MD_CHECK(cudaMemcpy(d_xyzq, sys.xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
