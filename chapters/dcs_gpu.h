@@ -111,7 +111,7 @@ static int dcs_gpu_rung(ladder *l, const dcs_gpu_case *c, const char *name, md_d
     int d[3] = {0, 0, 0}, p, j;
     size_t count, k, np = (size_t)c->grid.n[0] * c->grid.n[1];
     float *h = NULL, *sample = NULL;
-    double err, t = -1.0, work = (double)c->sys.n * (double)md_grid_count(&c->grid);
+    double err = INFINITY, t = NAN, work = (double)c->sys.n * (double)md_grid_count(&c->grid);
     char why[600];
     memset(&r, 0, sizeof r);
     r.c = c;
