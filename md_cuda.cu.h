@@ -193,6 +193,19 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 /* dcs                                                                      */
 /* ======================================================================== */
 
+/* The GPU rungs of the direct Coulomb sum (md.h's md_dcs_variant), slow to fast. Each is a
+ * kernel, a launcher and a case of one dispatcher, md_cuda_dcs_device():
+ *   MD_DCS_GPU_SCATTER  md__dcs_scatter_kernel   thread per atom, atomicAdd into every point
+ *   MD_DCS_GPU_GATHER   md__dcs_gather_kernel    thread per point, atoms from global memory
+ *   MD_DCS_GPU_CONST    md__dcs_const_kernel     gather, atoms in __constant__ chunks
+ *   MD_DCS_GPU_UNROLL4  md__dcs_unroll_kernel<4, 0, CONST, 0>    4 points per thread
+ *   MD_DCS_GPU_UNROLL8  md__dcs_unroll_kernel<8, 0, CONST, 1>    8 points, padded output
+ *   MD_DCS_GPU_L1       md__dcs_unroll_kernel<8, 0, L1, 1>       atoms via __ldg
+ *   MD_DCS_GPU_SHARED   md__dcs_unroll_kernel<8, 0, SHARED, 1>   atom tiles in shared memory
+ *   MD_DCS_GPU_HYBRID   md__dcs_unroll_kernel<8, P, CONST, 1>    1 rsqrt in P by md_soft_rsqrtf
+ * Run one: build/chapters/02_scatter_gather, 03_coalesced_unrolled, 04_shared_memory;
+ * check all: build/tests/gpu_dcs. Work is counted in atom-evals (atoms x grid points). */
+
 /** @brief Atoms per constant-memory chunk of the constant-memory rungs: 3072 float4 =
  *  48 KB of the 64 KB of __constant__ memory a program may declare, leaving 16 KB (1024
  *  atoms) for a program's own kernels (the chapters' exercises). More atoms run chunk after
