@@ -158,6 +158,7 @@ static int dcs_gpu_rung(ladder *l, const dcs_gpu_case *c, const char *name, md_d
     if (err <= DCS_GPU_TOL) {
         memset(&desc, 0, sizeof desc);
         desc.reps = reps;
+        desc.warmup = reps <= 3 ? 1 : 0; /* slow rungs (scatter): one warm-up run; else the default */
         st = md_cuda_bench(dcs_gpu_run_once, &r, &desc, &t);
         if (st != MD_OK) {
             snprintf(why, sizeof why, "timing: %s", md_last_error());
