@@ -18,7 +18,7 @@
  * EXAMPLE
  *       if (!md_cuda_available()) { printf("no GPU: %s\n", md_last_error()); return 0; }
  *       md_cuda_device_info info;  md_cuda_get_device_info(0, &info);
- *       ... md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid, NULL);
+ *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
  *
  * CONTENTS
  *   core      error conversion, device availability and info, poison fill
