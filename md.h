@@ -483,9 +483,10 @@ typedef enum md_dcs_variant {
     MD_DCS_GPU_CONST,      /**< GPU: gather with atoms in __constant__ memory, chunk by chunk */
     MD_DCS_GPU_UNROLL4,    /**< GPU: constant memory, 4 points per thread spaced by the block width */
     MD_DCS_GPU_UNROLL8,    /**< GPU: constant memory, 8 points per thread, grid padded to whole tiles */
-    MD_DCS_GPU_L1,         /**< GPU: the unroll-8 kernel reading atoms through L1 from global memory */
-    MD_DCS_GPU_SHARED,     /**< GPU: the unroll-8 kernel with atom tiles staged in shared memory */
-    MD_DCS_GPU_HYBRID,     /**< GPU: unroll-8 with part of the rsqrts in software on the FMA pipe */
+    MD_DCS_GPU_UNROLL8X2,  /**< GPU: constant memory, 8 points in each of 2 rows per thread */
+    MD_DCS_GPU_L1,         /**< GPU: the 8 x 2 kernel reading atoms through L1 from global memory */
+    MD_DCS_GPU_SHARED,     /**< GPU: the 8 x 2 kernel with atom tiles staged in shared memory */
+    MD_DCS_GPU_HYBRID,     /**< GPU: 8 x 4 points with part of the rsqrts in software on the FMA pipe */
     MD_DCS_VARIANT_COUNT   /**< number of rungs */
 } md_dcs_variant;
 
@@ -2030,7 +2031,7 @@ MDDEF md_status md_read_dx(const char *path, md_grid *grid) {
 
 static const char *const md__dcs_names[MD_DCS_VARIANT_COUNT + 1] = {
     "cpu_simple", "cpu_scatter", "cpu_rows", "cpu_rows_omp",
-    "gpu_scatter", "gpu_gather", "gpu_const", "gpu_unroll4", "gpu_unroll8", "gpu_l1", "gpu_shared",
+    "gpu_scatter", "gpu_gather", "gpu_const", "gpu_unroll4", "gpu_unroll8", "gpu_unroll8x2", "gpu_l1", "gpu_shared",
     "gpu_hybrid",
     "unknown"};
 

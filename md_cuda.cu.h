@@ -198,11 +198,12 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
  *   MD_DCS_GPU_SCATTER  md__dcs_scatter_kernel   thread per atom, atomicAdd into every point
  *   MD_DCS_GPU_GATHER   md__dcs_gather_kernel    thread per point, atoms from global memory
  *   MD_DCS_GPU_CONST    md__dcs_const_kernel     gather, atoms in __constant__ chunks
- *   MD_DCS_GPU_UNROLL4  md__dcs_unroll_kernel<4, 0, CONST, 0>    4 points per thread
- *   MD_DCS_GPU_UNROLL8  md__dcs_unroll_kernel<8, 0, CONST, 1>    8 points, padded output
- *   MD_DCS_GPU_L1       md__dcs_unroll_kernel<8, 0, L1, 1>       atoms via __ldg
- *   MD_DCS_GPU_SHARED   md__dcs_unroll_kernel<8, 0, SHARED, 1>   atom tiles in shared memory
- *   MD_DCS_GPU_HYBRID   md__dcs_unroll_kernel<8, P, CONST, 1>    1 rsqrt in P by md_soft_rsqrtf
+ *   MD_DCS_GPU_UNROLL4    md__dcs_unroll_kernel<MD__DCS_UNROLL4>    4 points per thread
+ *   MD_DCS_GPU_UNROLL8    md__dcs_unroll_kernel<MD__DCS_UNROLL8>    8 points, padded output
+ *   MD_DCS_GPU_UNROLL8X2  md__dcs_unroll_kernel<MD__DCS_UNROLL8X2>  8 points in each of 2 rows
+ *   MD_DCS_GPU_L1         md__dcs_unroll_kernel<MD__DCS_L1>         8 x 2, atoms via __ldg
+ *   MD_DCS_GPU_SHARED     md__dcs_unroll_kernel<MD__DCS_SHARED>     8 x 2, atom tiles in shared memory
+ *   MD_DCS_GPU_HYBRID     md__dcs_unroll_kernel<MD__DCS_HYBRID(S)>  8 x 4, S of 8 rsqrts by md_soft_rsqrtf
  * Run one: build/chapters/02_scatter_gather, 03_coalesced_unrolled, 04_shared_memory;
  * check all: build/tests/gpu_dcs. Work is counted in atom-evals (atoms x grid points). */
 
@@ -223,11 +224,13 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 
 #include <string.h> /* memcpy in md_soft_rsqrtf's host path */
 
-#ifndef MD_DCS_HYBRID_PERIOD
-/** @brief MD_DCS_GPU_HYBRID computes the inverse square roots of 1 of every
- *  MD_DCS_HYBRID_PERIOD atoms in software (md_soft_rsqrtf) and the rest with MUFU rsqrtf.
- *  One of md_cuda_dcs_hybrid_periods(); define it before including to choose another. */
-#define MD_DCS_HYBRID_PERIOD 5
+#ifndef MD_DCS_HYBRID_SOFT
+/** @brief MD_DCS_GPU_HYBRID computes, for every atom, the inverse square roots of
+ *  MD_DCS_HYBRID_SOFT of a thread's 8 points along x in software (md_soft_rsqrtf, FMA pipe)
+ *  and the other 8 - MD_DCS_HYBRID_SOFT with MUFU rsqrt. One of md_cuda_dcs_hybrid_splits();
+ *  define it before including to choose another. The default, 2 (a quarter in software), was
+ *  the fastest split measured on an H200 (tutorials/04_shared_memory.md). */
+#define MD_DCS_HYBRID_SOFT 2
 #endif
 
 /** @brief Software reciprocal square root on the FMA pipe, for normal positive @p x
@@ -295,15 +298,15 @@ md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, in
 md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
                                    int *blocks_per_wave);
 
-/** @brief The hybrid-rsqrt periods compiled in (1 of every @p period atoms in software):
- *  writes up to @p cap of them to @p periods and returns how many there are. */
-int md_cuda_dcs_hybrid_periods(int *periods, int cap);
+/** @brief The hybrid splits compiled in (how many of a thread's 8 points per atom get their
+ *  rsqrt in software): writes up to @p cap of them to @p splits and returns how many there are. */
+int md_cuda_dcs_hybrid_splits(int *splits, int cap);
 
-/** @brief md_cuda_dcs_device() of the hybrid rung with a chosen period: 1 of every
- *  @p period atoms gets its rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrtf.
- *  @p period must be one of md_cuda_dcs_hybrid_periods(); the output is shaped as for
- *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_PERIOD. */
-md_status md_cuda_dcs_hybrid_device(int period, const md_float4 *d_xyzq, int n,
+/** @brief md_cuda_dcs_device() of the hybrid rung with a chosen split: for every atom, @p soft
+ *  of a thread's 8 points get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt.
+ *  @p soft must be one of md_cuda_dcs_hybrid_splits(); the output is shaped as for
+ *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_SOFT. */
+md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
                                     const md_grid *geometry, float *d_out, cudaStream_t stream);
 
 /* ======================================================================== */
@@ -1040,70 +1043,82 @@ static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dyd
     }
 }
 
-/* Atoms [a0, a1) on a thread's U points of one row (x[u], y, z), in groups of G atoms
- * (G = HYB, or 2 when HYB is 0). dy^2 + dz^2 is computed once per atom and reused for the
- * U points. If every atom of the group is farther than 1e-5 nm from the row, no point can
- * be closer either (r^2 >= dy^2 + dz^2), so the inner loop needs no select: per atom-eval
- * one FADD, one FFMA for r^2, one rsqrt, one FFMA for the sum. With HYB > 0 the first atom
- * of each group gets its rsqrt from md_soft_rsqrtf (FMA pipe), the others from MUFU. */
-template <int U, int HYB, int SRC>
+/* Atoms [a0, a1) on a thread's U x R points (x[u], y[r], z), two atoms at a time. dy^2 + dz^2
+ * is computed once per atom and row and reused for the U points of the row. If both atoms
+ * are farther than 1e-5 nm from every row, no point can be closer either (r^2 >= dy^2 + dz^2),
+ * so the inner loop needs no select: per atom-eval one FADD, one FFMA for r^2, one rsqrt,
+ * one FFMA for the sum. HYB is a mask over u: the points whose bit is set get their rsqrt from
+ * md_soft_rsqrtf (FMA pipe), the others from MUFU. */
+template <int U, int R, int HYB, int SRC>
 static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a0, int a1, const float (&x)[U],
-                                                          float y, float z, float (&acc)[U]) {
-    enum { G = HYB > 0 ? HYB : 2 };
+                                                          const float (&y)[R], float z, float (&acc)[R][U]) {
     int a = a0;
-    for (; a + G <= a1; a += G) {
-        float4 at[G];
-        float d2[G], dmin;
+    for (; a + 2 <= a1; a += 2) {
+        float4 at[2];
+        float d2[2][R], dmin = 3.0e38f;
 #pragma unroll
-        for (int s = 0; s < G; s++) {
+        for (int s = 0; s < 2; s++) {
             at[s] = md__dcs_load_atom<SRC>(p, a + s);
-            const float dy = y - at[s].y, dz = z - at[s].z;
-            d2[s] = fmaf(dy, dy, dz * dz);
-        }
-        dmin = d2[0];
+            const float dz = z - at[s].z, dz2 = dz * dz;
 #pragma unroll
-        for (int s = 1; s < G; s++) dmin = fminf(dmin, d2[s]);
+            for (int r = 0; r < R; r++) {
+                const float dy = y[r] - at[s].y;
+                d2[s][r] = fmaf(dy, dy, dz2);
+                dmin = fminf(dmin, d2[s][r]);
+            }
+        }
         if (dmin >= MD_DCS_MIN_R2) {
 #pragma unroll
-            for (int s = 0; s < G; s++) {
+            for (int s = 0; s < 2; s++)
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s]);
-                    const float rinv = (HYB > 0 && s == 0) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
-                    acc[u] = fmaf(at[s].w, rinv, acc[u]);
-                }
-            }
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
+                        const float rinv = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                        acc[r][u] = fmaf(at[s].w, rinv, acc[r][u]);
+                    }
         } else {
 #pragma unroll
-            for (int s = 0; s < G; s++) md__dcs_atom_careful<U>(at[s], d2[s], x, acc);
+            for (int s = 0; s < 2; s++)
+#pragma unroll
+                for (int r = 0; r < R; r++) md__dcs_atom_careful<U>(at[s], d2[s][r], x, acc[r]);
         }
     }
-    for (; a < a1; a++) { /* the last n mod G atoms */
+    for (; a < a1; a++) { /* the last atom of an odd count */
         const float4 at = md__dcs_load_atom<SRC>(p, a);
-        const float dy = y - at.y, dz = z - at.z;
-        md__dcs_atom_careful<U>(at, fmaf(dy, dy, dz * dz), x, acc);
+        const float dz = z - at.z;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float dy = y[r] - at.y;
+            md__dcs_atom_careful<U>(at, fmaf(dy, dy, dz * dz), x, acc[r]);
+        }
     }
 }
 
-/* Rungs 4-8: thread coarsening. A block of MD_DCS_BLOCK_X x MD_DCS_BLOCK_Y threads covers
- * U * MD_DCS_BLOCK_X points of MD_DCS_BLOCK_Y rows of plane k; thread (tx, ty) owns the U
- * points tx, tx + BLOCK_X, tx + 2 BLOCK_X, ... so a warp's stores are contiguous.
+/* Rungs 4-9: thread coarsening. A block of MD_DCS_BLOCK_X x MD_DCS_BLOCK_Y threads covers
+ * U * MD_DCS_BLOCK_X points of R * MD_DCS_BLOCK_Y rows of plane k; thread (tx, ty) owns the U
+ * points tx, tx + BLOCK_X, tx + 2 BLOCK_X, ... of the R rows ty, ty + BLOCK_Y, ..., so a
+ * warp's stores are contiguous and each atom's dz^2 serves R rows and its dy^2 + dz^2 U points.
  * PAD = 1: the output is padded to whole tiles and every thread stores without a test.
  * SRC: atoms from constant memory (one chunk per launch), global memory via L1 (__ldg),
- * or shared-memory tiles that the block stages together. The launch bounds ask for 2048
- * resident threads per SM (16 blocks, at most 32 registers a thread): a 128^3 grid is then
- * 2048 blocks, within one wave of a 132-SM GPU. */
-template <int U, int HYB, int SRC, int PAD>
-__global__ void __launch_bounds__(MD_DCS_BLOCK_X *MD_DCS_BLOCK_Y, 2048 / (MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y))
+ * or shared-memory tiles that the block stages together. MINB: resident blocks per SM the
+ * launch bounds ask for (16: at most 32 registers a thread; 4: up to 128, room for the
+ * 2-row and 4-row accumulators and the independent chains that keep MUFU busy). */
+template <int U, int R, int HYB, int SRC, int PAD, int MINB>
+__global__ void __launch_bounds__(MD_DCS_BLOCK_X *MD_DCS_BLOCK_Y, MINB)
 md__dcs_unroll_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, float *out, int accumulate) {
     const int i0 = blockIdx.x * (U * MD_DCS_BLOCK_X) + threadIdx.x;
-    const int j = blockIdx.y * MD_DCS_BLOCK_Y + threadIdx.y, k = blockIdx.z;
-    const float y = fmaf((float)j, g.hy, g.oy), z = fmaf((float)k, g.hz, g.oz);
-    float x[U], acc[U];
+    const int j0 = blockIdx.y * (R * MD_DCS_BLOCK_Y) + threadIdx.y, k = blockIdx.z;
+    const float z = fmaf((float)k, g.hz, g.oz);
+    float x[U], y[R], acc[R][U];
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-        x[u] = fmaf((float)(i0 + u * MD_DCS_BLOCK_X), g.hx, g.ox);
-        acc[u] = 0.0f;
+    for (int u = 0; u < U; u++) x[u] = fmaf((float)(i0 + u * MD_DCS_BLOCK_X), g.hx, g.ox);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        y[r] = fmaf((float)(j0 + r * MD_DCS_BLOCK_Y), g.hy, g.oy);
+#pragma unroll
+        for (int u = 0; u < U; u++) acc[r][u] = 0.0f;
     }
     if (SRC == MD__DCS_SRC_SHARED) {
         __shared__ float4 tile[MD_DCS_SHARED_TILE];
@@ -1112,30 +1127,39 @@ md__dcs_unroll_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, f
             const int m = min(MD_DCS_SHARED_TILE, n - a0);
             if (t < m) tile[t] = atoms[a0 + t];
             __syncthreads();
-            md__dcs_accumulate<U, HYB, SRC>(tile, 0, m, x, y, z, acc);
+            md__dcs_accumulate<U, R, HYB, SRC>(tile, 0, m, x, y, z, acc);
             __syncthreads();
         }
     } else {
-        md__dcs_accumulate<U, HYB, SRC>(atoms, 0, n, x, y, z, acc);
+        md__dcs_accumulate<U, R, HYB, SRC>(atoms, 0, n, x, y, z, acc);
     }
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-        const int i = i0 + u * MD_DCS_BLOCK_X;
-        if (PAD || (i < g.nx && j < g.ny)) {
-            const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
-            out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * acc[u];
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = i0 + u * MD_DCS_BLOCK_X, j = j0 + r * MD_DCS_BLOCK_Y;
+            if (PAD || (i < g.nx && j < g.ny)) {
+                const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
+                out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * acc[r][u];
+            }
         }
-    }
 }
 
 static int md__dcs_padded(md_dcs_variant v) {
-    return v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED || v == MD_DCS_GPU_HYBRID;
+    return v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_UNROLL8X2 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED ||
+           v == MD_DCS_GPU_HYBRID;
 }
 
 static int md__dcs_points_per_thread(md_dcs_variant v) {
     if (v == MD_DCS_GPU_UNROLL4) return 4;
-    if (v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED || v == MD_DCS_GPU_HYBRID)
-        return 8;
+    if (md__dcs_padded(v)) return 8;
+    return 1;
+}
+
+/* Rows per thread of the unrolled rungs: 1, 2 (unroll8x2, l1, shared) or 4 (hybrid). */
+static int md__dcs_rows_per_thread(md_dcs_variant v) {
+    if (v == MD_DCS_GPU_HYBRID) return 4;
+    if (v == MD_DCS_GPU_UNROLL8X2 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED) return 2;
     return 1;
 }
 
@@ -1157,8 +1181,9 @@ md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, 
     dims[2] = geometry->n[2];
     if (md__dcs_padded(variant)) {
         const int tx = md__dcs_points_per_thread(variant) * MD_DCS_BLOCK_X;
+        const int ty = md__dcs_rows_per_thread(variant) * MD_DCS_BLOCK_Y;
         dims[0] = (dims[0] + tx - 1) / tx * tx;
-        dims[1] = (dims[1] + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y * MD_DCS_BLOCK_Y;
+        dims[1] = (dims[1] + ty - 1) / ty * ty;
     }
     return MD_OK;
 }
@@ -1208,12 +1233,12 @@ static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g
 }
 
 /* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
-template <int U, int HYB, int SRC, int PAD>
+template <int U, int R, int HYB, int SRC, int PAD, int MINB>
 static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                        cudaStream_t s) {
     const dim3 block(MD_DCS_BLOCK_X, MD_DCS_BLOCK_Y);
     const dim3 grid((g.nx + U * MD_DCS_BLOCK_X - 1) / (U * MD_DCS_BLOCK_X),
-                    (g.ny + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y, g.nz);
+                    (g.ny + R * MD_DCS_BLOCK_Y - 1) / (R * MD_DCS_BLOCK_Y), g.nz);
     const int chunk = SRC == MD__DCS_SRC_CONST ? MD_DCS_CONST_CHUNK : n;
     for (int a0 = 0; a0 < n; a0 += chunk) {
         const int m = n - a0 < chunk ? n - a0 : chunk;
@@ -1221,45 +1246,39 @@ static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom 
             md_status st = md__dcs_const_upload(atoms, a0, m, s);
             if (st != MD_OK) return st;
         }
-        md__dcs_unroll_kernel<U, HYB, SRC, PAD><<<grid, block, 0, s>>>(atoms + a0, m, g, out, a0 > 0);
+        md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB><<<grid, block, 0, s>>>(atoms + a0, m, g, out, a0 > 0);
         MD_CUDA_TRY_LAUNCH("md__dcs_unroll_kernel");
     }
     return MD_OK;
 }
 
-static md_status md__dcs_unroll4_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
-    return md__dcs_unroll_launch<4, 0, MD__DCS_SRC_CONST, 0>(a, n, g, o, s);
-}
-static md_status md__dcs_unroll8_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
-    return md__dcs_unroll_launch<8, 0, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
-}
-static md_status md__dcs_l1_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
-    return md__dcs_unroll_launch<8, 0, MD__DCS_SRC_L1, 1>(a, n, g, o, s);
-}
-static md_status md__dcs_shared_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
-    return md__dcs_unroll_launch<8, 0, MD__DCS_SRC_SHARED, 1>(a, n, g, o, s);
-}
+/* The shape of each unrolled rung, in one place: <U, R, HYB, SRC, PAD, MINB>. */
+#define MD__DCS_UNROLL4 4, 1, 0, MD__DCS_SRC_CONST, 0, 16
+#define MD__DCS_UNROLL8 8, 1, 0, MD__DCS_SRC_CONST, 1, 16
+#define MD__DCS_UNROLL8X2 8, 2, 0, MD__DCS_SRC_CONST, 1, 4
+#define MD__DCS_L1 8, 2, 0, MD__DCS_SRC_L1, 1, 4
+#define MD__DCS_SHARED 8, 2, 0, MD__DCS_SRC_SHARED, 1, 4
+#define MD__DCS_HYBRID(soft) 8, 4, ((1 << (soft)) - 1), MD__DCS_SRC_CONST, 1, 4
 
-/* The hybrid periods compiled in; MD_DCS_HYBRID_PERIOD must be one of them. */
-static const int md__dcs_hybrid_periods[] = {3, 4, 5, 6, 8};
+/* The hybrid splits compiled in (software rsqrts per atom among a thread's 8 points);
+ * MD_DCS_HYBRID_SOFT must be one of them. */
+static const int md__dcs_hybrid_splits[] = {1, 2, 3};
 
-static md_status md__dcs_hybrid_launch(int period, const float4 *a, int n, md__dcs_geom g, float *o,
+static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
                                        cudaStream_t s) {
-    switch (period) {
-    case 3: return md__dcs_unroll_launch<8, 3, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
-    case 4: return md__dcs_unroll_launch<8, 4, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
-    case 5: return md__dcs_unroll_launch<8, 5, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
-    case 6: return md__dcs_unroll_launch<8, 6, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
-    case 8: return md__dcs_unroll_launch<8, 8, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
+    switch (soft) {
+    case 1: return md__dcs_unroll_launch<MD__DCS_HYBRID(1)>(a, n, g, o, s);
+    case 2: return md__dcs_unroll_launch<MD__DCS_HYBRID(2)>(a, n, g, o, s);
+    case 3: return md__dcs_unroll_launch<MD__DCS_HYBRID(3)>(a, n, g, o, s);
     default: break;
     }
-    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "period",
-                        "%d is not compiled in (3, 4, 5, 6 or 8)", period);
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
+                        "%d software rsqrts of 8 is not compiled in (1, 2 or 3)", soft);
 }
 
-int md_cuda_dcs_hybrid_periods(int *periods, int cap) {
-    const int count = (int)(sizeof md__dcs_hybrid_periods / sizeof md__dcs_hybrid_periods[0]);
-    for (int i = 0; periods && i < cap && i < count; i++) periods[i] = md__dcs_hybrid_periods[i];
+int md_cuda_dcs_hybrid_splits(int *splits, int cap) {
+    const int count = (int)(sizeof md__dcs_hybrid_splits / sizeof md__dcs_hybrid_splits[0]);
+    for (int i = 0; splits && i < cap && i < count; i++) splits[i] = md__dcs_hybrid_splits[i];
     return count;
 }
 
@@ -1301,24 +1320,25 @@ md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, in
     case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, d_out, stream);
     case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, d_out, stream);
     case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll4_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll8_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_L1: return md__dcs_l1_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_SHARED: return md__dcs_shared_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(MD_DCS_HYBRID_PERIOD, a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(MD_DCS_HYBRID_SOFT, a, n, g, d_out, stream);
     default: break;
     }
     return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_device", 0, "variant", "unknown rung %d",
                         (int)variant);
 }
 
-md_status md_cuda_dcs_hybrid_device(int period, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n, const md_grid *geometry,
                                     float *d_out, cudaStream_t stream) {
     md__dcs_geom g;
     md_status st = md__dcs_prepare("md_cuda_dcs_hybrid_device", MD_DCS_GPU_HYBRID, d_xyzq, n, geometry,
                                    d_out, &g);
     if (st != MD_OK) return st;
-    return md__dcs_hybrid_launch(period, (const float4 *)d_xyzq, n, g, d_out, stream);
+    return md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream);
 }
 
 md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
@@ -1335,11 +1355,12 @@ md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geomet
     case MD_DCS_GPU_SCATTER: kernel = (const void *)md__dcs_scatter_kernel; threads = 128; break;
     case MD_DCS_GPU_GATHER: kernel = (const void *)md__dcs_gather_kernel; threads = 128; break;
     case MD_DCS_GPU_CONST: kernel = (const void *)md__dcs_const_kernel; threads = 128; break;
-    case MD_DCS_GPU_UNROLL4: kernel = (const void *)md__dcs_unroll_kernel<4, 0, MD__DCS_SRC_CONST, 0>; break;
-    case MD_DCS_GPU_UNROLL8: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_CONST, 1>; break;
-    case MD_DCS_GPU_L1: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_L1, 1>; break;
-    case MD_DCS_GPU_SHARED: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_SHARED, 1>; break;
-    default: kernel = (const void *)md__dcs_unroll_kernel<8, MD_DCS_HYBRID_PERIOD, MD__DCS_SRC_CONST, 1>; break;
+    case MD_DCS_GPU_UNROLL4: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_UNROLL4>; break;
+    case MD_DCS_GPU_UNROLL8: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_UNROLL8>; break;
+    case MD_DCS_GPU_UNROLL8X2: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_UNROLL8X2>; break;
+    case MD_DCS_GPU_L1: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_L1>; break;
+    case MD_DCS_GPU_SHARED: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_SHARED>; break;
+    default: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_HYBRID(MD_DCS_HYBRID_SOFT)>; break;
     }
     if (variant == MD_DCS_GPU_SCATTER) {
         *blocks = 0; /* depends on the atom count: ceil(n / 128) */
@@ -1349,8 +1370,9 @@ md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geomet
         *blocks = bx * by * geometry->n[2];
     } else {
         const int tx = md__dcs_points_per_thread(variant) * MD_DCS_BLOCK_X;
+        const int ty = md__dcs_rows_per_thread(variant) * MD_DCS_BLOCK_Y;
         bx = (geometry->n[0] + tx - 1) / tx;
-        by = (geometry->n[1] + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y;
+        by = (geometry->n[1] + ty - 1) / ty;
         *blocks = bx * by * geometry->n[2];
     }
     MD_CUDA_TRY(cudaGetDevice(&dev));

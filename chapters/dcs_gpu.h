@@ -75,11 +75,11 @@ static md_status dcs_gpu_case_make(dcs_gpu_case *c, int natoms, int nx, int ny, 
     return MD_OK;
 }
 
-/* What one timed run does: a header rung, a hybrid period, or the exercise. */
+/* What one timed run does: a header rung, a hybrid split, or the exercise. */
 typedef struct dcs_gpu_run {
     const dcs_gpu_case *c;
-    md_dcs_variant variant; /* used when period == 0 and fn == NULL */
-    int period;             /* > 0: md_cuda_dcs_hybrid_device with this period */
+    md_dcs_variant variant; /* used when soft == 0 and fn == NULL */
+    int soft;               /* > 0: md_cuda_dcs_hybrid_device with this many software rsqrts of 8 */
     dcs_gpu_fn fn;          /* non-NULL: the exercise */
     float *d_out;
 } dcs_gpu_run;
@@ -87,7 +87,7 @@ typedef struct dcs_gpu_run {
 static md_status dcs_gpu_run_once(void *ctx, cudaStream_t s) {
     dcs_gpu_run *r = (dcs_gpu_run *)ctx;
     if (r->fn) return r->fn(r->c->d_xyzq, r->c->sys.n, &r->c->grid, r->d_out, s);
-    if (r->period > 0) return md_cuda_dcs_hybrid_device(r->period, r->c->d_xyzq, r->c->sys.n, &r->c->grid, r->d_out, s);
+    if (r->soft > 0) return md_cuda_dcs_hybrid_device(r->soft, r->c->d_xyzq, r->c->sys.n, &r->c->grid, r->d_out, s);
     return md_cuda_dcs_device(r->variant, r->c->d_xyzq, r->c->sys.n, &r->c->grid, r->d_out, s);
 }
 
@@ -99,11 +99,11 @@ static md_status dcs_gpu_dims(const dcs_gpu_run *r, int d[3]) {
         d[2] = r->c->grid.n[2];
         return MD_OK;
     }
-    return md_cuda_dcs_out_dims(r->period > 0 ? MD_DCS_GPU_HYBRID : r->variant, &r->c->grid, d);
+    return md_cuda_dcs_out_dims(r->soft > 0 ? MD_DCS_GPU_HYBRID : r->variant, &r->c->grid, d);
 }
 
 /* Check, then time one rung and print its row. Returns 1 if it passed. */
-static int dcs_gpu_rung(ladder *l, const dcs_gpu_case *c, const char *name, md_dcs_variant variant, int period,
+static int dcs_gpu_rung(ladder *l, const dcs_gpu_case *c, const char *name, md_dcs_variant variant, int soft,
                         dcs_gpu_fn fn, double ceiling, int reps) {
     dcs_gpu_run r;
     md_cuda_bench_desc desc;
@@ -116,7 +116,7 @@ static int dcs_gpu_rung(ladder *l, const dcs_gpu_case *c, const char *name, md_d
     memset(&r, 0, sizeof r);
     r.c = c;
     r.variant = variant;
-    r.period = period;
+    r.soft = soft;
     r.fn = fn;
     if ((st = dcs_gpu_dims(&r, d)) != MD_OK) {
         snprintf(why, sizeof why, "%s", md_last_error());

@@ -74,13 +74,13 @@ static void dcs_gpu_bad_arguments(void) {
     MD_CHECK_ERROR(md_cuda_dcs_device(MD_DCS_GPU_UNROLL8, (const md_float4 *)&dummy, 2, &g, NULL, 0),
                    MD_ERR_INVALID_ARGUMENT, "out");
     MD_CHECK_ERROR(md_cuda_dcs_hybrid_device(7, (const md_float4 *)&dummy, 2, &g, &dummy, 0),
-                   MD_ERR_INVALID_ARGUMENT, "period");
+                   MD_ERR_INVALID_ARGUMENT, "soft");
     md_grid_free(&g);
 }
 
 static void dcs_gpu_out_count(void) {
     md_grid g;
-    int v, periods[16], np, found = 0;
+    int v, splits[16], np, found = 0;
     memset(&g, 0, sizeof g);
     g.n[0] = 37;
     g.n[1] = 29;
@@ -89,17 +89,22 @@ static void dcs_gpu_out_count(void) {
         md_dcs_variant var = (md_dcs_variant)v;
         size_t want = 37 * 29 * 11;
         /* Padded rungs: x to whole tiles of 8 points x MD_DCS_BLOCK_X threads (128 >= 37),
-         * y to whole MD_DCS_BLOCK_Y rows (32 >= 29); z is never padded. */
-        if (var == MD_DCS_GPU_UNROLL8 || var == MD_DCS_GPU_L1 || var == MD_DCS_GPU_SHARED || var == MD_DCS_GPU_HYBRID)
-            want = (size_t)(8 * MD_DCS_BLOCK_X) * (size_t)((29 + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y * MD_DCS_BLOCK_Y) * 11;
+         * y to whole tiles of R rows x MD_DCS_BLOCK_Y threads (R = 1, 2 or 4); z never. */
+        int rows = 0;
+        if (var == MD_DCS_GPU_UNROLL8) rows = 1;
+        if (var == MD_DCS_GPU_UNROLL8X2 || var == MD_DCS_GPU_L1 || var == MD_DCS_GPU_SHARED) rows = 2;
+        if (var == MD_DCS_GPU_HYBRID) rows = 4;
+        if (rows)
+            want = (size_t)(8 * MD_DCS_BLOCK_X) *
+                   (size_t)((29 + rows * MD_DCS_BLOCK_Y - 1) / (rows * MD_DCS_BLOCK_Y) * rows * MD_DCS_BLOCK_Y) * 11;
         MD_CHECKF(md_cuda_dcs_out_count(var, &g) == want, "%s: out count %zu, want %zu", md_dcs_variant_name(var),
                   md_cuda_dcs_out_count(var, &g), want);
     }
     MD_CHECK(md_cuda_dcs_out_count(MD_DCS_CPU_ROWS, &g) == 0);
-    np = md_cuda_dcs_hybrid_periods(periods, 16);
+    np = md_cuda_dcs_hybrid_splits(splits, 16);
     MD_CHECK(np >= 1 && np <= 16);
-    for (v = 0; v < np; v++) found |= periods[v] == MD_DCS_HYBRID_PERIOD;
-    MD_CHECKF(found, "MD_DCS_HYBRID_PERIOD %d is not compiled in", MD_DCS_HYBRID_PERIOD);
+    for (v = 0; v < np; v++) found |= splits[v] == MD_DCS_HYBRID_SOFT;
+    MD_CHECKF(found, "MD_DCS_HYBRID_SOFT %d is not compiled in", MD_DCS_HYBRID_SOFT);
 }
 
 /* ---- GPU ---- */
@@ -207,13 +212,13 @@ static void dcs_gpu_shared(void) { check_rung(MD_DCS_GPU_SHARED); }
 static void dcs_gpu_hybrid(void) { check_rung(MD_DCS_GPU_HYBRID); }
 
 /* The device API: poisoned (padded) output, every element written, the grid part equal to
- * the reference; every compiled hybrid period; and a repeated run gives the same bits. */
+ * the reference; every compiled hybrid split; and a repeated run gives the same bits. */
 static void dcs_gpu_device_api(void) {
     md_system sys;
     md_grid ref;
     md_float4 *d_xyzq = NULL;
     float *d_out = NULL, *h = NULL, *crop = NULL;
-    int v, d[3], periods[16], np, pi;
+    int v, d[3], splits[16], np, pi;
     const int n = sanitize() ? 4001 : 9000;
     if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
     if (sanitize()) MD_CHECK_OK(make_case(&sys, &ref, n, 19, 13, 5, 201));
@@ -221,11 +226,11 @@ static void dcs_gpu_device_api(void) {
     MD_CHECK_OK(md_dcs_simple(sys.xyzq, sys.n, &ref));
     MD_CHECK(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq) == cudaSuccess);
     MD_CHECK(cudaMemcpy(d_xyzq, sys.xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
-    np = md_cuda_dcs_hybrid_periods(periods, 16);
+    np = md_cuda_dcs_hybrid_splits(splits, 16);
     crop = (float *)malloc(md_grid_count(&ref) * sizeof(float));
     MD_CHECK(crop != NULL);
     for (v = MD_DCS_GPU_SCATTER; v < MD_DCS_VARIANT_COUNT + np; v++) {
-        /* v past the enum: md_cuda_dcs_hybrid_device with periods[v - MD_DCS_VARIANT_COUNT] */
+        /* v past the enum: md_cuda_dcs_hybrid_device with splits[v - MD_DCS_VARIANT_COUNT] */
         md_dcs_variant var = v < MD_DCS_VARIANT_COUNT ? (md_dcs_variant)v : MD_DCS_GPU_HYBRID;
         size_t oc = md_cuda_dcs_out_count(var, &ref), p;
         int rep, i, j, k;
@@ -239,7 +244,7 @@ static void dcs_gpu_device_api(void) {
         for (rep = 0; rep < 2; rep++) {
             MD_CHECK_OK(md_cuda_poison(d_out, oc, 0));
             if (pi < 0) MD_CHECK_OK(md_cuda_dcs_device(var, d_xyzq, n, &ref, d_out, 0));
-            else MD_CHECK_OK(md_cuda_dcs_hybrid_device(periods[pi], d_xyzq, n, &ref, d_out, 0));
+            else MD_CHECK_OK(md_cuda_dcs_hybrid_device(splits[pi], d_xyzq, n, &ref, d_out, 0));
             MD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
             MD_CHECK(cudaMemcpy(h + rep * oc, d_out, oc * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
         }
@@ -250,8 +255,8 @@ static void dcs_gpu_device_api(void) {
                 for (i = 0; i < ref.n[0]; i++)
                     crop[((size_t)k * ref.n[1] + j) * ref.n[0] + i] = h[((size_t)k * d[1] + j) * d[0] + i];
         err = md_max_rel_error(crop, ref.data, md_grid_count(&ref));
-        printf("  device %-12s%s%d: max rel err %.2e\n", md_dcs_variant_name(var), pi < 0 ? "" : " period ",
-               pi < 0 ? 0 : periods[pi], err);
+        printf("  device %-12s%s%d: max rel err %.2e\n", md_dcs_variant_name(var), pi < 0 ? "" : " soft ",
+               pi < 0 ? 0 : splits[pi], err);
         MD_CHECKF(err <= DCS_TOL, "%s: error %.3e > %.0e", md_dcs_variant_name(var), err, DCS_TOL);
         /* Same bits on a repeated run, except scatter whose atomics add in any order. */
         if (var != MD_DCS_GPU_SCATTER)

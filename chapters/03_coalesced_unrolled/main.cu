@@ -10,9 +10,12 @@
  *   gpu_const     md__dcs_const_kernel: atoms in __constant__ memory, MD_DCS_CONST_CHUNK a launch
  *   gpu_unroll4   md__dcs_unroll_kernel<4,...>: 4 points per thread, BLOCK_X apart, dy^2+dz^2 reused
  *   gpu_unroll8   md__dcs_unroll_kernel<8,...>: 8 points per thread, output padded to whole tiles
+ *   gpu_unroll8x2 the same with 8 points in each of 2 rows per thread: an atom's dz^2 serves
+ *                 both rows, and twice the independent rsqrts per thread keep MUFU busier
  *   exercise      your kernel in exercise.cu (it starts as the gather rung)
- * Default system: 4000 random charges (seed LADDER_SEED) on 128^3 points, 0.1 nm apart:
- * 8.4e9 atom-evals. Each rung is checked (NaN-poisoned output, planes 0, 64, 127 against
+ * Default system: 4000 random charges (seed LADDER_SEED) on 256 x 256 x 132 points, 0.1 nm
+ * apart: 3.5e10 atom-evals, whole waves for every unrolled rung on a 132-SM GPU. Each rung
+ * is checked (NaN-poisoned output, planes 0, 66, 131 against
  * md_dcs_simple in double, tolerance 1e-4) before it is timed.
  *
  * Wave sweep: gpu_unroll8 on 128 x 128 x nz grids, nz around multiples of the planes one
@@ -165,7 +168,7 @@ int main(int argc, char **argv) {
     reps = o.reps ? o.reps : (o.quick ? 3 : 11);
     /* --quick: 4001 atoms (two constant chunks) on 37 x 29 x 11 points */
     if (o.quick) rc = dcs_gpu_case_make(&c, 4001, 37, 29, 11) != MD_OK;
-    else rc = dcs_gpu_case_make(&c, 4000, 128, 128, 128) != MD_OK;
+    else rc = dcs_gpu_case_make(&c, 4000, 256, 256, 132) != MD_OK;
     if (rc) {
         printf("FAIL: %s\n", md_last_error());
         return 1;
@@ -175,6 +178,7 @@ int main(int argc, char **argv) {
     dcs_gpu_rung(&l, &c, "gpu_const", MD_DCS_GPU_CONST, 0, NULL, ceiling, reps);
     dcs_gpu_rung(&l, &c, "gpu_unroll4", MD_DCS_GPU_UNROLL4, 0, NULL, ceiling, reps);
     dcs_gpu_rung(&l, &c, "gpu_unroll8", MD_DCS_GPU_UNROLL8, 0, NULL, ceiling, reps);
+    dcs_gpu_rung(&l, &c, "gpu_unroll8x2", MD_DCS_GPU_UNROLL8X2, 0, NULL, ceiling, reps);
     dcs_gpu_rung(&l, &c, "exercise", MD_DCS_GPU_GATHER, 0, exercise_dcs, ceiling, reps);
     rc = ladder_end(&l);
     if (wave_sweep(&l, &c, ceiling, o.quick ? 2 : 5)) rc = 1;
