@@ -702,13 +702,14 @@ MDDEF md_status md_dcd_write(const char *path, const md_system *frames, int nfra
 /** @brief Trajectory formats md_traj_open() understands. */
 typedef enum md_traj_format {
     MD_TRAJ_DCD = 1, /**< .dcd: md_dcd_reader */
-    MD_TRAJ_XYZ = 2  /**< .xyz: multi-frame XYZ (md_xyz_reader, io section) */
+    MD_TRAJ_XYZ = 2  /**< .xyz: multi-frame XYZ (md_xyz_reader; box from the extended-XYZ Lattice, if any) */
 } md_traj_format;
 
 /** @brief An open trajectory of any supported format (see md_traj_open()). */
 typedef struct md_traj {
     md_traj_format format; /**< which reader is open */
     md_dcd_reader dcd;     /**< the DCD reader (format MD_TRAJ_DCD) */
+    md_xyz_reader xyz;     /**< the XYZ reader (format MD_TRAJ_XYZ) */
 } md_traj;
 
 /** @brief Open a trajectory, choosing the reader by the file extension (.dcd, .xyz,
@@ -3099,6 +3100,9 @@ MDDEF md_status md_traj_open(md_traj *t, const char *path) {
     if (md__ext_is(path, "dcd")) {
         if ((st = md_dcd_open(&n.dcd, path)) != MD_OK) return st;
         n.format = MD_TRAJ_DCD;
+    } else if (md__ext_is(path, "xyz")) {
+        if ((st = md_xyz_open(&n.xyz, path)) != MD_OK) return st;
+        n.format = MD_TRAJ_XYZ;
     } else {
         return md_set_error(MD_ERR_UNSUPPORTED, path, 0, NULL, "unknown trajectory format (expected .dcd or .xyz)");
     }
@@ -3110,6 +3114,7 @@ MDDEF md_status md_traj_next(md_traj *t, md_system *frame, int *got) {
     if (!t) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_traj_next", 0, "t", "is NULL");
     switch (t->format) {
     case MD_TRAJ_DCD: return md_dcd_next(&t->dcd, frame, got);
+    case MD_TRAJ_XYZ: return md_xyz_next(&t->xyz, frame, got);
     default: break;
     }
     return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_traj_next", 0, "t", "is not open");
@@ -3118,6 +3123,7 @@ MDDEF md_status md_traj_next(md_traj *t, md_system *frame, int *got) {
 MDDEF void md_traj_close(md_traj *t) {
     if (!t) return;
     if (t->format == MD_TRAJ_DCD) md_dcd_close(&t->dcd);
+    if (t->format == MD_TRAJ_XYZ) md_xyz_close(&t->xyz);
     memset(t, 0, sizeof *t);
 }
 

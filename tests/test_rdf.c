@@ -528,6 +528,34 @@ static void rdf_of_a_trajectory(void) {
     for (f = 0; f < 3; f++) md_system_free(&fr[f]);
 }
 
+/* md_traj_open dispatches .xyz to the XYZ reader: two frames written with
+ * md_write_xyz (positions printed with 6 decimals in Angstrom: +-5e-8 nm) read back
+ * with their boxes, then the clean end. */
+static void xyz_trajectory(void) {
+    md_system fr[3], got;
+    md_traj t;
+    int f, i, ok;
+    make_tmpdir();
+    memset(fr, 0, sizeof fr);
+    memset(&got, 0, sizeof got);
+    MD_CHECK_OK(three_frames(fr));
+    remove(TMPDIR "/traj.xyz");
+    for (f = 0; f < 2; f++) MD_CHECK_OK(md_write_xyz(TMPDIR "/traj.xyz", &fr[f], "rdf test", 1));
+    MD_CHECK_OK(md_traj_open(&t, TMPDIR "/traj.xyz"));
+    MD_CHECK(t.format == MD_TRAJ_XYZ);
+    for (f = 0; f < 2; f++) {
+        MD_CHECK_OK(md_traj_next(&t, &got, &ok));
+        MD_CHECK(ok == 1 && got.n == 37);
+        for (i = 0; i < 37; i++) MD_CHECK_CLOSE(got.xyzq[i].y, fr[f].xyzq[i].y, 0, 1e-6);
+        for (i = 0; i < 3; i++) MD_CHECK_CLOSE(got.box[i], fr[f].box[i], 1e-6, 0);
+    }
+    MD_CHECK_OK(md_traj_next(&t, &got, &ok));
+    MD_CHECK(ok == 0);
+    md_traj_close(&t);
+    md_system_free(&got);
+    for (f = 0; f < 3; f++) md_system_free(&fr[f]);
+}
+
 int main(void) {
     MD_RUN(cpu_rungs_equal_exactly);
     MD_RUN(same_and_ordered_normalize_alike);
@@ -539,5 +567,6 @@ int main(void) {
     MD_RUN(dcd_round_trip);
     MD_RUN(dcd_bad_input);
     MD_RUN(rdf_of_a_trajectory);
+    MD_RUN(xyz_trajectory);
     return md_test_summary();
 }
