@@ -556,6 +556,40 @@ static void xyz_trajectory(void) {
     for (f = 0; f < 3; f++) md_system_free(&fr[f]);
 }
 
+/* Files written by an independent writer (tests/fuzz/make_dcd_corpus.py, struct from the
+ * format description): 3 atoms, 2 frames, atom i of frame f at x = 1.5 i + 0.25 f,
+ * y = x + 1, z = x + 2 Angstrom; cell 20 x 21 x (22 + f) Angstrom, angles as cosines 0.
+ * Exact in float, so compare to 1e-7 relative (the Angstrom -> nm float rounding). */
+static void dcd_reads_independent_files(void) {
+    static const char *const files[4] = {"le_cell", "be_cell", "le_nocell", "be_nocell"};
+    int k, f, i, ok;
+    for (k = 0; k < 4; k++) {
+        char path[256];
+        md_dcd_reader r;
+        md_system s;
+        memset(&s, 0, sizeof s);
+        snprintf(path, sizeof path, "tests/fuzz/corpus/dcd/%s.dcd", files[k]);
+        MD_CHECK_OK(md_dcd_open(&r, path));
+        MD_CHECK(r.natoms == 3 && r.has_cell == (k < 2) && r.big_endian == (k % 2));
+        for (f = 0; f < 2; f++) {
+            MD_CHECK_OK(md_dcd_next(&r, &s, &ok));
+            MD_CHECK(ok == 1);
+            for (i = 0; i < 3; i++) {
+                double x = 0.1 * (1.5 * i + 0.25 * f);
+                MD_CHECK_CLOSE(s.xyzq[i].x, x, 1e-7, 1e-8);
+                MD_CHECK_CLOSE(s.xyzq[i].y, x + 0.1, 1e-7, 1e-8);
+                MD_CHECK_CLOSE(s.xyzq[i].z, x + 0.2, 1e-7, 1e-8);
+            }
+            MD_CHECK_CLOSE(s.box[0], k < 2 ? 2.0 : 0.0, 1e-12, 0);
+            MD_CHECK_CLOSE(s.box[2], k < 2 ? 2.2 + 0.1 * f : 0.0, 1e-12, 0);
+        }
+        MD_CHECK_OK(md_dcd_next(&r, &s, &ok));
+        MD_CHECK(ok == 0);
+        md_dcd_close(&r);
+        md_system_free(&s);
+    }
+}
+
 int main(void) {
     MD_RUN(cpu_rungs_equal_exactly);
     MD_RUN(same_and_ordered_normalize_alike);
@@ -565,6 +599,7 @@ int main(void) {
     MD_RUN(rdf_bad_input);
     MD_RUN(csv_is_written_whole);
     MD_RUN(dcd_round_trip);
+    MD_RUN(dcd_reads_independent_files);
     MD_RUN(dcd_bad_input);
     MD_RUN(rdf_of_a_trajectory);
     MD_RUN(xyz_trajectory);
