@@ -15,8 +15,8 @@ CWARN   := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -march=native
 CFLAGS  += -std=c11 $(CWARN) -fopenmp -I.
 LDLIBS  := -lm
-NVARCH  ?= -arch=sm_90
-NVFLAGS ?= -O3 -std=c++17 $(NVARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp,-march=native
+MD_ARCH ?= sm_90
+NVFLAGS ?= -O3 -std=c++17 -arch=$(MD_ARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp,-march=native
 NVLIBS  := -lcufft -lgomp
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 

@@ -322,7 +322,7 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info) {
     if (!info) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_get_device_info", 0, "info", "is NULL");
     memset(&r, 0, sizeof r);
     MD_CUDA_TRY(cudaGetDeviceProperties(&p, device));
-    strncpy(r.name, p.name, sizeof r.name - 1);
+    snprintf(r.name, sizeof r.name, "%s", p.name);
     r.major = p.major;
     r.minor = p.minor;
     r.sm_count = p.multiProcessorCount;
