@@ -2473,8 +2473,12 @@ static void md__rdf_geom_set(md__rdf_geom *g, const double box[3], const md_rdf 
  * compiler can contract it differently. */
 static float md__rdf_wrap(float x, float L, float iL) { return fmaf(-L, floorf(x * iL), x); }
 
-/* Minimum image of a difference of wrapped coordinates (|d| < L). */
-static float md__rdf_image(float d, float L, float hL) { return d > hL ? d - L : (d < -hL ? d + L : d); }
+/* Magnitude of the minimum image of a difference of wrapped coordinates (|d| < L):
+ * only its square is used, so the sign is dropped and one compare suffices. */
+static float md__rdf_image(float d, float L, float hL) {
+    d = fabsf(d);
+    return d > hL ? L - d : d;
+}
 
 /* Bin of the pair (a, b) of wrapped positions, or -1 when r^2 >= rmax^2. */
 static int md__rdf_bin(const md__rdf_geom *g, const float *a, const float *b) {

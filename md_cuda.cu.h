@@ -912,7 +912,8 @@ struct md__rdf_kp {
  * compiler flag (contraction, fast math) can change a bin: every rung counts
  * exactly what the CPU reference counts. */
 __device__ __forceinline__ float md__rdf_image_dev(float d, float L, float hL) {
-    return d > hL ? __fsub_rn(d, L) : (d < -hL ? __fadd_rn(d, L) : d);
+    d = fabsf(d);
+    return d > hL ? __fsub_rn(L, d) : d;
 }
 
 __device__ __forceinline__ int md__rdf_bin_dev(const md__rdf_kp &p, float4 a, float4 b) {
@@ -968,13 +969,24 @@ __global__ void __launch_bounds__(MD_CUDA_RDF_BLOCK) md__rdf_kernel(md__rdf_kp p
     if (i < p.a1) {
         const float4 a = p.a[i];
         const int ia = __float_as_int(a.w);
-        for (j = p.same ? max(j0, i + 1) : j0; j < j1; j++) {
-            const float4 b = MODE == 0 ? p.b[j] : tile[j - j0];
-            if (!p.same && __float_as_int(b.w) == ia) continue;
-            k = md__rdf_bin_dev(p, a, b) - p.bin_lo;
-            if (k >= 0 && k < p.bin_n) {
-                if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
-                else atomicAdd(&h[k], 1u);
+        if (p.same) { /* two loops, so the inner one carries no test of p.same */
+#pragma unroll 4
+            for (j = max(j0, i + 1); j < j1; j++) {
+                k = md__rdf_bin_dev(p, a, MODE == 0 ? p.b[j] : tile[j - j0]) - p.bin_lo;
+                if (k >= 0 && k < p.bin_n) {
+                    if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
+                    else atomicAdd(&h[k], 1u);
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (j = j0; j < j1; j++) {
+                const float4 b = MODE == 0 ? p.b[j] : tile[j - j0];
+                k = md__rdf_bin_dev(p, a, b) - p.bin_lo;
+                if (k >= 0 && k < p.bin_n && __float_as_int(b.w) != ia) {
+                    if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
+                    else atomicAdd(&h[k], 1u);
+                }
             }
         }
     }
