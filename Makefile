@@ -46,15 +46,18 @@ all: $(ALL_BINS)
 gpu: $(GPU_BINS)
 
 $(BUILD):
-	@mkdir -p $(BUILD)/tests $(BUILD)/chapters $(BUILD)/examples $(BUILD)/reference $(BUILD)/bench $(BUILD)/fuzz
+	@mkdir -p $(BUILD)
+# every output folder exists before any rule runs (run.sh makes build/ first, so an
+# order-only prerequisite on build/ alone would not create them)
+$(shell mkdir -p $(BUILD)/tests $(BUILD)/chapters $(BUILD)/examples $(BUILD)/reference $(BUILD)/bench $(BUILD)/fuzz)
 
 $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 $(BUILD)/tests/%: tests/%.cu $(HEADERS) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
-$(BUILD)/chapters/%: chapters/%/main.c $(HEADERS) chapters/ladder.h $$(wildcard chapters/%/*.h) | $(BUILD)
+$(BUILD)/chapters/%: chapters/%/main.c $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.c) | $(BUILD)
 	$(CC) $(CFLAGS) -Ichapters -Ichapters/$* $< -o $@ $(LDLIBS)
-$(BUILD)/chapters/%: chapters/%/main.cu $(HEADERS) chapters/ladder.h $$(wildcard chapters/%/*.cuh) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.cu) | $(BUILD)
+$(BUILD)/chapters/%: chapters/%/main.cu $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.cu) | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Ichapters -Ichapters/$* $< -o $@ $(NVLIBS)
 $(BUILD)/examples/%: examples/%/main.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

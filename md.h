@@ -20,7 +20,8 @@
  *   length nm, time ps, mass amu (g/mol), charge e, energy kJ/mol,
  *   temperature K. Velocities nm/ps. The Coulomb constant is MD_COULOMB,
  *   138.935458 kJ mol^-1 nm e^-2; an electrostatic potential is in kJ mol^-1 e^-1.
- *   Readers convert at the boundary (PDB and PQR Angstrom -> nm).
+ *   Readers and writers convert at the boundary (PDB, PQR, XYZ, DCD and
+ *   OpenDX use Angstrom; md.h uses nm).
  *
  * ERRORS
  *   Every function that can fail returns md_status (MD_OK is 0). On failure

@@ -18,7 +18,7 @@
  * EXAMPLE
  *       if (!md_cuda_available()) { printf("no GPU: %s\n", md_last_error()); return 0; }
  *       md_cuda_device_info info;  md_cuda_get_device_info(0, &info);
- *       ... md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid, NULL);
+ *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
  *
  * CONTENTS
  *   core      error conversion, device availability and info, poison fill
@@ -193,7 +193,118 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 /* dcs                                                                      */
 /* ======================================================================== */
 
-/* @@dcs-gpu-declarations@@ */
+/* The GPU rungs of the direct Coulomb sum (md.h's md_dcs_variant), slow to fast. Each is a
+ * kernel, a launcher and a case of one dispatcher, md_cuda_dcs_device():
+ *   MD_DCS_GPU_SCATTER  md__dcs_scatter_kernel   thread per atom, atomicAdd into every point
+ *   MD_DCS_GPU_GATHER   md__dcs_gather_kernel    thread per point, atoms from global memory
+ *   MD_DCS_GPU_CONST    md__dcs_const_kernel     gather, atoms in __constant__ chunks
+ *   MD_DCS_GPU_UNROLL4  md__dcs_unroll_kernel<4, 0, CONST, 0>    4 points per thread
+ *   MD_DCS_GPU_UNROLL8  md__dcs_unroll_kernel<8, 0, CONST, 1>    8 points, padded output
+ *   MD_DCS_GPU_L1       md__dcs_unroll_kernel<8, 0, L1, 1>       atoms via __ldg
+ *   MD_DCS_GPU_SHARED   md__dcs_unroll_kernel<8, 0, SHARED, 1>   atom tiles in shared memory
+ *   MD_DCS_GPU_HYBRID   md__dcs_unroll_kernel<8, P, CONST, 1>    1 rsqrt in P by md_soft_rsqrtf
+ * Run one: build/chapters/02_scatter_gather, 03_coalesced_unrolled, 04_shared_memory;
+ * check all: build/tests/gpu_dcs. Work is counted in atom-evals (atoms x grid points). */
+
+/** @brief Atoms per constant-memory chunk of the constant-memory rungs: 3072 float4 =
+ *  48 KB of the 64 KB of __constant__ memory a program may declare, leaving 16 KB (1024
+ *  atoms) for a program's own kernels (the chapters' exercises). More atoms run chunk after
+ *  chunk, each launch adding into the output. */
+#define MD_DCS_CONST_CHUNK 3072
+
+/** @brief Threads of a block of the unrolled rungs along x (the spacing between a thread's
+ *  points) and along y. */
+#define MD_DCS_BLOCK_X 16
+/** @copydoc MD_DCS_BLOCK_X */
+#define MD_DCS_BLOCK_Y 8
+
+/** @brief Atoms staged per shared-memory tile (MD_DCS_GPU_SHARED): one per thread of a block. */
+#define MD_DCS_SHARED_TILE (MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y)
+
+#include <string.h> /* memcpy in md_soft_rsqrtf's host path */
+
+#ifndef MD_DCS_HYBRID_PERIOD
+/** @brief MD_DCS_GPU_HYBRID computes the inverse square roots of 1 of every
+ *  MD_DCS_HYBRID_PERIOD atoms in software (md_soft_rsqrtf) and the rest with MUFU rsqrtf.
+ *  One of md_cuda_dcs_hybrid_periods(); define it before including to choose another. */
+#define MD_DCS_HYBRID_PERIOD 5
+#endif
+
+/** @brief Software reciprocal square root on the FMA pipe, for normal positive @p x
+ *  (every r^2 >= MD_DCS_MIN_R2 the kernels see).
+ *
+ *  A bit-level initial guess (magic constant 0x5F1FFFF9), one modified Newton step
+ *  y *= 1.68191391 - 0.703952253 x y^2 (Moroz et al., "Fast calculation of inverse square
+ *  root with the use of magic constant", 2018: relative error <= 8.8e-4), then one
+ *  third-order (Householder) step y += y e (1/2 + 3/8 e) with e = 1 - x y^2, written as a
+ *  final FMA so it rounds once. Cost: 2 integer + 9 FP32 instructions, no MUFU.
+ *  Max relative error over every float in [MD_DCS_MIN_R2, 1e6]: 7.43e-8 (1.25 x 2^-24),
+ *  checked by tests/gpu_dcs.cu on the CPU. Compiled for host and device alike. */
+static inline __host__ __device__ float md_soft_rsqrtf(float x) {
+    unsigned int i;
+    float y, t, e;
+#ifdef __CUDA_ARCH__
+    i = 0x5F1FFFF9u - (__float_as_uint(x) >> 1);
+    y = __uint_as_float(i);
+#else
+    memcpy(&i, &x, sizeof i);
+    i = 0x5F1FFFF9u - (i >> 1);
+    memcpy(&y, &i, sizeof y);
+#endif
+    t = (0.703952253f * x) * y;
+    y = y * fmaf(-t, y, 1.68191391f);
+    t = x * y;
+    e = fmaf(-t, y, 1.0f);
+    return fmaf(y, e * fmaf(0.375f, e, 0.5f), y);
+}
+
+/** @brief Compute the potential map (kJ mol^-1 e^-1) of @p n charges @p xyzq (host array,
+ *  x, y, z in nm and q in e) on every point of @p grid with the GPU rung @p variant,
+ *  overwriting grid->data: the same contract as md_dcs().
+ *
+ *  Copies the atoms to the device, fills the device output with NaN (md_cuda_poison), runs
+ *  md_cuda_dcs_device() on the default stream, and copies the map back (cropping a padded
+ *  output), so an element a rung failed to write comes back as NaN. grid->data is written only after
+ *  everything succeeded. Errors: a CPU rung or unknown variant, NULL pointers, n < 1, a grid
+ *  without data (MD_ERR_INVALID_ARGUMENT); no device (MD_ERR_NO_DEVICE); a failed CUDA call
+ *  (MD_ERR_CUDA). The constant-memory rungs use one __constant__ buffer: do not run them
+ *  concurrently from several host threads or streams. */
+md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid);
+
+/** @brief Number of floats md_cuda_dcs_device() writes for @p variant on a grid shaped like
+ *  @p geometry: md_grid_count(geometry), or more for a rung that pads the grid to whole tiles
+ *  (MD_DCS_GPU_UNROLL8, _L1, _SHARED, _HYBRID). The padded layout is x fastest with
+ *  md_cuda_dcs_out_dims() points per row and rows per plane. 0 for a bad argument. */
+size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry);
+
+/** @brief Dimensions of the (possibly padded) output of @p variant on @p geometry: point
+ *  (i, j, k) of the grid is at d_out[((size_t)k * dims[1] + j) * dims[0] + i]. */
+md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, int dims[3]);
+
+/** @brief Device-resident DCS for timing: @p d_xyzq holds @p n atoms on the device, @p d_out
+ *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream (no
+ *  synchronisation). Only the dimensions, origin and spacing of @p geometry are read.
+ *  Every element of the (padded) output is written. */
+md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n,
+                             const md_grid *geometry, float *d_out, cudaStream_t stream);
+
+/** @brief Launch shape of the main kernel of @p variant on @p geometry: @p blocks is the number
+ *  of thread blocks one launch runs, @p blocks_per_wave how many of them device 0 holds at once
+ *  (resident blocks per SM, from the occupancy calculator, times the SM count). A launch takes
+ *  ceil(blocks / blocks_per_wave) waves; the last one may leave SMs idle (wave quantization). */
+md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
+                                   int *blocks_per_wave);
+
+/** @brief The hybrid-rsqrt periods compiled in (1 of every @p period atoms in software):
+ *  writes up to @p cap of them to @p periods and returns how many there are. */
+int md_cuda_dcs_hybrid_periods(int *periods, int cap);
+
+/** @brief md_cuda_dcs_device() of the hybrid rung with a chosen period: 1 of every
+ *  @p period atoms gets its rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrtf.
+ *  @p period must be one of md_cuda_dcs_hybrid_periods(); the output is shaped as for
+ *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_PERIOD. */
+md_status md_cuda_dcs_hybrid_device(int period, const md_float4 *d_xyzq, int n,
+                                    const md_grid *geometry, float *d_out, cudaStream_t stream);
 
 /* ======================================================================== */
 /* rdf                                                                      */
@@ -893,7 +1004,481 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c) {
 
 /* ---- dcs ---- */
 
-/* @@dcs-gpu-implementation@@ */
+/* Every DCS kernel reads the grid geometry in float: point (i, j, k) is at
+ * (ox + i hx, oy + j hy, oz + k hz). The output has onx points per row and ony rows per
+ * plane: the grid's own nx, ny, or more when the rung pads to whole tiles. */
+typedef struct md__dcs_geom {
+    float ox, oy, oz, hx, hy, hz;
+    int nx, ny, nz, onx, ony;
+} md__dcs_geom;
+
+/* The atoms of the constant-memory rungs, one chunk at a time. Every thread of a warp reads
+ * the same atom at the same time: the constant cache broadcasts it in one transaction. */
+__constant__ float4 md__dcs_catoms[MD_DCS_CONST_CHUNK];
+
+/* MUFU.RSQ with no denormal fix-up (rsqrtf without -ftz adds one): every r^2 that reaches
+ * it is >= MD_DCS_MIN_R2 or is discarded by a select. */
+static __device__ __forceinline__ float md__rsqrt_mufu(float x) {
+    float y;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Rung 1, scatter: one thread per atom adds q/r to every point with atomicAdd. All threads
+ * of a warp add to the same point at the same time, so the L2 applies their atomics one
+ * after another; the output must start at zero. */
+__global__ void md__dcs_scatter_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g,
+                                       float *out) {
+    const int a = blockIdx.x * blockDim.x + threadIdx.x;
+    if (a >= n) return;
+    const float4 at = atoms[a];
+    const float q = (float)MD_COULOMB * at.w;
+    float *p = out;
+    for (int k = 0; k < g.nz; k++) {
+        const float dz = fmaf((float)k, g.hz, g.oz) - at.z;
+        for (int j = 0; j < g.ny; j++) {
+            const float dy = fmaf((float)j, g.hy, g.oy) - at.y;
+            for (int i = 0; i < g.nx; i++, p++) {
+                const float dx = fmaf((float)i, g.hx, g.ox) - at.x;
+                const float r2 = dx * dx + dy * dy + dz * dz;
+                if (r2 >= MD_DCS_MIN_R2) atomicAdd(p, q * md__rsqrt_mufu(r2));
+            }
+        }
+    }
+}
+
+/* Rung 2, gather: one thread per point loops over every atom in global memory and writes
+ * its point once. No atomics, no zeroing. */
+__global__ void md__dcs_gather_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g,
+                                      float *out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y, k = blockIdx.z;
+    if (i >= g.nx || j >= g.ny) return;
+    const float x = fmaf((float)i, g.hx, g.ox), y = fmaf((float)j, g.hy, g.oy);
+    const float z = fmaf((float)k, g.hz, g.oz);
+    float v = 0.0f;
+    for (int a = 0; a < n; a++) {
+        const float4 at = atoms[a];
+        const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
+        const float r2 = dx * dx + dy * dy + dz * dz;
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+    }
+    out[((size_t)k * g.ony + j) * g.onx + i] = (float)MD_COULOMB * v;
+}
+
+/* Rung 3, const: the gather kernel with the atoms of one chunk in __constant__ memory.
+ * Chunk after chunk, each launch adds its part to the output (accumulate = 0 on the first). */
+__global__ void md__dcs_const_kernel(int n, md__dcs_geom g, float *out, int accumulate) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y, k = blockIdx.z;
+    if (i >= g.nx || j >= g.ny) return;
+    const float x = fmaf((float)i, g.hx, g.ox), y = fmaf((float)j, g.hy, g.oy);
+    const float z = fmaf((float)k, g.hz, g.oz);
+    float v = 0.0f;
+    for (int a = 0; a < n; a++) {
+        const float4 at = md__dcs_catoms[a];
+        const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
+        const float r2 = dx * dx + dy * dy + dz * dz;
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+    }
+    const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
+    out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * v;
+}
+
+/* Where the unrolled kernel reads its atoms from. */
+enum { MD__DCS_SRC_CONST = 0, MD__DCS_SRC_L1 = 1, MD__DCS_SRC_SHARED = 2 };
+
+template <int SRC>
+static __device__ __forceinline__ float4 md__dcs_load_atom(const float4 *p, int a) {
+    if (SRC == MD__DCS_SRC_CONST) return md__dcs_catoms[a];   /* constant cache, broadcast */
+    if (SRC == MD__DCS_SRC_L1) return __ldg(p + a);           /* read-only path through L1 */
+    return p[a];                                              /* a shared-memory tile */
+}
+
+/* One atom on a thread's U points, applying the MD_DCS_MIN_R2 rule point by point: the path
+ * for an atom that lies (within 1e-5 nm) on the row of the thread's points. */
+template <int U>
+static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dydz2, const float (&x)[U],
+                                                            float (&acc)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const float dx = x[u] - at.x, r2 = fmaf(dx, dx, dydz2);
+        acc[u] = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, acc[u]);
+    }
+}
+
+/* Atoms [a0, a1) on a thread's U points of one row (x[u], y, z), in groups of G atoms
+ * (G = HYB, or 2 when HYB is 0). dy^2 + dz^2 is computed once per atom and reused for the
+ * U points. If every atom of the group is farther than 1e-5 nm from the row, no point can
+ * be closer either (r^2 >= dy^2 + dz^2), so the inner loop needs no select: per atom-eval
+ * one FADD, one FFMA for r^2, one rsqrt, one FFMA for the sum. With HYB > 0 the first atom
+ * of each group gets its rsqrt from md_soft_rsqrtf (FMA pipe), the others from MUFU. */
+template <int U, int HYB, int SRC>
+static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a0, int a1, const float (&x)[U],
+                                                          float y, float z, float (&acc)[U]) {
+    enum { G = HYB > 0 ? HYB : 2 };
+    int a = a0;
+    for (; a + G <= a1; a += G) {
+        float4 at[G];
+        float d2[G], dmin;
+#pragma unroll
+        for (int s = 0; s < G; s++) {
+            at[s] = md__dcs_load_atom<SRC>(p, a + s);
+            const float dy = y - at[s].y, dz = z - at[s].z;
+            d2[s] = fmaf(dy, dy, dz * dz);
+        }
+        dmin = d2[0];
+#pragma unroll
+        for (int s = 1; s < G; s++) dmin = fminf(dmin, d2[s]);
+        if (dmin >= MD_DCS_MIN_R2) {
+#pragma unroll
+            for (int s = 0; s < G; s++) {
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s]);
+                    const float rinv = (HYB > 0 && s == 0) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                    acc[u] = fmaf(at[s].w, rinv, acc[u]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int s = 0; s < G; s++) md__dcs_atom_careful<U>(at[s], d2[s], x, acc);
+        }
+    }
+    for (; a < a1; a++) { /* the last n mod G atoms */
+        const float4 at = md__dcs_load_atom<SRC>(p, a);
+        const float dy = y - at.y, dz = z - at.z;
+        md__dcs_atom_careful<U>(at, fmaf(dy, dy, dz * dz), x, acc);
+    }
+}
+
+/* Rungs 4-8: thread coarsening. A block of MD_DCS_BLOCK_X x MD_DCS_BLOCK_Y threads covers
+ * U * MD_DCS_BLOCK_X points of MD_DCS_BLOCK_Y rows of plane k; thread (tx, ty) owns the U
+ * points tx, tx + BLOCK_X, tx + 2 BLOCK_X, ... so a warp's stores are contiguous.
+ * PAD = 1: the output is padded to whole tiles and every thread stores without a test.
+ * SRC: atoms from constant memory (one chunk per launch), global memory via L1 (__ldg),
+ * or shared-memory tiles that the block stages together. The launch bounds ask for 2048
+ * resident threads per SM (16 blocks, at most 32 registers a thread): a 128^3 grid is then
+ * 2048 blocks, within one wave of a 132-SM GPU. */
+template <int U, int HYB, int SRC, int PAD>
+__global__ void __launch_bounds__(MD_DCS_BLOCK_X *MD_DCS_BLOCK_Y, 2048 / (MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y))
+md__dcs_unroll_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, float *out, int accumulate) {
+    const int i0 = blockIdx.x * (U * MD_DCS_BLOCK_X) + threadIdx.x;
+    const int j = blockIdx.y * MD_DCS_BLOCK_Y + threadIdx.y, k = blockIdx.z;
+    const float y = fmaf((float)j, g.hy, g.oy), z = fmaf((float)k, g.hz, g.oz);
+    float x[U], acc[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        x[u] = fmaf((float)(i0 + u * MD_DCS_BLOCK_X), g.hx, g.ox);
+        acc[u] = 0.0f;
+    }
+    if (SRC == MD__DCS_SRC_SHARED) {
+        __shared__ float4 tile[MD_DCS_SHARED_TILE];
+        const int t = threadIdx.y * MD_DCS_BLOCK_X + threadIdx.x;
+        for (int a0 = 0; a0 < n; a0 += MD_DCS_SHARED_TILE) {
+            const int m = min(MD_DCS_SHARED_TILE, n - a0);
+            if (t < m) tile[t] = atoms[a0 + t];
+            __syncthreads();
+            md__dcs_accumulate<U, HYB, SRC>(tile, 0, m, x, y, z, acc);
+            __syncthreads();
+        }
+    } else {
+        md__dcs_accumulate<U, HYB, SRC>(atoms, 0, n, x, y, z, acc);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int i = i0 + u * MD_DCS_BLOCK_X;
+        if (PAD || (i < g.nx && j < g.ny)) {
+            const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
+            out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * acc[u];
+        }
+    }
+}
+
+static int md__dcs_padded(md_dcs_variant v) {
+    return v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED || v == MD_DCS_GPU_HYBRID;
+}
+
+static int md__dcs_points_per_thread(md_dcs_variant v) {
+    if (v == MD_DCS_GPU_UNROLL4) return 4;
+    if (v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED || v == MD_DCS_GPU_HYBRID)
+        return 8;
+    return 1;
+}
+
+md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, int dims[3]) {
+    const char *fn = "md_cuda_dcs_out_dims";
+    if (dims) dims[0] = dims[1] = dims[2] = 0;
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung",
+                            md_dcs_variant_name(variant));
+    if (!geometry || !dims) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "geometry/dims", "is NULL");
+    if (geometry->n[0] < 1 || geometry->n[1] < 1 || geometry->n[2] < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "geometry.n", "dimensions must be >= 1");
+    if (geometry->n[2] > 65535 || geometry->n[1] > 65535 * 4)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "geometry.n",
+                            "at most 65535 planes and 262140 rows per plane (got %d, %d)", geometry->n[2],
+                            geometry->n[1]);
+    dims[0] = geometry->n[0];
+    dims[1] = geometry->n[1];
+    dims[2] = geometry->n[2];
+    if (md__dcs_padded(variant)) {
+        const int tx = md__dcs_points_per_thread(variant) * MD_DCS_BLOCK_X;
+        dims[0] = (dims[0] + tx - 1) / tx * tx;
+        dims[1] = (dims[1] + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y * MD_DCS_BLOCK_Y;
+    }
+    return MD_OK;
+}
+
+size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry) {
+    int d[3];
+    if (md_cuda_dcs_out_dims(variant, geometry, d) != MD_OK) return 0;
+    return (size_t)d[0] * (size_t)d[1] * (size_t)d[2];
+}
+
+/* ---- launchers: one per rung ---- */
+
+static md_status md__dcs_scatter_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                        cudaStream_t s) {
+    MD_CUDA_TRY(cudaMemsetAsync(out, 0, (size_t)g.nx * g.ny * g.nz * sizeof(float), s));
+    md__dcs_scatter_kernel<<<(n + 127) / 128, 128, 0, s>>>(atoms, n, g, out);
+    MD_CUDA_TRY_LAUNCH("md__dcs_scatter_kernel");
+    return MD_OK;
+}
+
+static md_status md__dcs_gather_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                       cudaStream_t s) {
+    const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
+    md__dcs_gather_kernel<<<grid, block, 0, s>>>(atoms, n, g, out);
+    MD_CUDA_TRY_LAUNCH("md__dcs_gather_kernel");
+    return MD_OK;
+}
+
+/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. */
+static md_status md__dcs_const_upload(const float4 *atoms, int a0, int m, cudaStream_t s) {
+    MD_CUDA_TRY(cudaMemcpyToSymbolAsync(md__dcs_catoms, atoms + a0, (size_t)m * sizeof(float4), 0,
+                                        cudaMemcpyDeviceToDevice, s));
+    return MD_OK;
+}
+
+static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                      cudaStream_t s) {
+    const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
+    for (int a0 = 0; a0 < n; a0 += MD_DCS_CONST_CHUNK) {
+        const int m = n - a0 < MD_DCS_CONST_CHUNK ? n - a0 : MD_DCS_CONST_CHUNK;
+        md_status st = md__dcs_const_upload(atoms, a0, m, s);
+        if (st != MD_OK) return st;
+        md__dcs_const_kernel<<<grid, block, 0, s>>>(m, g, out, a0 > 0);
+        MD_CUDA_TRY_LAUNCH("md__dcs_const_kernel");
+    }
+    return MD_OK;
+}
+
+/* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
+template <int U, int HYB, int SRC, int PAD>
+static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                       cudaStream_t s) {
+    const dim3 block(MD_DCS_BLOCK_X, MD_DCS_BLOCK_Y);
+    const dim3 grid((g.nx + U * MD_DCS_BLOCK_X - 1) / (U * MD_DCS_BLOCK_X),
+                    (g.ny + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y, g.nz);
+    const int chunk = SRC == MD__DCS_SRC_CONST ? MD_DCS_CONST_CHUNK : n;
+    for (int a0 = 0; a0 < n; a0 += chunk) {
+        const int m = n - a0 < chunk ? n - a0 : chunk;
+        if (SRC == MD__DCS_SRC_CONST) {
+            md_status st = md__dcs_const_upload(atoms, a0, m, s);
+            if (st != MD_OK) return st;
+        }
+        md__dcs_unroll_kernel<U, HYB, SRC, PAD><<<grid, block, 0, s>>>(atoms + a0, m, g, out, a0 > 0);
+        MD_CUDA_TRY_LAUNCH("md__dcs_unroll_kernel");
+    }
+    return MD_OK;
+}
+
+static md_status md__dcs_unroll4_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
+    return md__dcs_unroll_launch<4, 0, MD__DCS_SRC_CONST, 0>(a, n, g, o, s);
+}
+static md_status md__dcs_unroll8_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
+    return md__dcs_unroll_launch<8, 0, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
+}
+static md_status md__dcs_l1_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
+    return md__dcs_unroll_launch<8, 0, MD__DCS_SRC_L1, 1>(a, n, g, o, s);
+}
+static md_status md__dcs_shared_launch(const float4 *a, int n, md__dcs_geom g, float *o, cudaStream_t s) {
+    return md__dcs_unroll_launch<8, 0, MD__DCS_SRC_SHARED, 1>(a, n, g, o, s);
+}
+
+/* The hybrid periods compiled in; MD_DCS_HYBRID_PERIOD must be one of them. */
+static const int md__dcs_hybrid_periods[] = {3, 4, 5, 6, 8};
+
+static md_status md__dcs_hybrid_launch(int period, const float4 *a, int n, md__dcs_geom g, float *o,
+                                       cudaStream_t s) {
+    switch (period) {
+    case 3: return md__dcs_unroll_launch<8, 3, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
+    case 4: return md__dcs_unroll_launch<8, 4, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
+    case 5: return md__dcs_unroll_launch<8, 5, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
+    case 6: return md__dcs_unroll_launch<8, 6, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
+    case 8: return md__dcs_unroll_launch<8, 8, MD__DCS_SRC_CONST, 1>(a, n, g, o, s);
+    default: break;
+    }
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "period",
+                        "%d is not compiled in (3, 4, 5, 6 or 8)", period);
+}
+
+int md_cuda_dcs_hybrid_periods(int *periods, int cap) {
+    const int count = (int)(sizeof md__dcs_hybrid_periods / sizeof md__dcs_hybrid_periods[0]);
+    for (int i = 0; periods && i < cap && i < count; i++) periods[i] = md__dcs_hybrid_periods[i];
+    return count;
+}
+
+/* Check the arguments of the device entry points and fill the kernels' geometry. */
+static md_status md__dcs_prepare(const char *fn, md_dcs_variant variant, const md_float4 *d_xyzq, int n,
+                                 const md_grid *geometry, const float *d_out, md__dcs_geom *g) {
+    int d[3] = {0, 0, 0};
+    md_status st;
+    memset(g, 0, sizeof *g);
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
+                            md_dcs_variant_name(variant));
+    if (!d_xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (!d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
+    g->ox = (float)geometry->origin[0];
+    g->oy = (float)geometry->origin[1];
+    g->oz = (float)geometry->origin[2];
+    g->hx = (float)geometry->spacing[0];
+    g->hy = (float)geometry->spacing[1];
+    g->hz = (float)geometry->spacing[2];
+    g->nx = geometry->n[0];
+    g->ny = geometry->n[1];
+    g->nz = geometry->n[2];
+    g->onx = d[0];
+    g->ony = d[1];
+    return MD_OK;
+}
+
+/* The dispatcher. */
+md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+                             float *d_out, cudaStream_t stream) {
+    md__dcs_geom g;
+    const float4 *a = (const float4 *)d_xyzq;
+    md_status st = md__dcs_prepare("md_cuda_dcs_device", variant, d_xyzq, n, geometry, d_out, &g);
+    if (st != MD_OK) return st;
+    switch (variant) {
+    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll4_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll8_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_L1: return md__dcs_l1_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_SHARED: return md__dcs_shared_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(MD_DCS_HYBRID_PERIOD, a, n, g, d_out, stream);
+    default: break;
+    }
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_device", 0, "variant", "unknown rung %d",
+                        (int)variant);
+}
+
+md_status md_cuda_dcs_hybrid_device(int period, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+                                    float *d_out, cudaStream_t stream) {
+    md__dcs_geom g;
+    md_status st = md__dcs_prepare("md_cuda_dcs_hybrid_device", MD_DCS_GPU_HYBRID, d_xyzq, n, geometry,
+                                   d_out, &g);
+    if (st != MD_OK) return st;
+    return md__dcs_hybrid_launch(period, (const float4 *)d_xyzq, n, g, d_out, stream);
+}
+
+md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
+                                   int *blocks_per_wave) {
+    const char *fn = "md_cuda_dcs_launch_shape";
+    const void *kernel = NULL;
+    int d[3] = {0, 0, 0}, per_sm = 0, sms = 0, threads = MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y, dev = 0;
+    long long bx = 0, by = 0;
+    md_status st;
+    if (!blocks || !blocks_per_wave)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "blocks/blocks_per_wave", "is NULL");
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
+    switch (variant) {
+    case MD_DCS_GPU_SCATTER: kernel = (const void *)md__dcs_scatter_kernel; threads = 128; break;
+    case MD_DCS_GPU_GATHER: kernel = (const void *)md__dcs_gather_kernel; threads = 128; break;
+    case MD_DCS_GPU_CONST: kernel = (const void *)md__dcs_const_kernel; threads = 128; break;
+    case MD_DCS_GPU_UNROLL4: kernel = (const void *)md__dcs_unroll_kernel<4, 0, MD__DCS_SRC_CONST, 0>; break;
+    case MD_DCS_GPU_UNROLL8: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_CONST, 1>; break;
+    case MD_DCS_GPU_L1: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_L1, 1>; break;
+    case MD_DCS_GPU_SHARED: kernel = (const void *)md__dcs_unroll_kernel<8, 0, MD__DCS_SRC_SHARED, 1>; break;
+    default: kernel = (const void *)md__dcs_unroll_kernel<8, MD_DCS_HYBRID_PERIOD, MD__DCS_SRC_CONST, 1>; break;
+    }
+    if (variant == MD_DCS_GPU_SCATTER) {
+        *blocks = 0; /* depends on the atom count: ceil(n / 128) */
+    } else if (threads == 128 && (variant == MD_DCS_GPU_GATHER || variant == MD_DCS_GPU_CONST)) {
+        bx = (geometry->n[0] + 31) / 32;
+        by = (geometry->n[1] + 3) / 4;
+        *blocks = bx * by * geometry->n[2];
+    } else {
+        const int tx = md__dcs_points_per_thread(variant) * MD_DCS_BLOCK_X;
+        bx = (geometry->n[0] + tx - 1) / tx;
+        by = (geometry->n[1] + MD_DCS_BLOCK_Y - 1) / MD_DCS_BLOCK_Y;
+        *blocks = bx * by * geometry->n[2];
+    }
+    MD_CUDA_TRY(cudaGetDevice(&dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    *blocks_per_wave = per_sm * sms;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
+    const char *fn = "md_cuda_dcs";
+    md_float4 *d_xyzq = NULL;
+    float *d_out = NULL, *h_out = NULL;
+    size_t count, out_count;
+    int d[3] = {0, 0, 0};
+    md_status st;
+    cudaError_t e;
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
+                            md_dcs_variant_name(variant));
+    if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (!grid || !grid->data) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "has no data");
+    if ((st = md_cuda_dcs_out_dims(variant, grid, d)) != MD_OK) return st;
+    count = md_grid_count(grid);
+    out_count = (size_t)d[0] * d[1] * d[2];
+    h_out = (float *)md_alloc_array(count, sizeof(float));
+    if (!h_out) return MD_ERR_OUT_OF_MEMORY;
+#define MD__DCS_CUDA(call)                                                                         \
+    do {                                                                                           \
+        if ((e = (call)) != cudaSuccess) {                                                         \
+            st = md_cuda_error(e, #call, __FILE__, __LINE__);                                      \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+    MD__DCS_CUDA(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq));
+    MD__DCS_CUDA(cudaMalloc((void **)&d_out, out_count * sizeof(float)));
+    MD__DCS_CUDA(cudaMemcpy(d_xyzq, xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice));
+    /* NaN first: an element a rung failed to write comes back as NaN, never as stale memory */
+    if ((st = md_cuda_poison(d_out, out_count, 0)) != MD_OK) goto done;
+    if ((st = md_cuda_dcs_device(variant, d_xyzq, n, grid, d_out, 0)) != MD_OK) goto done;
+    /* Crop the padded rows and planes while copying back: row pitch d[0], d[1] rows a plane. */
+    if (d[1] == grid->n[1])
+        MD__DCS_CUDA(cudaMemcpy2D(h_out, (size_t)grid->n[0] * sizeof(float), d_out, (size_t)d[0] * sizeof(float),
+                                  (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1] * grid->n[2],
+                                  cudaMemcpyDeviceToHost));
+    else
+        for (int k = 0; k < grid->n[2]; k++)
+            MD__DCS_CUDA(cudaMemcpy2D(h_out + (size_t)k * grid->n[0] * grid->n[1], (size_t)grid->n[0] * sizeof(float),
+                                      d_out + (size_t)k * d[0] * d[1], (size_t)d[0] * sizeof(float),
+                                      (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1],
+                                      cudaMemcpyDeviceToHost));
+#undef MD__DCS_CUDA
+    memcpy(grid->data, h_out, count * sizeof(float));
+    st = MD_OK;
+done:
+    if (d_xyzq) (void)cudaFree(d_xyzq);
+    if (d_out) (void)cudaFree(d_out);
+    md_free(h_out);
+    return st;
+}
 
 /* ---- rdf ---- */
 

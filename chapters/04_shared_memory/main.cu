@@ -1,0 +1,59 @@
+/* chapters/04_shared_memory - where the atoms come from: constant cache, L1, shared memory;
+ * and the hybrid rsqrt that moves part of the MUFU work to the FMA pipe.
+ *
+ *   build/chapters/04_shared_memory            the ladder on the default system
+ *   build/chapters/04_shared_memory --quick    small sizes, every rung checked (make test)
+ *   build/chapters/04_shared_memory --json F   append one md_bench JSON line per rung to F
+ *
+ * Rungs (md_cuda.cu.h, section dcs), all the 8-points-per-thread kernel md__dcs_unroll_kernel:
+ *   gpu_unroll8    chapter 03's best: atoms in __constant__ memory, the baseline
+ *   gpu_l1         atoms read from global memory through L1 (__ldg)
+ *   gpu_shared     atom tiles of MD_DCS_SHARED_TILE staged in shared memory by the block
+ *   gpu_hybrid     constant memory, 1 of every MD_DCS_HYBRID_PERIOD atoms' rsqrt in software
+ *   hybrid_pN      the same for every compiled period N (md_cuda_dcs_hybrid_periods): the
+ *                  tuning sweep for MD_DCS_HYBRID_PERIOD
+ *   exercise       your kernel in exercise.cu (it starts as an unroll-8 constant-memory kernel)
+ * Default system: 4000 random charges (seed LADDER_SEED) on 128^3 points, 0.1 nm apart:
+ * 8.4e9 atom-evals. Each rung is checked (NaN-poisoned output, planes 0, 64, 127 against
+ * md_dcs_simple in double, tolerance 1e-4, the hybrid too) before it is timed. Ceiling: the
+ * measured MUFU rsqrt rate; only the hybrid can pass 100%. */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#include "md_cuda.cu.h"
+#include "dcs_gpu.h"
+#include "exercise.cu"
+
+int main(int argc, char **argv) {
+    ladder l;
+    ladder_opts o;
+    dcs_gpu_case c;
+    char device[320], name[32];
+    double ceiling = NAN;
+    int reps, periods[16], np, i;
+    int rc = dcs_gpu_begin(&l, &o, argc, argv, "Chapter 04: constant vs L1 vs shared memory; the hybrid rsqrt.",
+                           "04_shared_memory", "Chapter 04 - direct Coulomb sum: shared memory and the hybrid rsqrt",
+                           device, sizeof device, &ceiling);
+    if (rc >= 0) return rc;
+    reps = o.reps ? o.reps : (o.quick ? 3 : 11);
+    /* --quick: 4001 atoms (not a multiple of a tile, a chunk or a hybrid period) on 37 x 29 x 11 */
+    if (o.quick) rc = dcs_gpu_case_make(&c, 4001, 37, 29, 11) != MD_OK;
+    else rc = dcs_gpu_case_make(&c, 4000, 128, 128, 128) != MD_OK;
+    if (rc) {
+        printf("FAIL: %s\n", md_last_error());
+        return 1;
+    }
+    printf("system: %d atoms, %d x %d x %d grid; MD_DCS_HYBRID_PERIOD %d\n", c.sys.n, c.grid.n[0], c.grid.n[1],
+           c.grid.n[2], MD_DCS_HYBRID_PERIOD);
+    dcs_gpu_rung(&l, &c, "gpu_unroll8", MD_DCS_GPU_UNROLL8, 0, NULL, ceiling, reps);
+    dcs_gpu_rung(&l, &c, "gpu_l1", MD_DCS_GPU_L1, 0, NULL, ceiling, reps);
+    dcs_gpu_rung(&l, &c, "gpu_shared", MD_DCS_GPU_SHARED, 0, NULL, ceiling, reps);
+    dcs_gpu_rung(&l, &c, "gpu_hybrid", MD_DCS_GPU_HYBRID, 0, NULL, ceiling, reps);
+    np = md_cuda_dcs_hybrid_periods(periods, 16);
+    for (i = 0; i < np && i < 16; i++) {
+        snprintf(name, sizeof name, "hybrid_p%d", periods[i]);
+        dcs_gpu_rung(&l, &c, name, MD_DCS_GPU_HYBRID, periods[i], NULL, ceiling, reps);
+    }
+    dcs_gpu_rung(&l, &c, "exercise", MD_DCS_GPU_UNROLL8, 0, exercise_dcs, ceiling, reps);
+    dcs_gpu_case_free(&c);
+    return ladder_end(&l);
+}
