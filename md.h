@@ -604,9 +604,9 @@ MDDEF md_status md_rdf_add_frame(md_rdf *r, const double box[3], double pairs, d
  *
  *  @p xyz holds @p natoms positions (nm; .w ignored). Selections and the A = B rule are
  *  those of md_rdf_selection_pairs(). Minimum image in the orthorhombic @p box: each
- *  coordinate is first wrapped into [0, L) as x - L floor(x / L) (float, one fmaf), then a
- *  difference beyond +-L/2 is shifted by L. Every rung, CPU and GPU, does exactly these
- *  float operations, so their counts are equal. Errors: those of md_rdf_selection_pairs(),
+ *  coordinate is first wrapped into [0, L) as x - L floor(x / L) (float, one fmaf), then
+ *  each difference d becomes min(|d|, L - |d|), the nearer image; r^2 is two fmaf. Every
+ *  rung, CPU and GPU, does exactly these float operations, so their counts are equal. Errors: those of md_rdf_selection_pairs(),
  *  box edges below 2 rmax (MD_ERR_RANGE, field box), a non-finite coordinate
  *  (MD_ERR_RANGE, field xyz), a GPU rung (MD_ERR_UNSUPPORTED). On failure @p r is untouched. */
 MDDEF md_status md_rdf_accumulate(md_rdf_variant variant, md_rdf *r, const md_float4 *xyz, int natoms,
@@ -2493,7 +2493,7 @@ MDDEF md_status md_rdf_add_frame(md_rdf *r, const double box[3], double pairs, d
 /* The float geometry every rung (CPU and GPU) uses, derived from the box and
  * the accumulator the same way on the host. */
 typedef struct md__rdf_geom {
-    float L[3], iL[3], hL[3], rmax2, inv_w;
+    float L[3], iL[3], rmax2, inv_w;
     int nbins;
 } md__rdf_geom;
 
@@ -2502,7 +2502,6 @@ static void md__rdf_geom_set(md__rdf_geom *g, const double box[3], const md_rdf 
     for (d = 0; d < 3; d++) {
         g->L[d] = (float)box[d];
         g->iL[d] = (float)(1.0 / box[d]);
-        g->hL[d] = 0.5f * g->L[d];
     }
     g->rmax2 = (float)(r->rmax * r->rmax);
     g->inv_w = (float)((double)r->nbins / r->rmax);
@@ -2514,17 +2513,19 @@ static void md__rdf_geom_set(md__rdf_geom *g, const double box[3], const md_rdf 
 static float md__rdf_wrap(float x, float L, float iL) { return fmaf(-L, floorf(x * iL), x); }
 
 /* Magnitude of the minimum image of a difference of wrapped coordinates (|d| < L):
- * only its square is used, so the sign is dropped and one compare suffices. */
-static float md__rdf_image(float d, float L, float hL) {
-    d = fabsf(d);
-    return d > hL ? L - d : d;
+ * only its square is used, so the sign is dropped; min(|d|, L - |d|) picks the nearer
+ * image (L - |d| is exact when |d| >= L/2, by Sterbenz's lemma, so this equals the
+ * test |d| > L/2 bit for bit). */
+static float md__rdf_image(float d, float L) {
+    const float e = L - fabsf(d);
+    return e < fabsf(d) ? e : fabsf(d);
 }
 
 /* Bin of the pair (a, b) of wrapped positions, or -1 when r^2 >= rmax^2. */
 static int md__rdf_bin(const md__rdf_geom *g, const float *a, const float *b) {
-    float dx = md__rdf_image(b[0] - a[0], g->L[0], g->hL[0]);
-    float dy = md__rdf_image(b[1] - a[1], g->L[1], g->hL[1]);
-    float dz = md__rdf_image(b[2] - a[2], g->L[2], g->hL[2]);
+    float dx = md__rdf_image(b[0] - a[0], g->L[0]);
+    float dy = md__rdf_image(b[1] - a[1], g->L[1]);
+    float dz = md__rdf_image(b[2] - a[2], g->L[2]);
     float r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
     int k;
     if (!(r2 < g->rmax2)) return -1;

@@ -1490,21 +1490,20 @@ struct md__rdf_kp {
     const float4 *a, *b;
     unsigned int *hist;
     int a0, a1, nb, same, nbins, bin_lo, bin_n;
-    float L[3], iL[3], hL[3], rmax2, inv_w;
+    float L[3], iL[3], rmax2, inv_w;
 };
 
 /* The pair rule of md.h (md__rdf_bin), with explicitly rounded operations so no
  * compiler flag (contraction, fast math) can change a bin: every rung counts
  * exactly what the CPU reference counts. */
-__device__ __forceinline__ float md__rdf_image_dev(float d, float L, float hL) {
-    d = fabsf(d);
-    return d > hL ? __fsub_rn(L, d) : d;
+__device__ __forceinline__ float md__rdf_image_dev(float d, float L) {
+    return fminf(fabsf(d), __fsub_rn(L, fabsf(d))); /* one FADD and one FMNMX */
 }
 
 __device__ __forceinline__ int md__rdf_bin_dev(const md__rdf_kp &p, float4 a, float4 b) {
-    float dx = md__rdf_image_dev(__fsub_rn(b.x, a.x), p.L[0], p.hL[0]);
-    float dy = md__rdf_image_dev(__fsub_rn(b.y, a.y), p.L[1], p.hL[1]);
-    float dz = md__rdf_image_dev(__fsub_rn(b.z, a.z), p.L[2], p.hL[2]);
+    float dx = md__rdf_image_dev(__fsub_rn(b.x, a.x), p.L[0]);
+    float dy = md__rdf_image_dev(__fsub_rn(b.y, a.y), p.L[1]);
+    float dz = md__rdf_image_dev(__fsub_rn(b.z, a.z), p.L[2]);
     float r2 = __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
     int k;
     if (!(r2 < p.rmax2)) return -1; /* out of range: no square root */
@@ -1722,7 +1721,6 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
     for (d = 0; d < 3; d++) {
         kp.L[d] = (float)box[d];
         kp.iL[d] = (float)(1.0 / box[d]);
-        kp.hL[d] = 0.5f * kp.L[d];
     }
     kp.rmax2 = (float)(r->rmax * r->rmax);
     kp.inv_w = (float)((double)r->nbins / r->rmax);

@@ -55,7 +55,6 @@ static md_status exercise_rdf(const md_cuda_rdf_plan *plan, const md_rdf *r, con
     for (d = 0; d < 3; d++) {
         p.L[d] = (float)box[d];
         p.iL[d] = (float)(1.0 / box[d]);
-        p.hL[d] = 0.5f * p.L[d];
     }
     p.rmax2 = (float)(r->rmax * r->rmax);
     p.inv_w = (float)((double)r->nbins / r->rmax);
