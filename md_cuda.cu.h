@@ -1484,6 +1484,16 @@ done:
 
 #include <limits.h>
 
+/* The RDF rungs (md_rdf_variant), all in md__rdf_kernel<MODE> after md__rdf_gather_kernel:
+ *   MD_RDF_GPU_GLOBAL   MODE 0  atomicAdd per in-range pair into the launch's global histogram
+ *   MD_RDF_GPU_SHARED   MODE 1  one shared histogram per block, B tile in shared memory
+ *   MD_RDF_GPU_WARP     MODE 2  one shared histogram per warp (8 per block), B tile in shared
+ *   MD_RDF_GPU_PASSES   MODE 1  once per range of bins that fits in shared memory
+ * Each frame is cut into launches of at most md_cuda_rdf_opts::max_pairs_per_launch pairs
+ * (32-bit counters), added into 64-bit totals by md__rdf_add_kernel. Run them:
+ *   build/tests/gpu_rdf                   every rung against the CPU, exactly
+ *   build/chapters/05_histograms          the timed ladder (--quick: small) */
+
 /* Kernel arguments: the gathered positions, the launch's rows of A, the bins this
  * pass counts and the float geometry (computed on the host exactly as md.h does). */
 struct md__rdf_kp {
