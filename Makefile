@@ -16,7 +16,7 @@ CFLAGS  ?= -O2 -march=native
 CFLAGS  += -std=c11 $(CWARN) -fopenmp -I.
 LDLIBS  := -lm
 MD_ARCH ?= sm_90
-NVFLAGS ?= -O3 -std=c++17 -arch=$(MD_ARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp
+NVFLAGS ?= -O3 -std=c++17 -arch=$(MD_ARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp,-march=native
 NVLIBS  := -lcufft -lgomp
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 

@@ -313,7 +313,74 @@ md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
 /* rdf                                                                      */
 /* ======================================================================== */
 
-/* @@rdf-gpu-declarations@@ */
+/** @brief Threads per block of the RDF kernels (one A atom per thread). */
+#define MD_CUDA_RDF_BLOCK 256
+/** @brief B atoms per tile: one block pairs its MD_CUDA_RDF_BLOCK A atoms with one tile. */
+#define MD_CUDA_RDF_TILE 1024
+/** @brief Most pairs one launch may count: every 32-bit counter of a launch stays below
+ *  2^32 because no counter can exceed the number of pairs the launch visits. */
+#define MD_CUDA_RDF_MAX_LAUNCH_PAIRS 4294967295ULL
+
+/** @brief Options of the GPU RDF; a zero field takes its default. */
+typedef struct md_cuda_rdf_opts {
+    cudaStream_t stream;                     /**< stream to run on (default: the legacy stream) */
+    unsigned long long max_pairs_per_launch; /**< split launches so none visits more pairs (default and
+                                                  upper limit MD_CUDA_RDF_MAX_LAUNCH_PAIRS); tests lower it */
+    int max_bins_per_pass;                   /**< MD_RDF_GPU_PASSES: bins per pass (default: as many as one
+                                                  block's shared memory holds); tests lower it */
+} md_cuda_rdf_opts;
+
+/** @brief Device buffers and selections of a GPU RDF, made once and reused every frame.
+ *
+ *  Selections are uploaded once; each frame, md_cuda_rdf_accumulate() gathers the selected
+ *  positions (wrapped into the box, with the atom index in .w), counts pairs in launches of
+ *  at most md_cuda_rdf_opts::max_pairs_per_launch pairs into a 32-bit histogram, adds each
+ *  launch's histogram into 64-bit totals on the device, and copies the totals back. */
+typedef struct md_cuda_rdf_plan {
+    int natoms;                /**< atoms per frame */
+    int na;                    /**< atoms in selection A */
+    int nb;                    /**< atoms in selection B (na when A = B) */
+    int same;                  /**< 1 if A = B (unordered pairs i < j) */
+    int nbins;                 /**< bins (must equal md_rdf::nbins of the accumulator) */
+    double pairs;              /**< pairs counted per frame (md_rdf_selection_pairs) */
+    double centers;            /**< centres per frame (md_rdf_selection_pairs) */
+    int *d_sel_a;              /**< selection A on the device */
+    int *d_sel_b;              /**< selection B on the device (NULL when A = B) */
+    md_float4 *d_a;            /**< gathered, wrapped positions of A (.w: atom index bits) */
+    md_float4 *d_b;            /**< gathered, wrapped positions of B (== d_a when A = B) */
+    unsigned int *d_h32;       /**< 32-bit histogram of one launch */
+    unsigned long long *d_h64; /**< 64-bit totals of one frame; its last word flags a bad coordinate */
+    unsigned long long *h_h64; /**< host copy of md_cuda_rdf_plan::d_h64 */
+    md_cuda_rdf_opts opts;     /**< options (defaults filled in) */
+    long long launches;        /**< counting launches of the last frame (the overflow tests read it) */
+    int passes;                /**< bin-range passes per launch of the last frame */
+} md_cuda_rdf_plan;
+
+/** @brief Make a plan for frames of @p natoms atoms, selections A (@p sel_a, @p na) and B
+ *  (@p sel_b, @p nb; host arrays, same rules as md_rdf_selection_pairs()) and @p nbins bins.
+ *  @p opts may be NULL. Errors: those of md_rdf_selection_pairs(), nb above
+ *  65535 * MD_CUDA_RDF_TILE (MD_ERR_RANGE), CUDA errors. */
+md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
+                                  int nb, int nbins, const md_cuda_rdf_opts *opts);
+
+/** @brief Release the plan's device and host buffers (safe on a zeroed plan). */
+void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p);
+
+/** @brief Most bins a GPU rung can hold in one block's shared memory on the current device
+ *  (MD_RDF_GPU_GLOBAL and MD_RDF_GPU_PASSES: no limit, INT_MAX). */
+md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins);
+
+/** @brief Add one frame to @p r with a GPU rung: @p d_xyz holds the frame's p->natoms positions
+ *  on the device, @p box its orthorhombic box (nm).
+ *
+ *  The counts equal md_rdf_accumulate()'s exactly (same float operations). Blocks until the
+ *  counts are back on the host. Errors: a CPU rung (MD_ERR_UNSUPPORTED), r->nbins != p->nbins
+ *  (MD_ERR_INVALID_ARGUMENT), box edges below 2 rmax (MD_ERR_RANGE, field box), a non-finite
+ *  coordinate (MD_ERR_RANGE, field xyz), MD_RDF_GPU_SHARED / MD_RDF_GPU_WARP with more bins
+ *  than shared memory holds (MD_ERR_UNSUPPORTED, field nbins: use MD_RDF_GPU_PASSES), CUDA
+ *  errors. On failure @p r is untouched. */
+md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
+                                 const md_float4 *d_xyz, const double box[3]);
 
 #endif /* MD_CUDA_CU_H */
 
@@ -1437,7 +1504,311 @@ done:
 
 /* ---- rdf ---- */
 
-/* @@rdf-gpu-implementation@@ */
+#include <limits.h>
+
+/* The RDF rungs (md_rdf_variant), all in md__rdf_kernel<MODE> after md__rdf_gather_kernel:
+ *   MD_RDF_GPU_GLOBAL   MODE 0  atomicAdd per in-range pair into the launch's global histogram
+ *   MD_RDF_GPU_SHARED   MODE 1  one shared histogram per block, B tile in shared memory
+ *   MD_RDF_GPU_WARP     MODE 2  one shared histogram per warp (8 per block), B tile in shared
+ *   MD_RDF_GPU_PASSES   MODE 1  once per range of bins that fits in shared memory
+ * Each frame is cut into launches of at most md_cuda_rdf_opts::max_pairs_per_launch pairs
+ * (32-bit counters), added into 64-bit totals by md__rdf_add_kernel. Run them:
+ *   build/tests/gpu_rdf                   every rung against the CPU, exactly
+ *   build/chapters/05_histograms          the timed ladder (--quick: small) */
+
+/* Kernel arguments: the gathered positions, the launch's rows of A, the bins this
+ * pass counts and the float geometry (computed on the host exactly as md.h does). */
+struct md__rdf_kp {
+    const float4 *a, *b;
+    unsigned int *hist;
+    int a0, a1, nb, same, nbins, bin_lo, bin_n;
+    float L[3], iL[3], rmax2, inv_w;
+};
+
+/* The pair rule of md.h (md__rdf_bin), with explicitly rounded operations so no
+ * compiler flag (contraction, fast math) can change a bin: every rung counts
+ * exactly what the CPU reference counts. */
+__device__ __forceinline__ float md__rdf_image_dev(float d, float L) {
+    return fminf(fabsf(d), __fsub_rn(L, fabsf(d))); /* one FADD and one FMNMX */
+}
+
+__device__ __forceinline__ int md__rdf_bin_dev(const md__rdf_kp &p, float4 a, float4 b) {
+    float dx = md__rdf_image_dev(__fsub_rn(b.x, a.x), p.L[0]);
+    float dy = md__rdf_image_dev(__fsub_rn(b.y, a.y), p.L[1]);
+    float dz = md__rdf_image_dev(__fsub_rn(b.z, a.z), p.L[2]);
+    float r2 = __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
+    int k;
+    if (!(r2 < p.rmax2)) return -1; /* out of range: no square root */
+    k = (int)__fmul_rn(__fsqrt_rn(r2), p.inv_w);
+    return k < p.nbins ? k : p.nbins - 1;
+}
+
+/* Gather the selected positions, wrapped into [0, L) as md.h does, the atom index in .w.
+ * A non-finite coordinate sets *bad. */
+__global__ void md__rdf_gather_kernel(const md_float4 *__restrict__ xyz, const int *__restrict__ sel, int n,
+                                      float4 *__restrict__ out, md__rdf_kp p, unsigned long long *bad) {
+    int k = blockIdx.x * blockDim.x + threadIdx.x, i;
+    md_float4 q;
+    if (k >= n) return;
+    i = sel[k];
+    q = xyz[i];
+    if (!isfinite(q.x) || !isfinite(q.y) || !isfinite(q.z)) *bad = 1ULL + (unsigned long long)i;
+    out[k] = make_float4(__fmaf_rn(-p.L[0], floorf(__fmul_rn(q.x, p.iL[0])), q.x),
+                         __fmaf_rn(-p.L[1], floorf(__fmul_rn(q.y, p.iL[1])), q.y),
+                         __fmaf_rn(-p.L[2], floorf(__fmul_rn(q.z, p.iL[2])), q.z), __int_as_float(i));
+}
+
+/* One thread per A row of the launch, one block per (256 rows, 1024-atom tile of B).
+ * MODE 0: atomics straight into the global 32-bit histogram (B read through L1);
+ * MODE 1: one shared histogram per block; MODE 2: one shared histogram per warp.
+ * MODE 1 and 2 stage the B tile in shared memory. Only bins [bin_lo, bin_lo + bin_n)
+ * are counted (passes). A = B: pairs j > i only; a block whose tile lies wholly at
+ * or below its first row has nothing to do (the test is uniform over the block). */
+template <int MODE>
+__global__ void __launch_bounds__(MD_CUDA_RDF_BLOCK) md__rdf_kernel(md__rdf_kp p) {
+    extern __shared__ float4 md__rdf_smem[];
+    const int tid = threadIdx.x;
+    const int first = p.a0 + blockIdx.x * MD_CUDA_RDF_BLOCK, i = first + tid;
+    const int j0 = blockIdx.y * MD_CUDA_RDF_TILE, j1 = min(j0 + MD_CUDA_RDF_TILE, p.nb);
+    float4 *tile = md__rdf_smem;
+    unsigned int *h = (unsigned int *)(md__rdf_smem + MD_CUDA_RDF_TILE);
+    int j, k;
+    if (p.same && j1 - 1 <= first) return;
+    if (MODE == 2) h += (tid >> 5) * p.bin_n;
+    if (MODE != 0) {
+        const int words = MODE == 2 ? (MD_CUDA_RDF_BLOCK / 32) * p.bin_n : p.bin_n;
+        unsigned int *h0 = (unsigned int *)(md__rdf_smem + MD_CUDA_RDF_TILE);
+        for (k = tid; k < words; k += MD_CUDA_RDF_BLOCK) h0[k] = 0u;
+        for (k = tid; k < j1 - j0; k += MD_CUDA_RDF_BLOCK) tile[k] = p.b[j0 + k];
+        __syncthreads();
+    }
+    if (i < p.a1) {
+        const float4 a = p.a[i];
+        const int ia = __float_as_int(a.w);
+        if (p.same) { /* two loops, so the inner one carries no test of p.same */
+#pragma unroll 4
+            for (j = max(j0, i + 1); j < j1; j++) {
+                k = md__rdf_bin_dev(p, a, MODE == 0 ? p.b[j] : tile[j - j0]) - p.bin_lo;
+                if (k >= 0 && k < p.bin_n) {
+                    if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
+                    else atomicAdd(&h[k], 1u);
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (j = j0; j < j1; j++) {
+                const float4 b = MODE == 0 ? p.b[j] : tile[j - j0];
+                k = md__rdf_bin_dev(p, a, b) - p.bin_lo;
+                if (k >= 0 && k < p.bin_n && __float_as_int(b.w) != ia) {
+                    if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
+                    else atomicAdd(&h[k], 1u);
+                }
+            }
+        }
+    }
+    if (MODE != 0) {
+        const unsigned int *h0 = (const unsigned int *)(md__rdf_smem + MD_CUDA_RDF_TILE);
+        __syncthreads();
+        for (k = tid; k < p.bin_n; k += MD_CUDA_RDF_BLOCK) {
+            unsigned int s = h0[k];
+            if (MODE == 2)
+                for (j = 1; j < MD_CUDA_RDF_BLOCK / 32; j++) s += h0[j * p.bin_n + k];
+            if (s) atomicAdd(&p.hist[p.bin_lo + k], s);
+        }
+    }
+}
+
+/* 64-bit totals += this launch's 32-bit counts. */
+__global__ void md__rdf_add_kernel(unsigned long long *__restrict__ h64, const unsigned int *__restrict__ h32, int n) {
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) h64[k] += h32[k];
+}
+
+static size_t md__rdf_smem_bytes(int mode, int bin_n) {
+    return mode == 0 ? 0 : MD_CUDA_RDF_TILE * sizeof(float4) +
+                               (size_t)(mode == 2 ? MD_CUDA_RDF_BLOCK / 32 : 1) * (size_t)bin_n * sizeof(unsigned int);
+}
+
+md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
+    int optin = 0;
+    size_t avail;
+    if (!max_bins) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "max_bins", "is NULL");
+    if (variant == MD_RDF_GPU_GLOBAL || variant == MD_RDF_GPU_PASSES) {
+        *max_bins = INT_MAX;
+        return MD_OK;
+    }
+    if (variant != MD_RDF_GPU_SHARED && variant != MD_RDF_GPU_WARP)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "variant", "%s is not a GPU rung",
+                            md_rdf_variant_name(variant));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    avail = (size_t)optin > MD_CUDA_RDF_TILE * sizeof(float4) ? (size_t)optin - MD_CUDA_RDF_TILE * sizeof(float4) : 0;
+    *max_bins = (int)(avail / sizeof(unsigned int) / (variant == MD_RDF_GPU_WARP ? MD_CUDA_RDF_BLOCK / 32 : 1));
+    return MD_OK;
+}
+
+void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p) {
+    if (!p) return;
+    if (p->d_sel_a) (void)cudaFree(p->d_sel_a);
+    if (p->d_sel_b) (void)cudaFree(p->d_sel_b);
+    if (p->d_a) (void)cudaFree(p->d_a);
+    if (p->d_b && p->d_b != p->d_a) (void)cudaFree(p->d_b);
+    if (p->d_h32) (void)cudaFree(p->d_h32);
+    if (p->d_h64) (void)cudaFree(p->d_h64);
+    md_free(p->h_h64);
+    memset(p, 0, sizeof *p);
+}
+
+/* Upload a selection (NULL: 0 .. n-1). */
+static md_status md__rdf_upload_sel(int **d, const int *sel, int n) {
+    int *tmp = NULL, k;
+    cudaError_t e;
+    if (!sel) {
+        if (!(tmp = (int *)md_alloc_array((size_t)n, sizeof(int)))) return MD_ERR_OUT_OF_MEMORY;
+        for (k = 0; k < n; k++) tmp[k] = k;
+        sel = tmp;
+    }
+    e = cudaMalloc((void **)d, (size_t)n * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemcpy(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+    md_free(tmp);
+    if (e != cudaSuccess) return md_cuda_error(e, "cudaMalloc/cudaMemcpy(selection)", __FILE__, __LINE__);
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
+                                  int nb, int nbins, const md_cuda_rdf_opts *opts) {
+    const char *fn = "md_cuda_rdf_plan_create";
+    md_cuda_rdf_plan t;
+    md_status st;
+    cudaError_t e;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    if (nbins < 1 || nbins > (1 << 26))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "nbins", "must be in 1..%d (got %d)", 1 << 26, nbins);
+    memset(&t, 0, sizeof t);
+    if ((st = md_rdf_selection_pairs(natoms, sel_a, na, sel_b, nb, &t.pairs, &t.centers)) != MD_OK) return st;
+    t.same = sel_b == NULL || (sel_b == sel_a && nb == na);
+    t.natoms = natoms;
+    t.na = na;
+    t.nb = t.same ? na : nb;
+    t.nbins = nbins;
+    if (t.nb > 65535 * MD_CUDA_RDF_TILE)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "nb", "%d atoms exceed the %d one launch grid can tile", t.nb,
+                            65535 * MD_CUDA_RDF_TILE);
+    if (opts) t.opts = *opts;
+    if (t.opts.max_pairs_per_launch == 0 || t.opts.max_pairs_per_launch > MD_CUDA_RDF_MAX_LAUNCH_PAIRS)
+        t.opts.max_pairs_per_launch = MD_CUDA_RDF_MAX_LAUNCH_PAIRS;
+    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na)) != MD_OK) goto fail;
+    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb)) != MD_OK) goto fail;
+    e = cudaMalloc((void **)&t.d_a, (size_t)na * sizeof(md_float4));
+    if (e == cudaSuccess && !t.same) e = cudaMalloc((void **)&t.d_b, (size_t)nb * sizeof(md_float4));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h32, (size_t)nbins * sizeof(unsigned int));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h64, ((size_t)nbins + 1) * sizeof(unsigned long long));
+    if (e != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMalloc(rdf plan)", __FILE__, __LINE__);
+        goto fail;
+    }
+    if (t.same) t.d_b = t.d_a;
+    if (!(t.h_h64 = (unsigned long long *)md_alloc_array((size_t)nbins + 1, sizeof(unsigned long long)))) {
+        st = MD_ERR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    *p = t;
+    return MD_OK;
+fail:
+    md_cuda_rdf_plan_destroy(&t);
+    return st;
+}
+
+md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
+                                 const md_float4 *d_xyz, const double box[3]) {
+    const char *fn = "md_cuda_rdf_accumulate";
+    const cudaStream_t s = p ? p->opts.stream : 0;
+    md__rdf_kp kp;
+    md_status st;
+    int mode, bin_step, d, max_bins = INT_MAX, a0, a1, k;
+    unsigned long long rows;
+    size_t smem;
+    if (!p || !p->d_h64) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_rdf_plan_create)");
+    if (!r || !r->counts) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is not initialized (md_rdf_init)");
+    if (!d_xyz) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_xyz", "is NULL");
+    if (r->nbins != p->nbins)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nbins", "accumulator has %d bins, plan %d", r->nbins, p->nbins);
+    if (!md_rdf_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is not a GPU rung: run it with md_rdf_accumulate",
+                            md_rdf_variant_name(variant));
+    if ((st = md_rdf_check_box(fn, box, r->rmax)) != MD_OK) return st;
+    mode = variant == MD_RDF_GPU_GLOBAL ? 0 : variant == MD_RDF_GPU_WARP ? 2 : 1;
+    if ((st = md_cuda_rdf_max_bins(variant == MD_RDF_GPU_PASSES ? MD_RDF_GPU_SHARED : variant, &max_bins)) != MD_OK)
+        return st;
+    bin_step = p->nbins;
+    if (variant == MD_RDF_GPU_PASSES) {
+        if (p->opts.max_bins_per_pass > 0 && p->opts.max_bins_per_pass < max_bins) max_bins = p->opts.max_bins_per_pass;
+        bin_step = p->nbins < max_bins ? p->nbins : max_bins;
+    } else if (mode != 0 && p->nbins > max_bins) {
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "nbins",
+                            "%d bins do not fit in shared memory for %s (at most %d): use MD_RDF_GPU_PASSES",
+                            p->nbins, md_rdf_variant_name(variant), max_bins);
+    }
+    /* the float geometry, exactly as md.h's md__rdf_geom_set */
+    memset(&kp, 0, sizeof kp);
+    for (d = 0; d < 3; d++) {
+        kp.L[d] = (float)box[d];
+        kp.iL[d] = (float)(1.0 / box[d]);
+    }
+    kp.rmax2 = (float)(r->rmax * r->rmax);
+    kp.inv_w = (float)((double)r->nbins / r->rmax);
+    kp.nbins = p->nbins;
+    kp.nb = p->nb;
+    kp.same = p->same;
+    kp.a = (const float4 *)p->d_a;
+    kp.b = (const float4 *)p->d_b;
+    kp.hist = p->d_h32;
+    MD_CUDA_TRY(cudaMemsetAsync(p->d_h64, 0, ((size_t)p->nbins + 1) * sizeof(unsigned long long), s));
+    md__rdf_gather_kernel<<<(p->na + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a, kp,
+                                                               p->d_h64 + p->nbins);
+    MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(A)");
+    if (!p->same) {
+        md__rdf_gather_kernel<<<(p->nb + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_b, p->nb, (float4 *)p->d_b, kp,
+                                                                   p->d_h64 + p->nbins);
+        MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(B)");
+    }
+    smem = md__rdf_smem_bytes(mode, bin_step);
+    if (smem > 48 * 1024) {
+        if (mode == 1) MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        else MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
+    /* every counter of one launch is bounded by the pairs the launch visits: at most
+     * rows * nb <= max_pairs_per_launch <= 2^32 - 1, so no 32-bit counter overflows */
+    rows = p->opts.max_pairs_per_launch / (unsigned long long)p->nb;
+    if (rows < 1) rows = 1;
+    p->launches = 0;
+    p->passes = (p->nbins + bin_step - 1) / bin_step;
+    for (a0 = 0; a0 < p->na; a0 = a1) {
+        a1 = (unsigned long long)(p->na - a0) > rows ? a0 + (int)rows : p->na;
+        dim3 grid((unsigned)((a1 - a0 + MD_CUDA_RDF_BLOCK - 1) / MD_CUDA_RDF_BLOCK),
+                  (unsigned)((p->nb + MD_CUDA_RDF_TILE - 1) / MD_CUDA_RDF_TILE));
+        kp.a0 = a0;
+        kp.a1 = a1;
+        MD_CUDA_TRY(cudaMemsetAsync(p->d_h32, 0, (size_t)p->nbins * sizeof(unsigned int), s));
+        for (k = 0; k < p->nbins; k += bin_step) {
+            kp.bin_lo = k;
+            kp.bin_n = p->nbins - k < bin_step ? p->nbins - k : bin_step;
+            if (mode == 0) md__rdf_kernel<0><<<grid, MD_CUDA_RDF_BLOCK, 0, s>>>(kp);
+            else if (mode == 1) md__rdf_kernel<1><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s>>>(kp);
+            else md__rdf_kernel<2><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s>>>(kp);
+            MD_CUDA_TRY_LAUNCH("md__rdf_kernel");
+        }
+        md__rdf_add_kernel<<<(p->nbins + 255) / 256, 256, 0, s>>>(p->d_h64, p->d_h32, p->nbins);
+        MD_CUDA_TRY_LAUNCH("md__rdf_add_kernel");
+        p->launches++;
+    }
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, ((size_t)p->nbins + 1) * sizeof(unsigned long long),
+                                cudaMemcpyDeviceToHost, s));
+    MD_CUDA_TRY(cudaStreamSynchronize(s));
+    if (p->h_h64[p->nbins])
+        return md_set_error(MD_ERR_RANGE, fn, 0, "xyz", "atom %llu has a non-finite coordinate", p->h_h64[p->nbins] - 1);
+    for (k = 0; k < p->nbins; k++) r->counts[k] += p->h_h64[k];
+    return md_rdf_add_frame(r, box, p->pairs, p->centers);
+}
 
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
 #endif /* MD_CUDA_IMPLEMENTATION */
