@@ -123,6 +123,16 @@ for c in build/chapters/*; do
   else record PASS "$n" "$STEP_T" ""; fi
 done
 
+# ---- the large example: 100,000 atoms on a 128^3 grid, with progress lines ---------------------
+if [ -x build/examples/potential_map_gpu ]; then
+  n="example potential_map_gpu (100000 atoms, 128^3)"
+  if run_step "$n" 150 "$OUT/chapters.log" build/examples/potential_map_gpu --random 100000 --grid 128 \
+       --out "$TMPD/random100k.dx"; then
+    if [ "$STEP_RC" -ne 0 ]; then record FAIL "$n" "$STEP_T" "$STEP_NOTE; $(grep -m1 -E 'FAIL|rror' "$TMPD/step.out" | cut -c1-150)"
+    else record PASS "$n" "$STEP_T" "$(tail -n 1 "$TMPD/step.out" | cut -c1-120)"; fi
+  fi
+fi
+
 # ---- compute-sanitizer ---------------------------------------------------------------------
 # --report-api-errors no: the tests force CUDA API errors on purpose (tests/gpu_core.cu) and
 # check every call themselves; the sanitizer's job here is memory and race errors in kernels.
