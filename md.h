@@ -872,9 +872,14 @@ MDDEF md_status md_dcs_scatter(const md_float4 *xyzq, int n, md_grid *grid) {
     md_status st = md__dcs_check("md_dcs_scatter", xyzq, n, grid);
     size_t count, p;
     int i, j, k, a;
-    const float hx = (float)grid->spacing[0], hy = (float)grid->spacing[1], hz = (float)grid->spacing[2];
-    const float ox = (float)grid->origin[0], oy = (float)grid->origin[1], oz = (float)grid->origin[2];
-    if (st != MD_OK) return st;
+    float hx, hy, hz, ox, oy, oz;
+    if (st != MD_OK) return st; /* before grid is read: it may be NULL */
+    hx = (float)grid->spacing[0];
+    hy = (float)grid->spacing[1];
+    hz = (float)grid->spacing[2];
+    ox = (float)grid->origin[0];
+    oy = (float)grid->origin[1];
+    oz = (float)grid->origin[2];
     count = md_grid_count(grid);
     for (p = 0; p < count; p++) grid->data[p] = 0.0f;
     for (a = 0; a < n; a++) {
@@ -904,9 +909,11 @@ static void md__dcs_plane(const md_float4 *xyzq, int n, md_grid *grid, int k) {
     const float hx = (float)grid->spacing[0], hy = (float)grid->spacing[1];
     const float ox = (float)grid->origin[0], oy = (float)grid->origin[1];
     const float z = (float)(grid->origin[2] + k * grid->spacing[2]);
-    float *plane = grid->data + (size_t)k * nx * ny;
+    const size_t count = (size_t)nx * ny;
+    float *plane = grid->data + (size_t)k * count;
+    size_t p;
     int i, j, a;
-    for (i = 0; i < nx * ny; i++) plane[i] = 0.0f;
+    for (p = 0; p < count; p++) plane[p] = 0.0f;
     for (a = 0; a < n; a++) {
         const float dz = z - xyzq[a].z, dz2 = dz * dz, q = xyzq[a].w;
         const float ax = xyzq[a].x, ay = xyzq[a].y;
@@ -920,7 +927,7 @@ static void md__dcs_plane(const md_float4 *xyzq, int n, md_grid *grid, int k) {
             }
         }
     }
-    for (i = 0; i < nx * ny; i++) plane[i] *= (float)MD_COULOMB;
+    for (p = 0; p < count; p++) plane[p] *= (float)MD_COULOMB;
 }
 
 MDDEF md_status md_dcs_rows(const md_float4 *xyzq, int n, md_grid *grid) {
