@@ -301,7 +301,161 @@ MDDEF size_t md_grid_count(const md_grid *grid);
 /* io                                                                       */
 /* ======================================================================== */
 
-/* @@io-declarations@@ */
+/* Readers parse a whole file (or a buffer in memory, for fuzzing and embedded
+ * data) into a new md_system. They share one line reader (any line length,
+ * CR LF or LF, an embedded NUL byte is an error) and one pair of field
+ * parsers: a number must fill its whole field (strtod/strtol end pointer),
+ * must be finite and must fit a float. On any failure the reader returns
+ * non-OK, md_last_error() names "file:line: field F: why", and *sys is left
+ * untouched. On success *sys is overwritten (free any previous contents
+ * first) and every md_system field is filled:
+ *   xyzq      position converted to nm (files hold Angstrom, x 0.1) and the charge (e)
+ *   radius    PQR radius in nm (x 0.1), else 0
+ *   name      atom name (PDB, PQR) or element symbol (XYZ), cut to 7 characters
+ *   resname   residue name (PDB, PQR), cut to 7 characters, else empty
+ *   resid     residue number (PDB, PQR), else 0
+ *   mass      from the element (md_element_mass), 0 when the element is not in the table
+ *   type      index of the atom's name among the distinct names, in order of first
+ *             appearance (the first atom's name is type 0)
+ *   vel       zero
+ *   box       orthorhombic box (nm) from CRYST1 / Lattice=, else all zero
+ * Element of an atom: XYZ, the name itself; PDB, columns 77-78 when not blank;
+ * otherwise (PDB, PQR) a two-letter ion whose atom name equals its residue
+ * name (NA NA, CL CL, ZN ZN, ...) or else the first letter of the name after
+ * any leading digits ("1HB" -> H, "CA" -> C). */
+
+/** @brief Mass (amu) of an element from the readers' table, or 0 when unknown.
+ *
+ *  The table holds H C N O S P Na Cl K Mg Ca Fe Zn Ar (IUPAC standard atomic
+ *  weights); @p symbol is matched case-insensitively ("CL", "Cl", "cl"). */
+MDDEF float md_element_mass(const char *symbol);
+
+/** @brief Read a PQR file (as PDB2PQR writes it) into @p sys.
+ *
+ *  Accepts whitespace-separated `ATOM` / `HETATM` lines
+ *  `ATOM serial name resName [chain] resSeq x y z q r` (10 or 11 fields; the
+ *  numeric fields are counted from the end of the line, so the chain column is
+ *  optional). x y z and r are Angstrom (stored in nm), q is the charge in e,
+ *  r must be >= 0. Every other line (REMARK, TER, END, ...) is ignored. At least
+ *  one atom is required. There is no box. Errors: MD_ERR_IO (cannot open or
+ *  read), MD_ERR_PARSE (short line, non-numeric field, no atoms, NUL byte),
+ *  MD_ERR_RANGE (NaN, infinite or too large a value, negative radius),
+ *  MD_ERR_OUT_OF_MEMORY. */
+MDDEF md_status md_read_pqr(const char *path, md_system *sys);
+
+/** @brief md_read_pqr on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
+MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, md_system *sys);
+
+/** @brief Read the first model of a PDB file into @p sys.
+ *
+ *  Fixed columns (1-based, inclusive). `ATOM` / `HETATM` records: name 13-16,
+ *  resName 18-21, resSeq 23-26 (blank: 0), x y z 31-38, 39-46, 47-54
+ *  (Angstrom, stored in nm; the line must reach column 54), element 77-78 and
+ *  charge 79-80 (e.g. "1-", "2+"; blank or absent: charge 0). The radius is 0.
+ *  `CRYST1` a b c at 7-15, 16-24, 25-33 (Angstrom) and alpha beta gamma at
+ *  34-40, 41-47, 48-54 sets the box: the angles must be 90 (else
+ *  MD_ERR_UNSUPPORTED naming the angle), the edges > 0 (else MD_ERR_RANGE);
+ *  a second CRYST1 is an error; `CRYST1 1.000 1.000 1.000`, the PDB's
+ *  placeholder for "no unit cell", gives no box. Reading stops at the first
+ *  `ENDMDL` or `END`; other records are ignored. At least one atom is required. */
+MDDEF md_status md_read_pdb(const char *path, md_system *sys);
+
+/** @brief md_read_pdb on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
+MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, md_system *sys);
+
+/** @brief Read the first frame of an XYZ file into @p sys.
+ *
+ *  A frame is: a line holding only the atom count (1 or more; blank lines
+ *  before it are skipped), a comment line, then one line per atom
+ *  `symbol x y z [more columns, ignored]` with x y z in Angstrom (stored in
+ *  nm). The comment may hold an extended-XYZ `Lattice="ax 0 0 0 by 0 0 0 cz"`
+ *  (Angstrom): the off-diagonal entries must be 0 (else MD_ERR_UNSUPPORTED)
+ *  and the edges > 0 (else MD_ERR_RANGE); it sets the box. Charges and radii
+ *  are 0. An atom count larger than the rest of the file could hold (each atom
+ *  line takes at least 8 bytes) is rejected before anything is allocated. */
+MDDEF md_status md_read_xyz(const char *path, md_system *sys);
+
+/** @brief md_read_xyz on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
+MDDEF md_status md_read_xyz_mem(const char *data, size_t len, const char *name, md_system *sys);
+
+/** @brief A multi-frame XYZ file being read frame by frame (md_xyz_open, md_xyz_next,
+ *  md_xyz_close). Frames follow the format of md_read_xyz. */
+typedef struct md_xyz_reader {
+    FILE *file;     /**< the open file; NULL when closed */
+    char *path;     /**< copy of the path, used in messages */
+    long line;      /**< number of the last line read (1-based; 0 before the first) */
+    long frames;    /**< frames read so far */
+    char *buf;      /**< line buffer, grown to hold the longest line */
+    size_t cap;     /**< capacity of md_xyz_reader::buf in bytes */
+    long long size; /**< file size in bytes, or -1 when it cannot be known (a pipe) */
+    long long pos;  /**< bytes consumed so far */
+} md_xyz_reader;
+
+/** @brief Open @p path for md_xyz_next. On failure (MD_ERR_IO: cannot open) @p r is zeroed. */
+MDDEF md_status md_xyz_open(md_xyz_reader *r, const char *path);
+
+/** @brief Read the next frame into @p frame.
+ *
+ *  Pass a zeroed md_system the first time: on success the old contents of
+ *  @p frame are freed and replaced by the new frame (free it with
+ *  md_system_free when done) and *got = 1. At a clean end of file (only blank
+ *  lines left) *got = 0, MD_OK and @p frame is unchanged. A truncated or
+ *  malformed frame returns an error naming the line and field, *got = 0, and
+ *  @p frame is unchanged. */
+MDDEF md_status md_xyz_next(md_xyz_reader *r, md_system *frame, int *got);
+
+/** @brief Close the file and free the reader's buffers; @p r is zeroed. Safe to call twice. */
+MDDEF void md_xyz_close(md_xyz_reader *r);
+
+/** @brief Write @p sys as one XYZ frame (symbol from md_system::name, "X" if empty;
+ *  positions in Angstrom with 6 decimals, i.e. +-5e-7 Angstrom).
+ *
+ *  The comment line is `Lattice="ax 0 0 0 by 0 0 0 cz" Properties=species:S:1:pos:R:3 `
+ *  followed by @p comment when a box is set (all three edges > 0; a partly
+ *  zero box is MD_ERR_RANGE), else just @p comment (NULL: empty; it must not
+ *  hold a newline). With @p append = 0 the file is written to "<path>.tmp"
+ *  and renamed over @p path, so @p path is never half-written. With
+ *  @p append = 1 the frame is added to the end of @p path (created if absent)
+ *  with a single fwrite of the whole frame text; should that write fail,
+ *  at most the last frame is partial, which md_xyz_next reports as a
+ *  truncated frame. */
+MDDEF md_status md_write_xyz(const char *path, const md_system *sys, const char *comment, int append);
+
+/** @brief Write @p sys as a PDB file (positions in Angstrom, %8.3f: +-5e-4 Angstrom).
+ *
+ *  `CRYST1 a b c 90 90 90 P 1` when a box is set, one `ATOM` record per atom
+ *  (serial and resSeq wrap modulo 100000 and 10000 as usual; name, resName,
+ *  element from the mass when it matches md_element_mass of a table element,
+ *  charge in columns 79-80 only when it is a whole number from -9 to 9, since
+ *  PDB has no column for fractional charges), then `END`. A coordinate that
+ *  does not fit its 8 columns is MD_ERR_RANGE. Written to "<path>.tmp", then
+ *  renamed over @p path. */
+MDDEF md_status md_write_pdb(const char *path, const md_system *sys);
+
+/** @brief Write @p grid as an OpenDX scalar field (the format APBS writes and VMD,
+ *  PyMOL and ChimeraX open).
+ *
+ *  Origin and deltas are converted nm -> Angstrom; the values are written as
+ *  they are (md_dcs maps are kJ mol^-1 e^-1) with %.9g, which a float reads
+ *  back exactly. Points are written x slowest, z fastest, as DX requires.
+ *  @p comment (NULL: none; no newline) becomes a `#` line. Written to
+ *  "<path>.tmp", then renamed over @p path. */
+MDDEF md_status md_write_dx(const char *path, const md_grid *grid, const char *comment);
+
+/** @brief Read an OpenDX scalar field (as md_write_dx or APBS write it) into a new grid.
+ *
+ *  Accepts `#` comment lines, `object 1 class gridpositions counts nx ny nz`,
+ *  `origin x y z` and three `delta` lines (Angstrom, stored in nm; the deltas
+ *  must be axis-aligned, else MD_ERR_UNSUPPORTED), an optional
+ *  `object 2 class gridconnections` line, and
+ *  `object 3 class array type double|float rank 0 items N data follows`
+ *  with N = nx*ny*nz, then N finite numbers (x slowest, z fastest) spread
+ *  over any number of lines; what follows them is ignored. On failure @p grid
+ *  is untouched. */
+MDDEF md_status md_read_dx(const char *path, md_grid *grid);
+
+/** @brief md_read_dx on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
+MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, md_grid *grid);
 
 /* ======================================================================== */
 /* dcs: direct Coulomb sum potential map                                    */
@@ -813,7 +967,1024 @@ MDDEF size_t md_grid_count(const md_grid *grid) {
 
 /* ---- io ---- */
 
-/* @@io-implementation@@ */
+/* Every reader pulls lines from one line source (a buffer in memory or a
+ * FILE). Each line is copied into buf, grown as needed, NUL-terminated,
+ * without its "\n" or "\r\n"; a NUL byte inside a line is an error. */
+typedef struct md__lines {
+    const char *name;    /* file name for messages */
+    const char *p, *end; /* memory source (file == NULL) */
+    FILE *file;          /* file source */
+    char *buf;           /* the current line */
+    size_t cap, len;     /* capacity of buf, length of the current line */
+    long line;           /* number of the current line (1-based) */
+    long long size, pos; /* input size (-1: unknown) and bytes consumed */
+} md__lines;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static md_status md__lerr(const md__lines *L, md_status st, const char *field, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return md_set_error(st, L->name, L->line > 0 ? L->line : 1, field, "%s", msg);
+}
+
+static void md__lines_mem(md__lines *L, const char *data, size_t len, const char *name) {
+    memset(L, 0, sizeof *L);
+    L->name = name ? name : "<memory>";
+    L->p = data;
+    L->end = data ? data + len : data;
+    L->size = (long long)len;
+}
+
+static md_status md__lines_reserve(md__lines *L, size_t need) {
+    char *b;
+    size_t cap = L->cap ? L->cap : 256;
+    if (need <= L->cap) return MD_OK;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2) return md__lerr(L, MD_ERR_OUT_OF_MEMORY, "text", "line too long");
+        cap *= 2;
+    }
+    if (!(b = (char *)md_alloc_array(cap, 1))) return md__lerr(L, MD_ERR_OUT_OF_MEMORY, "text", "line too long");
+    if (L->len) memcpy(b, L->buf, L->len);
+    md_free(L->buf);
+    L->buf = b;
+    L->cap = cap;
+    return MD_OK;
+}
+
+/* Read the next line into L->buf: *got = 1, or *got = 0 at the end of the input. */
+static md_status md__next_line(md__lines *L, int *got) {
+    md_status st;
+    size_t n = 0;
+    *got = 0;
+    L->len = 0;
+    if (!L->file) {
+        const char *nl, *z;
+        if (!L->p || L->p >= L->end) return MD_OK;
+        nl = (const char *)memchr(L->p, '\n', (size_t)(L->end - L->p));
+        n = nl ? (size_t)(nl - L->p) : (size_t)(L->end - L->p);
+        L->line++;
+        if ((z = (const char *)memchr(L->p, '\0', n)) != NULL)
+            return md__lerr(L, MD_ERR_PARSE, "text", "NUL byte at column %zu", (size_t)(z - L->p) + 1);
+        if ((st = md__lines_reserve(L, n + 1)) != MD_OK) return st;
+        memcpy(L->buf, L->p, n);
+        L->p += n + (nl != NULL);
+        L->pos += (long long)(n + (nl != NULL));
+    } else {
+        int c = getc(L->file);
+        if (c == EOF) {
+            if (ferror(L->file)) return md__lerr(L, MD_ERR_IO, "text", "read error");
+            return MD_OK;
+        }
+        L->line++;
+        for (; c != EOF && c != '\n'; c = getc(L->file)) {
+            if (c == '\0') return md__lerr(L, MD_ERR_PARSE, "text", "NUL byte at column %zu", n + 1);
+            if (n + 1 >= L->cap && (st = md__lines_reserve(L, n + 2)) != MD_OK) return st;
+            L->buf[n++] = (char)c;
+            L->len = n;
+        }
+        if (c == EOF && ferror(L->file)) return md__lerr(L, MD_ERR_IO, "text", "read error");
+        if ((st = md__lines_reserve(L, n + 1)) != MD_OK) return st;
+        L->pos += (long long)(n + (c == '\n'));
+    }
+    if (n > 0 && L->buf[n - 1] == '\r') n--;
+    L->buf[n] = '\0';
+    L->len = n;
+    *got = 1;
+    return MD_OK;
+}
+
+/* Bytes of input not yet consumed, or -1 when unknown. */
+static long long md__lines_left(const md__lines *L) { return L->size < 0 ? -1 : L->size - L->pos; }
+
+static int md__is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Next whitespace-separated token of *s (NUL-terminated in place), or NULL. */
+static char *md__token(char **s) {
+    char *p = *s, *t;
+    while (md__is_space(*p)) p++;
+    if (!*p) {
+        *s = p;
+        return NULL;
+    }
+    for (t = p; *p && !md__is_space(*p); p++) {}
+    if (*p) *p++ = '\0';
+    *s = p;
+    return t;
+}
+
+/* Split s into tokens; stores the first max, returns how many there are. */
+static int md__split(char *s, char **tok, int max) {
+    int n = 0;
+    char *t;
+    while ((t = md__token(&s)) != NULL) {
+        if (n < max) tok[n] = t;
+        n++;
+    }
+    return n;
+}
+
+/* Field -> double: the whole field must be a number, finite and within float range. */
+static md_status md__field_double(const md__lines *L, const char *s, const char *field, double *out) {
+    char *end;
+    double v;
+    if (!*s) return md__lerr(L, MD_ERR_PARSE, field, "missing (blank)");
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || *end) return md__lerr(L, MD_ERR_PARSE, field, "not a number ('%.40s')", s);
+    if (isnan(v)) return md__lerr(L, MD_ERR_RANGE, field, "is NaN ('%.40s')", s);
+    if ((errno == ERANGE && fabs(v) > 1.0) || !isfinite(v) || fabs(v) > FLT_MAX)
+        return md__lerr(L, MD_ERR_RANGE, field, "infinite or too large for a float ('%.40s')", s);
+    *out = v;
+    return MD_OK;
+}
+
+/* Field -> integer in [lo, hi]. */
+static md_status md__field_long(const md__lines *L, const char *s, const char *field, long lo, long hi,
+                                long *out) {
+    char *end;
+    long v;
+    if (!*s) return md__lerr(L, MD_ERR_PARSE, field, "missing (blank)");
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (end == s || *end) return md__lerr(L, MD_ERR_PARSE, field, "not an integer ('%.40s')", s);
+    if (errno == ERANGE || v < lo || v > hi)
+        return md__lerr(L, MD_ERR_RANGE, field, "'%.40s' is out of range %ld..%ld", s, lo, hi);
+    *out = v;
+    return MD_OK;
+}
+
+/* Columns c0..c1 (1-based, inclusive) of the current line with blanks trimmed, into out
+ * (room for c1 - c0 + 2 chars). */
+static char *md__cols(const md__lines *L, size_t c0, size_t c1, char *out) {
+    size_t a = c0 - 1, b = c1 < L->len ? c1 : L->len, n = 0;
+    if (a < b) {
+        while (a < b && md__is_space(L->buf[a])) a++;
+        while (b > a && md__is_space(L->buf[b - 1])) b--;
+        n = b - a;
+        memcpy(out, L->buf + a, n);
+    }
+    out[n] = '\0';
+    return out;
+}
+
+static void md__set_name(md_name *dst, const char *s) {
+    size_t n = strlen(s);
+    if (n > sizeof dst->s - 1) n = sizeof dst->s - 1;
+    memset(dst->s, 0, sizeof dst->s);
+    memcpy(dst->s, s, n);
+}
+
+static int md__caseeq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+    return *a == *b;
+}
+
+static const struct md__element {
+    char sym[3];
+    float mass;
+} md__elements[] = {{"H", 1.008f},   {"C", 12.011f},  {"N", 14.007f},  {"O", 15.999f}, {"S", 32.06f},
+                    {"P", 30.974f},  {"Na", 22.990f}, {"Cl", 35.45f},  {"K", 39.098f}, {"Mg", 24.305f},
+                    {"Ca", 40.078f}, {"Fe", 55.845f}, {"Zn", 65.38f},  {"Ar", 39.948f}};
+#define MD__NELEMENTS ((int)(sizeof md__elements / sizeof md__elements[0]))
+
+MDDEF float md_element_mass(const char *symbol) {
+    int e;
+    if (!symbol) return 0.0f;
+    for (e = 0; e < MD__NELEMENTS; e++)
+        if (md__caseeq(symbol, md__elements[e].sym)) return md__elements[e].mass;
+    return 0.0f;
+}
+
+/* Mass of a PDB/PQR atom: element column if given, else a two-letter ion named like its
+ * residue, else the first letter of the name after leading digits. */
+static float md__atom_mass(const char *name, const char *resname, const char *element) {
+    char one[2];
+    if (element && *element) return md_element_mass(element);
+    if (strlen(name) == 2 && md__caseeq(name, resname) && md_element_mass(name) > 0.0f)
+        return md_element_mass(name);
+    while (*name >= '0' && *name <= '9') name++;
+    one[0] = *name;
+    one[1] = '\0';
+    return md_element_mass(one);
+}
+
+/* type[i] = index of name[i] among the distinct names in order of first appearance
+ * (open-addressing hash of the first atom of each name: linear time). */
+static md_status md__assign_types(md_system *s) {
+    size_t cap = 16, h, k;
+    int *first, i, ntypes = 0;
+    while (cap < 2 * (size_t)s->n) cap *= 2;
+    if (!(first = (int *)md_alloc_array(cap, sizeof *first))) return MD_ERR_OUT_OF_MEMORY;
+    for (h = 0; h < cap; h++) first[h] = -1;
+    for (i = 0; i < s->n; i++) {
+        uint64_t x = 14695981039346656037ull;
+        for (k = 0; k < sizeof s->name[i].s && s->name[i].s[k]; k++)
+            x = (x ^ (unsigned char)s->name[i].s[k]) * 1099511628211ull;
+        h = (size_t)x & (cap - 1);
+        while (first[h] >= 0 && strcmp(s->name[first[h]].s, s->name[i].s) != 0) h = (h + 1) & (cap - 1);
+        if (first[h] < 0) {
+            first[h] = i;
+            s->type[i] = ntypes++;
+        } else {
+            s->type[i] = s->type[first[h]];
+        }
+    }
+    md_free(first);
+    return MD_OK;
+}
+
+/* Read a whole file into memory. */
+static md_status md__slurp(const char *path, char **data, size_t *len) {
+    FILE *f;
+    char *buf = NULL, *b;
+    size_t cap = 0, n = 0, k;
+    if (!path) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read", 0, "path", "is NULL");
+    if (!(f = fopen(path, "rb")))
+        return md_set_error(MD_ERR_IO, path, 0, "path", "cannot open (%s)", strerror(errno));
+    for (;;) {
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 65536;
+            if (ncap < cap || !(b = (char *)md_alloc_array(ncap, 1))) {
+                md_free(buf);
+                fclose(f);
+                return md_set_error(MD_ERR_OUT_OF_MEMORY, path, 0, "path", "file too large for memory");
+            }
+            if (n) memcpy(b, buf, n);
+            md_free(buf);
+            buf = b;
+            cap = ncap;
+        }
+        k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) break;
+    }
+    if (ferror(f)) {
+        md_free(buf);
+        fclose(f);
+        return md_set_error(MD_ERR_IO, path, 0, "path", "read error");
+    }
+    fclose(f);
+    *data = buf;
+    *len = n;
+    return MD_OK;
+}
+
+typedef md_status (*md__mem_reader)(const char *, size_t, const char *, md_system *);
+
+static md_status md__read_path(const char *path, md_system *sys, md__mem_reader mem) {
+    char *data;
+    size_t len;
+    md_status st = md__slurp(path, &data, &len);
+    if (st != MD_OK) return st;
+    st = mem(data, len, path, sys);
+    md_free(data);
+    return st;
+}
+
+static md_status md__mem_args(const char *fn, const char *data, size_t len, const void *out) {
+    if (!out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "is NULL");
+    if (!data && len) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "data", "is NULL");
+    return MD_OK;
+}
+
+/* PQR and PDB: pass 0 counts the ATOM/HETATM records, pass 1 parses them. */
+static int md__is_atom_record(const char *line) {
+    return strncmp(line, "ATOM", 4) == 0 || strncmp(line, "HETATM", 6) == 0;
+}
+
+static md_status md__no_atoms(const md__lines *L) {
+    if (L->line == 0) return md__lerr(L, MD_ERR_PARSE, "ATOM", "empty file");
+    return md__lerr(L, MD_ERR_PARSE, "ATOM", "no ATOM or HETATM records in %ld lines", L->line);
+}
+
+MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, md_system *sys) {
+    static const char *const need[10] = {"record", "serial", "name", "resName", "resSeq", "x", "y", "z", "q", "r"};
+    md__lines L;
+    md_system s;
+    md_status st;
+    char *tok[12];
+    int pass, got, n = 0, i = 0, nt;
+    if ((st = md__mem_args("md_read_pqr_mem", data, len, sys)) != MD_OK) return st;
+    memset(&s, 0, sizeof s);
+    memset(&L, 0, sizeof L);
+    for (pass = 0; pass < 2; pass++) {
+        md_free(L.buf);
+        md__lines_mem(&L, data, len, name);
+        for (i = 0;;) {
+            double v[5];
+            long resid;
+            int k;
+            if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+            if (!got) break;
+            if (!md__is_atom_record(L.buf)) continue;
+            nt = md__split(L.buf, tok, 12);
+            if (strcmp(tok[0], "ATOM") != 0 && strcmp(tok[0], "HETATM") != 0) continue;
+            if (pass == 0) {
+                if (n == INT_MAX) {
+                    st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
+                    goto fail;
+                }
+                n++;
+                continue;
+            }
+            if (nt < 10) {
+                st = md__lerr(&L, MD_ERR_PARSE, need[nt], "missing: the line has %d fields, a PQR atom needs"
+                              " 10 or 11 (ATOM serial name resName [chain] resSeq x y z q r)", nt);
+                goto fail;
+            }
+            if (nt > 11) {
+                st = md__lerr(&L, MD_ERR_PARSE, "fields", "the line has %d fields, a PQR atom has 10 or 11", nt);
+                goto fail;
+            }
+            if ((st = md__field_long(&L, tok[nt - 6], "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK) goto fail;
+            for (k = 0; k < 5; k++)
+                if ((st = md__field_double(&L, tok[nt - 5 + k], need[5 + k], &v[k])) != MD_OK) goto fail;
+            if (v[4] < 0.0) {
+                st = md__lerr(&L, MD_ERR_RANGE, "r", "negative radius (%g)", v[4]);
+                goto fail;
+            }
+            md__set_name(&s.name[i], tok[2]);
+            md__set_name(&s.resname[i], tok[3]);
+            s.resid[i] = (int)resid;
+            s.xyzq[i].x = (float)(0.1 * v[0]);
+            s.xyzq[i].y = (float)(0.1 * v[1]);
+            s.xyzq[i].z = (float)(0.1 * v[2]);
+            s.xyzq[i].w = (float)v[3];
+            s.radius[i] = (float)(0.1 * v[4]);
+            s.mass[i] = md__atom_mass(s.name[i].s, s.resname[i].s, NULL);
+            i++;
+        }
+        if (pass == 0) {
+            if (n == 0) {
+                st = md__no_atoms(&L);
+                goto fail;
+            }
+            if ((st = md_system_alloc(&s, n)) != MD_OK) goto fail;
+        }
+    }
+    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
+    md_free(L.buf);
+    *sys = s;
+    return MD_OK;
+fail:
+    md_free(L.buf);
+    md_system_free(&s);
+    return st;
+}
+
+MDDEF md_status md_read_pqr(const char *path, md_system *sys) {
+    if (!sys) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_pqr", 0, "sys", "is NULL");
+    return md__read_path(path, sys, md_read_pqr_mem);
+}
+
+static int md__is_end_record(const char *line) {
+    return strncmp(line, "ENDMDL", 6) == 0 ||
+           (strncmp(line, "END", 3) == 0 && (line[3] == '\0' || md__is_space(line[3])));
+}
+
+/* CRYST1 a b c alpha beta gamma -> orthorhombic box (nm); 1 1 1 (no unit cell) -> zero box. */
+static md_status md__pdb_cryst1(const md__lines *L, double box[3]) {
+    static const char *const fields[6] = {"a", "b", "c", "alpha", "beta", "gamma"};
+    static const size_t c0[6] = {7, 16, 25, 34, 41, 48}, c1[6] = {15, 24, 33, 40, 47, 54};
+    char col[16];
+    double v[6];
+    md_status st;
+    int k;
+    for (k = 0; k < 6; k++) {
+        if (L->len < c1[k])
+            return md__lerr(L, MD_ERR_PARSE, fields[k], "missing: the CRYST1 line ends at column %zu, before "
+                            "columns %zu-%zu", L->len, c0[k], c1[k]);
+        if ((st = md__field_double(L, md__cols(L, c0[k], c1[k], col), fields[k], &v[k])) != MD_OK) return st;
+    }
+    for (k = 3; k < 6; k++)
+        if (fabs(v[k] - 90.0) > 1e-3)
+            return md__lerr(L, MD_ERR_UNSUPPORTED, fields[k], "is %g degrees; only orthorhombic cells "
+                            "(90 90 90) are supported", v[k]);
+    for (k = 0; k < 3; k++)
+        if (!(v[k] > 0.0)) return md__lerr(L, MD_ERR_RANGE, fields[k], "box edge must be > 0 (got %g)", v[k]);
+    if (v[0] == 1.0 && v[1] == 1.0 && v[2] == 1.0) v[0] = v[1] = v[2] = 0.0;
+    for (k = 0; k < 3; k++) box[k] = 0.1 * v[k];
+    return MD_OK;
+}
+
+/* PDB charge columns 79-80: "2+", "1-" (or "+2", "-1"); blank -> 0. */
+static md_status md__pdb_charge(const md__lines *L, const char *c, double *q) {
+    *q = 0.0;
+    if (!*c) return MD_OK;
+    if (strlen(c) == 2 && c[0] >= '0' && c[0] <= '9' && (c[1] == '+' || c[1] == '-'))
+        *q = (c[1] == '-' ? -1.0 : 1.0) * (c[0] - '0');
+    else if (strlen(c) == 2 && c[1] >= '0' && c[1] <= '9' && (c[0] == '+' || c[0] == '-'))
+        *q = (c[0] == '-' ? -1.0 : 1.0) * (c[1] - '0');
+    else
+        return md__lerr(L, MD_ERR_PARSE, "charge", "columns 79-80 must be like '1-' or '2+' (got '%s')", c);
+    return MD_OK;
+}
+
+MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, md_system *sys) {
+    static const char *const xyz[3] = {"x", "y", "z"};
+    md__lines L;
+    md_system s;
+    md_status st;
+    double box[3] = {0, 0, 0};
+    long cryst1_line = 0;
+    int pass, got, n = 0, i = 0, k;
+    if ((st = md__mem_args("md_read_pdb_mem", data, len, sys)) != MD_OK) return st;
+    memset(&s, 0, sizeof s);
+    memset(&L, 0, sizeof L);
+    for (pass = 0; pass < 2; pass++) {
+        md_free(L.buf);
+        md__lines_mem(&L, data, len, name);
+        for (i = 0;;) {
+            char col[16], element[4], nm[8], rn[8];
+            double v[3], q;
+            long resid = 0;
+            if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+            if (!got || md__is_end_record(L.buf)) break;
+            if (pass == 1 && strncmp(L.buf, "CRYST1", 6) == 0) {
+                if (cryst1_line) {
+                    st = md__lerr(&L, MD_ERR_PARSE, "CRYST1", "second CRYST1 record (the first is on line %ld)",
+                                  cryst1_line);
+                    goto fail;
+                }
+                cryst1_line = L.line;
+                if ((st = md__pdb_cryst1(&L, box)) != MD_OK) goto fail;
+                continue;
+            }
+            if (!md__is_atom_record(L.buf)) continue;
+            if (pass == 0) {
+                if (n == INT_MAX) {
+                    st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
+                    goto fail;
+                }
+                n++;
+                continue;
+            }
+            for (k = 0; k < 3; k++) {
+                if (L.len < 38 + 8 * (size_t)k) {
+                    st = md__lerr(&L, MD_ERR_PARSE, xyz[k], "missing: the line ends at column %zu, before "
+                                  "columns %d-%d", L.len, 31 + 8 * k, 38 + 8 * k);
+                    goto fail;
+                }
+                if ((st = md__field_double(&L, md__cols(&L, 31 + 8 * k, 38 + 8 * k, col), xyz[k], &v[k])) != MD_OK)
+                    goto fail;
+            }
+            if (*md__cols(&L, 23, 26, col) &&
+                (st = md__field_long(&L, col, "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK)
+                goto fail;
+            if ((st = md__pdb_charge(&L, md__cols(&L, 79, 80, col), &q)) != MD_OK) goto fail;
+            md__set_name(&s.name[i], md__cols(&L, 13, 16, nm));
+            md__set_name(&s.resname[i], md__cols(&L, 18, 21, rn));
+            s.resid[i] = (int)resid;
+            s.xyzq[i].x = (float)(0.1 * v[0]);
+            s.xyzq[i].y = (float)(0.1 * v[1]);
+            s.xyzq[i].z = (float)(0.1 * v[2]);
+            s.xyzq[i].w = (float)q;
+            s.mass[i] = md__atom_mass(nm, rn, md__cols(&L, 77, 78, element));
+            i++;
+        }
+        if (pass == 0) {
+            if (n == 0) {
+                st = md__no_atoms(&L);
+                goto fail;
+            }
+            if ((st = md_system_alloc(&s, n)) != MD_OK) goto fail;
+        }
+    }
+    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
+    for (k = 0; k < 3; k++) s.box[k] = box[k];
+    md_free(L.buf);
+    *sys = s;
+    return MD_OK;
+fail:
+    md_free(L.buf);
+    md_system_free(&s);
+    return st;
+}
+
+MDDEF md_status md_read_pdb(const char *path, md_system *sys) {
+    if (!sys) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_pdb", 0, "sys", "is NULL");
+    return md__read_path(path, sys, md_read_pdb_mem);
+}
+
+/* Extended-XYZ Lattice="ax 0 0 0 by 0 0 0 cz" (Angstrom) in a comment line -> box (nm). */
+static md_status md__xyz_lattice(const md__lines *L, const char *comment, double box[3]) {
+    const char *p = strstr(comment, "Lattice=\""), *q;
+    char text[512], *tok[9];
+    double m[9];
+    md_status st;
+    int k, nt;
+    if (!p) return MD_OK;
+    p += 9;
+    if (!(q = strchr(p, '"'))) return md__lerr(L, MD_ERR_PARSE, "Lattice", "no closing quote");
+    if ((size_t)(q - p) >= sizeof text) return md__lerr(L, MD_ERR_PARSE, "Lattice", "value too long");
+    memcpy(text, p, (size_t)(q - p));
+    text[q - p] = '\0';
+    if ((nt = md__split(text, tok, 9)) != 9)
+        return md__lerr(L, MD_ERR_PARSE, "Lattice", "needs 9 numbers (got %d)", nt);
+    for (k = 0; k < 9; k++)
+        if ((st = md__field_double(L, tok[k], "Lattice", &m[k])) != MD_OK) return st;
+    for (k = 0; k < 9; k++)
+        if (k % 4 != 0 && m[k] != 0.0)
+            return md__lerr(L, MD_ERR_UNSUPPORTED, "Lattice", "only orthorhombic cells are supported "
+                            "(entry %d is %g, must be 0)", k + 1, m[k]);
+    for (k = 0; k < 3; k++)
+        if (!(m[4 * k] > 0.0))
+            return md__lerr(L, MD_ERR_RANGE, "Lattice", "box edge %c must be > 0 (got %g)", "abc"[k], m[4 * k]);
+    for (k = 0; k < 3; k++) box[k] = 0.1 * m[4 * k];
+    return MD_OK;
+}
+
+/* One XYZ frame from L into a new system *out; *got = 0 at a clean end of input. */
+static md_status md__xyz_frame(md__lines *L, md_system *out, int *got) {
+    static const char *const fields[4] = {"symbol", "x", "y", "z"};
+    md_system s;
+    md_status st;
+    char *tok[4];
+    double box[3] = {0, 0, 0}, v[3];
+    long n;
+    long long bytes;
+    int g, nt = 0, i, k;
+    *got = 0;
+    do {
+        if ((st = md__next_line(L, &g)) != MD_OK) return st;
+        if (!g) return MD_OK;
+    } while ((nt = md__split(L->buf, tok, 4)) == 0);
+    if (nt > 1)
+        return md__lerr(L, MD_ERR_PARSE, "atom count", "the frame's first line must hold only the atom "
+                        "count (found '%.40s' after it)", tok[1]);
+    if ((st = md__field_long(L, tok[0], "atom count", LONG_MIN, LONG_MAX, &n)) != MD_OK) return st;
+    if (n < 0) return md__lerr(L, MD_ERR_RANGE, "atom count", "is negative (%ld)", n);
+    if (n == 0) return md__lerr(L, MD_ERR_PARSE, "atom count", "is 0: a frame needs at least one atom");
+    bytes = md__lines_left(L);
+    if (n > INT_MAX || (bytes >= 0 && n > bytes / 8))
+        return md__lerr(L, MD_ERR_RANGE, "atom count", "%ld atoms cannot fit in the %lld bytes left "
+                        "(an atom line takes at least 8)", n, bytes);
+    if ((st = md__next_line(L, &g)) != MD_OK) return st;
+    if (!g) {
+        L->line++;
+        return md__lerr(L, MD_ERR_PARSE, "comment", "missing: the file ends after the atom count");
+    }
+    if ((st = md__xyz_lattice(L, L->buf, box)) != MD_OK) return st;
+    if ((st = md_system_alloc(&s, (int)n)) != MD_OK) return st;
+    for (i = 0; i < n; i++) {
+        if ((st = md__next_line(L, &g)) != MD_OK) goto fail;
+        if (!g) {
+            L->line++;
+            st = md__lerr(L, MD_ERR_PARSE, "atoms", "the file ends after %d of %ld atoms (truncated frame)", i, n);
+            goto fail;
+        }
+        if ((nt = md__split(L->buf, tok, 4)) < 4) {
+            st = md__lerr(L, MD_ERR_PARSE, fields[nt], "missing: an atom line is 'symbol x y z'");
+            goto fail;
+        }
+        for (k = 0; k < 3; k++)
+            if ((st = md__field_double(L, tok[k + 1], fields[k + 1], &v[k])) != MD_OK) goto fail;
+        md__set_name(&s.name[i], tok[0]);
+        s.xyzq[i].x = (float)(0.1 * v[0]);
+        s.xyzq[i].y = (float)(0.1 * v[1]);
+        s.xyzq[i].z = (float)(0.1 * v[2]);
+        s.mass[i] = md_element_mass(s.name[i].s);
+    }
+    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
+    for (k = 0; k < 3; k++) s.box[k] = box[k];
+    *out = s;
+    *got = 1;
+    return MD_OK;
+fail:
+    md_system_free(&s);
+    return st;
+}
+
+MDDEF md_status md_read_xyz_mem(const char *data, size_t len, const char *name, md_system *sys) {
+    md__lines L;
+    md_system s;
+    md_status st;
+    int got;
+    if ((st = md__mem_args("md_read_xyz_mem", data, len, sys)) != MD_OK) return st;
+    md__lines_mem(&L, data, len, name);
+    st = md__xyz_frame(&L, &s, &got);
+    if (st == MD_OK && !got) st = md__lerr(&L, MD_ERR_PARSE, "atom count", "missing: empty file");
+    md_free(L.buf);
+    if (st == MD_OK) *sys = s;
+    return st;
+}
+
+MDDEF md_status md_read_xyz(const char *path, md_system *sys) {
+    md_xyz_reader r;
+    md_system s;
+    md_status st;
+    int got;
+    if (!sys) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_xyz", 0, "sys", "is NULL");
+    if ((st = md_xyz_open(&r, path)) != MD_OK) return st;
+    memset(&s, 0, sizeof s);
+    st = md_xyz_next(&r, &s, &got);
+    if (st == MD_OK && !got)
+        st = md_set_error(MD_ERR_PARSE, path, r.line > 0 ? r.line : 1, "atom count", "missing: empty file");
+    md_xyz_close(&r);
+    if (st == MD_OK) *sys = s;
+    return st;
+}
+
+MDDEF md_status md_xyz_open(md_xyz_reader *r, const char *path) {
+    md_xyz_reader z;
+    long end;
+    if (!r || !path) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_xyz_open", 0, "r/path", "is NULL");
+    memset(r, 0, sizeof *r);
+    memset(&z, 0, sizeof z);
+    if (!(z.path = (char *)md_alloc_array(strlen(path) + 1, 1))) return MD_ERR_OUT_OF_MEMORY;
+    memcpy(z.path, path, strlen(path) + 1);
+    if (!(z.file = fopen(path, "rb"))) {
+        md_status st = md_set_error(MD_ERR_IO, path, 0, "path", "cannot open (%s)", strerror(errno));
+        md_free(z.path);
+        return st;
+    }
+    z.size = -1;
+    if (fseek(z.file, 0, SEEK_END) == 0 && (end = ftell(z.file)) >= 0) z.size = end;
+    if (fseek(z.file, 0, SEEK_SET) != 0) {
+        clearerr(z.file);
+        z.size = -1;
+    }
+    *r = z;
+    return MD_OK;
+}
+
+MDDEF md_status md_xyz_next(md_xyz_reader *r, md_system *frame, int *got) {
+    md__lines L;
+    md_system s;
+    md_status st;
+    int g = 0;
+    if (got) *got = 0;
+    if (!r || !r->file || !frame || !got)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_xyz_next", 0, "r/frame/got", "is NULL or closed");
+    memset(&L, 0, sizeof L);
+    L.name = r->path;
+    L.file = r->file;
+    L.buf = r->buf;
+    L.cap = r->cap;
+    L.line = r->line;
+    L.size = r->size;
+    L.pos = r->pos;
+    st = md__xyz_frame(&L, &s, &g);
+    r->buf = L.buf;
+    r->cap = L.cap;
+    r->line = L.line;
+    r->pos = L.pos;
+    if (st != MD_OK || !g) return st;
+    md_system_free(frame);
+    *frame = s;
+    *got = 1;
+    r->frames++;
+    return MD_OK;
+}
+
+MDDEF void md_xyz_close(md_xyz_reader *r) {
+    if (!r) return;
+    if (r->file) fclose(r->file);
+    md_free(r->path);
+    md_free(r->buf);
+    memset(r, 0, sizeof *r);
+}
+
+/* A growing text buffer for the writers: the whole file (or frame) is built in
+ * memory, then written with one fwrite. */
+typedef struct md__text {
+    char *s;
+    size_t len, cap;
+    int failed;
+} md__text;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void md__text_printf(md__text *t, const char *fmt, ...) {
+    va_list ap;
+    int k;
+    while (!t->failed) {
+        size_t room = t->cap - t->len, cap;
+        char *b;
+        va_start(ap, fmt);
+        k = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? room : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) break;
+        if ((size_t)k < room) {
+            t->len += (size_t)k;
+            return;
+        }
+        cap = t->cap ? t->cap : 4096;
+        while (cap - t->len <= (size_t)k && cap <= SIZE_MAX / 2) cap *= 2;
+        if (cap - t->len <= (size_t)k || !(b = (char *)md_alloc_array(cap, 1))) break;
+        if (t->len) memcpy(b, t->s, t->len);
+        md_free(t->s);
+        t->s = b;
+        t->cap = cap;
+    }
+    t->failed = 1;
+}
+
+/* Write the text to path: append, or to "<path>.tmp" renamed over path. Frees the text. */
+static md_status md__write_text(const char *path, md__text *t, int append) {
+    md_status st = MD_OK;
+    char *tmp = NULL;
+    FILE *f;
+    int ok;
+    if (t->failed) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, path, 0, "text", "cannot build the file text in memory");
+        goto done;
+    }
+    if (!append) {
+        if (!(tmp = (char *)md_alloc_array(strlen(path) + 5, 1))) {
+            st = MD_ERR_OUT_OF_MEMORY;
+            goto done;
+        }
+        snprintf(tmp, strlen(path) + 5, "%s.tmp", path);
+    }
+    if (!(f = fopen(append ? path : tmp, append ? "ab" : "wb"))) {
+        st = md_set_error(MD_ERR_IO, append ? path : tmp, 0, "path", "cannot open for writing (%s)", strerror(errno));
+        goto done;
+    }
+    ok = fwrite(t->s, 1, t->len, f) == t->len;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) {
+        st = md_set_error(MD_ERR_IO, append ? path : tmp, 0, "path", "write failed (%s)", strerror(errno));
+        if (!append) remove(tmp);
+        goto done;
+    }
+    if (!append && rename(tmp, path) != 0) {
+        st = md_set_error(MD_ERR_IO, path, 0, "path", "cannot rename %s over it (%s)", tmp, strerror(errno));
+        remove(tmp);
+    }
+done:
+    md_free(tmp);
+    md_free(t->s);
+    memset(t, 0, sizeof *t);
+    return st;
+}
+
+static md_status md__writer_args(const char *fn, const char *path, const md_system *sys, const char *comment) {
+    int i;
+    if (!path || !sys || !sys->xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path/sys", "is NULL");
+    if (sys->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", sys->n);
+    if (comment && strpbrk(comment, "\r\n"))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "comment", "must be one line");
+    for (i = 0; i < sys->n; i++)
+        if (!isfinite(sys->xyzq[i].x) || !isfinite(sys->xyzq[i].y) || !isfinite(sys->xyzq[i].z))
+            return md_set_error(MD_ERR_RANGE, path, 0, "xyzq", "atom %d has a non-finite position", i);
+    if (sys->name)
+        for (i = 0; i < sys->n; i++)
+            if (strpbrk(sys->name[i].s, " \t\r\n\v\f"))
+                return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "name", "atom %d's name holds a blank", i);
+    return MD_OK;
+}
+
+/* 1: a box is set; 0: no box (all zero); -1: partly set or not finite (an error). */
+static int md__box_state(const double box[3]) {
+    if (box[0] == 0.0 && box[1] == 0.0 && box[2] == 0.0) return 0;
+    return md__box_ok(box) ? 1 : -1;
+}
+
+MDDEF md_status md_write_xyz(const char *path, const md_system *sys, const char *comment, int append) {
+    md__text t;
+    md_status st;
+    int i, box;
+    if ((st = md__writer_args("md_write_xyz", path, sys, comment)) != MD_OK) return st;
+    if ((box = md__box_state(sys->box)) < 0)
+        return md_set_error(MD_ERR_RANGE, path, 0, "box", "edges must all be > 0 or all 0 (got %g %g %g)",
+                            sys->box[0], sys->box[1], sys->box[2]);
+    if (!comment) comment = "";
+    memset(&t, 0, sizeof t);
+    md__text_printf(&t, "%d\n", sys->n);
+    if (box)
+        md__text_printf(&t, "Lattice=\"%.6f 0 0 0 %.6f 0 0 0 %.6f\" Properties=species:S:1:pos:R:3%s%s\n",
+                        10.0 * sys->box[0], 10.0 * sys->box[1], 10.0 * sys->box[2], *comment ? " " : "", comment);
+    else
+        md__text_printf(&t, "%s\n", comment);
+    for (i = 0; i < sys->n; i++)
+        md__text_printf(&t, "%s %.6f %.6f %.6f\n", sys->name && sys->name[i].s[0] ? sys->name[i].s : "X",
+                        10.0 * sys->xyzq[i].x, 10.0 * sys->xyzq[i].y, 10.0 * sys->xyzq[i].z);
+    return md__write_text(path, &t, append);
+}
+
+MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
+    static const char *const xyz[3] = {"x", "y", "z"};
+    md__text t;
+    md_status st;
+    int i, k, box;
+    if ((st = md__writer_args("md_write_pdb", path, sys, NULL)) != MD_OK) return st;
+    if ((box = md__box_state(sys->box)) < 0)
+        return md_set_error(MD_ERR_RANGE, path, 0, "box", "edges must all be > 0 or all 0 (got %g %g %g)",
+                            sys->box[0], sys->box[1], sys->box[2]);
+    for (i = 0; i < sys->n; i++)
+        for (k = 0; k < 3; k++) {
+            double v = 10.0 * (&sys->xyzq[i].x)[k];
+            if (!(v > -999.9995 && v < 9999.9995))
+                return md_set_error(MD_ERR_RANGE, path, 0, xyz[k], "atom %d: %g Angstrom does not fit "
+                                    "the PDB's 8 columns (%%8.3f)", i, v);
+        }
+    memset(&t, 0, sizeof t);
+    if (box)
+        md__text_printf(&t, "CRYST1%9.3f%9.3f%9.3f%7.2f%7.2f%7.2f P 1           1\n", 10.0 * sys->box[0],
+                        10.0 * sys->box[1], 10.0 * sys->box[2], 90.0, 90.0, 90.0);
+    for (i = 0; i < sys->n; i++) {
+        const char *name = sys->name ? sys->name[i].s : "", *res = sys->resname ? sys->resname[i].s : "";
+        char elem[3] = {0, 0, 0}, nm[8], chg[3] = {0, 0, 0};
+        double q = sys->xyzq[i].w;
+        int e, resid = sys->resid ? sys->resid[i] % 10000 : 0;
+        if (resid < -999) resid = -(-resid % 1000);
+        for (e = 0; sys->mass && e < MD__NELEMENTS; e++)
+            if (fabs(sys->mass[i] - md__elements[e].mass) < 1e-3f) {
+                elem[0] = md__elements[e].sym[0];
+                elem[1] = (char)toupper((unsigned char)md__elements[e].sym[1]);
+            }
+        if (strlen(name) < 4 && strlen(elem) < 2) snprintf(nm, sizeof nm, " %-3.3s", name);
+        else snprintf(nm, sizeof nm, "%-4.4s", name);
+        if (q != 0.0 && q == floor(q) && fabs(q) <= 9.0) {
+            chg[0] = (char)('0' + (int)fabs(q));
+            chg[1] = q < 0 ? '-' : '+';
+        }
+        md__text_printf(&t, "ATOM  %5d %-4.4s %-4.4s %4d    %8.3f%8.3f%8.3f%6.2f%6.2f          %2s%2s\n",
+                        (i + 1) % 100000, nm, res, resid, 10.0 * sys->xyzq[i].x, 10.0 * sys->xyzq[i].y,
+                        10.0 * sys->xyzq[i].z, 1.0, 0.0, elem, chg);
+    }
+    md__text_printf(&t, "END\n");
+    return md__write_text(path, &t, 0);
+}
+
+MDDEF md_status md_write_dx(const char *path, const md_grid *grid, const char *comment) {
+    md__text t;
+    size_t count, p = 0;
+    int i, j, k, d;
+    if (!path || !grid || !grid->data)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_write_dx", 0, "path/grid", "is NULL or has no data");
+    if (grid->n[0] < 1 || grid->n[1] < 1 || grid->n[2] < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "n", "dimensions must be >= 1");
+    if (comment && strpbrk(comment, "\r\n"))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "comment", "must be one line");
+    for (d = 0; d < 3; d++)
+        if (!isfinite(grid->origin[d]) || !(grid->spacing[d] > 0.0) || !isfinite(grid->spacing[d]))
+            return md_set_error(MD_ERR_RANGE, path, 0, "origin/spacing", "must be finite, spacing > 0");
+    count = md_grid_count(grid);
+    for (p = 0; p < count; p++)
+        if (!isfinite(grid->data[p]))
+            return md_set_error(MD_ERR_RANGE, path, 0, "data", "point %zu is not finite", p);
+    memset(&t, 0, sizeof t);
+    if (comment) md__text_printf(&t, "# %s\n", comment);
+    md__text_printf(&t, "object 1 class gridpositions counts %d %d %d\n", grid->n[0], grid->n[1], grid->n[2]);
+    md__text_printf(&t, "origin %.9g %.9g %.9g\n", 10.0 * grid->origin[0], 10.0 * grid->origin[1],
+                    10.0 * grid->origin[2]);
+    md__text_printf(&t, "delta %.9g 0 0\ndelta 0 %.9g 0\ndelta 0 0 %.9g\n", 10.0 * grid->spacing[0],
+                    10.0 * grid->spacing[1], 10.0 * grid->spacing[2]);
+    md__text_printf(&t, "object 2 class gridconnections counts %d %d %d\n", grid->n[0], grid->n[1], grid->n[2]);
+    md__text_printf(&t, "object 3 class array type double rank 0 items %zu data follows\n", count);
+    p = 0;
+    for (i = 0; i < grid->n[0]; i++)
+        for (j = 0; j < grid->n[1]; j++)
+            for (k = 0; k < grid->n[2]; k++, p++)
+                md__text_printf(&t, "%.9g%c", grid->data[((size_t)k * grid->n[1] + j) * grid->n[0] + i],
+                                (p % 3 == 2 || p + 1 == count) ? '\n' : ' ');
+    md__text_printf(&t, "attribute \"dep\" string \"positions\"\n"
+                        "object \"regular positions regular connections\" class field\n"
+                        "component \"positions\" value 1\ncomponent \"connections\" value 2\n"
+                        "component \"data\" value 3\n");
+    return md__write_text(path, &t, 0);
+}
+
+MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, md_grid *grid) {
+    static const char *const dname[3] = {"delta x", "delta y", "delta z"};
+    md__lines L;
+    md_grid g;
+    md_status st;
+    char *s, *tok, *w[16];
+    long cnt[3] = {0, 0, 0}, items;
+    double origin[3] = {0, 0, 0}, h[3] = {0, 0, 0}, v;
+    size_t count = 0, p = 0;
+    int got, nt, k, ndelta = 0, have_counts = 0, have_origin = 0;
+    if (!grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_dx_mem", 0, "grid", "is NULL");
+    if (!data && len) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_dx_mem", 0, "data", "is NULL");
+    memset(&g, 0, sizeof g);
+    md__lines_mem(&L, data, len, name);
+    for (;;) { /* header, up to the data array */
+        if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+        if (!got) {
+            st = md__lerr(&L, MD_ERR_PARSE, "object 3", L.line ? "missing: no 'class array' data object"
+                                                                 : "missing: empty file");
+            goto fail;
+        }
+        if ((s = strchr(L.buf, '#')) != NULL) *s = '\0';
+        if ((nt = md__split(L.buf, w, 16)) == 0) continue;
+        if (strcmp(w[0], "origin") == 0 || strcmp(w[0], "delta") == 0) {
+            int isd = w[0][0] == 'd';
+            const char *f = isd ? (ndelta < 3 ? dname[ndelta] : "delta") : "origin";
+            double x[3];
+            if (isd && ndelta == 3) {
+                st = md__lerr(&L, MD_ERR_PARSE, f, "more than 3 delta lines");
+                goto fail;
+            }
+            if (nt != 4) {
+                st = md__lerr(&L, MD_ERR_PARSE, f, "needs 3 numbers (got %d)", nt - 1);
+                goto fail;
+            }
+            for (k = 0; k < 3; k++)
+                if ((st = md__field_double(&L, w[k + 1], f, &x[k])) != MD_OK) goto fail;
+            if (!isd) {
+                for (k = 0; k < 3; k++) origin[k] = 0.1 * x[k];
+                have_origin = 1;
+                continue;
+            }
+            for (k = 0; k < 3; k++)
+                if (k != ndelta && x[k] != 0.0) {
+                    st = md__lerr(&L, MD_ERR_UNSUPPORTED, f, "only axis-aligned grids are supported");
+                    goto fail;
+                }
+            if (!(x[ndelta] > 0.0)) {
+                st = md__lerr(&L, MD_ERR_RANGE, f, "spacing must be > 0 (got %g)", x[ndelta]);
+                goto fail;
+            }
+            h[ndelta] = 0.1 * x[ndelta];
+            ndelta++;
+            continue;
+        }
+        if (strcmp(w[0], "object") != 0 || nt < 4 || strcmp(w[2], "class") != 0) continue;
+        if (strcmp(w[3], "gridpositions") == 0) {
+            if (nt != 8 || strcmp(w[4], "counts") != 0) {
+                st = md__lerr(&L, MD_ERR_PARSE, "counts", "expected 'counts nx ny nz'");
+                goto fail;
+            }
+            for (k = 0; k < 3; k++)
+                if ((st = md__field_long(&L, w[5 + k], "counts", 1, INT_MAX, &cnt[k])) != MD_OK) goto fail;
+            have_counts = 1;
+        } else if (strcmp(w[3], "array") == 0) {
+            long long left;
+            for (k = 4; k + 1 < nt && strcmp(w[k], "items") != 0; k++) {}
+            if (k + 1 >= nt) {
+                st = md__lerr(&L, MD_ERR_PARSE, "items", "missing: expected 'items N'");
+                goto fail;
+            }
+            if ((st = md__field_long(&L, w[k + 1], "items", 1, LONG_MAX, &items)) != MD_OK) goto fail;
+            for (k = 4; k + 1 < nt; k++)
+                if (strcmp(w[k], "rank") == 0 && strcmp(w[k + 1], "0") != 0) {
+                    st = md__lerr(&L, MD_ERR_UNSUPPORTED, "rank", "only scalar data (rank 0) is supported");
+                    goto fail;
+                }
+            if (!have_counts || !have_origin || ndelta < 3) {
+                st = md__lerr(&L, MD_ERR_PARSE, !have_counts ? "counts" : !have_origin ? "origin" : "delta",
+                              "missing before the data array");
+                goto fail;
+            }
+            count = (size_t)cnt[0] * (size_t)cnt[1];
+            if ((size_t)cnt[2] > SIZE_MAX / count || (unsigned long)items != count * (size_t)cnt[2]) {
+                st = md__lerr(&L, MD_ERR_PARSE, "items", "%ld is not nx*ny*nz = %ld*%ld*%ld", items, cnt[0],
+                              cnt[1], cnt[2]);
+                goto fail;
+            }
+            count = (size_t)items;
+            left = md__lines_left(&L);
+            if ((unsigned long long)items > (unsigned long long)left / 2 + 1) {
+                st = md__lerr(&L, MD_ERR_RANGE, "items", "%ld values cannot fit in the %lld bytes left", items, left);
+                goto fail;
+            }
+            break;
+        }
+    }
+    if ((st = md_grid_alloc(&g, (int)cnt[0], (int)cnt[1], (int)cnt[2], origin, h)) != MD_OK) goto fail;
+    while (p < count) { /* values, x slowest, z fastest */
+        if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+        if (!got) {
+            L.line++;
+            st = md__lerr(&L, MD_ERR_PARSE, "data", "the file ends after %zu of %zu values", p, count);
+            goto fail;
+        }
+        for (s = L.buf; p < count && (tok = md__token(&s)) != NULL; p++) {
+            size_t k2 = p % (size_t)cnt[2], j2 = p / (size_t)cnt[2] % (size_t)cnt[1];
+            size_t i2 = p / ((size_t)cnt[2] * (size_t)cnt[1]);
+            if ((st = md__field_double(&L, tok, "data", &v)) != MD_OK) goto fail;
+            g.data[(k2 * (size_t)cnt[1] + j2) * (size_t)cnt[0] + i2] = (float)v;
+        }
+    }
+    md_free(L.buf);
+    *grid = g;
+    return MD_OK;
+fail:
+    md_free(L.buf);
+    md_grid_free(&g);
+    return st;
+}
+
+MDDEF md_status md_read_dx(const char *path, md_grid *grid) {
+    char *data;
+    size_t len;
+    md_status st;
+    if (!grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_dx", 0, "grid", "is NULL");
+    if ((st = md__slurp(path, &data, &len)) != MD_OK) return st;
+    st = md_read_dx_mem(data, len, path, grid);
+    md_free(data);
+    return st;
+}
 
 /* ---- dcs ---- */
 

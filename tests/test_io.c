@@ -1,0 +1,572 @@
+/* Tests of md.h's file I/O: PQR, PDB, XYZ and OpenDX readers and writers.
+ *
+ * Every bad-input case is checked twice (file reader and _mem reader): the
+ * status, a message naming "file:line: field F", and the output left
+ * untouched (byte for byte). Round trips write a random system and read it
+ * back. Seeds used: 11 (XYZ), 12 (PDB), 13 (DX), 14 (multi-frame XYZ).
+ * Files are written in a mkdtemp directory that is removed at the end. */
+#define _XOPEN_SOURCE 700 /* mkdtemp, rmdir */
+#define MD_IMPLEMENTATION
+#include "md.h"
+#include "md_test.h"
+#include <unistd.h>
+
+static char tmpdir[64];
+static char created[64][128];
+static int ncreated;
+
+/* Path of a file in the temp dir (remembered for clean-up). */
+static const char *tmp_path(const char *name) {
+    static char buf[4][128];
+    static int k;
+    char *p = buf[k++ % 4];
+    int i;
+    snprintf(p, 128, "%s/%s", tmpdir, name);
+    for (i = 0; i < ncreated; i++)
+        if (strcmp(created[i], p) == 0) return p;
+    if (ncreated < 64) snprintf(created[ncreated++], 128, "%s", p);
+    return p;
+}
+
+static int write_bytes(const char *path, const char *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    int ok;
+    if (!f) return 0;
+    ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+
+static int file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+enum { PQR, PDB, XYZ, DX };
+
+static md_status read_file(int fmt, const char *path, md_system *s, md_grid *g) {
+    switch (fmt) {
+    case PQR: return md_read_pqr(path, s);
+    case PDB: return md_read_pdb(path, s);
+    case XYZ: return md_read_xyz(path, s);
+    default: return md_read_dx(path, g);
+    }
+}
+
+static md_status read_mem(int fmt, const char *d, size_t n, const char *name, md_system *s, md_grid *g) {
+    switch (fmt) {
+    case PQR: return md_read_pqr_mem(d, n, name, s);
+    case PDB: return md_read_pdb_mem(d, n, name, s);
+    case XYZ: return md_read_xyz_mem(d, n, name, s);
+    default: return md_read_dx_mem(d, n, name, g);
+    }
+}
+
+/* Bad input `len` bytes of `data` saved as `name`: both readers must return `want` with a message
+ * containing `text` and leave the (poisoned) output untouched. */
+static void bad_input(int fmt, const char *name, const char *data, size_t len, md_status want, const char *text) {
+    md_system s, s0;
+    md_grid g, g0;
+    const char *path = tmp_path(name);
+    memset(&s, 0xA5, sizeof s);
+    memset(&g, 0xA5, sizeof g);
+    s0 = s;
+    g0 = g;
+    MD_CHECKF(write_bytes(path, data, len), "cannot write %s", path);
+    MD_CHECK_ERROR(read_file(fmt, path, &s, &g), want, text);
+    MD_CHECK_ERROR(read_mem(fmt, data, len, name, &s, &g), want, text);
+    MD_CHECK(memcmp(&s, &s0, sizeof s) == 0);
+    MD_CHECK(memcmp(&g, &g0, sizeof g) == 0);
+}
+
+#define BAD(fmt, name, text_literal, want, msg)                                                    \
+    do {                                                                                           \
+        bad_input(fmt, name, text_literal, sizeof(text_literal) - 1, want, msg);                   \
+        if (md_test__failed_now) {                                                                 \
+            printf("  (case %s)\n", name);                                                         \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+/* ---- reading valid files; expected values are the file's numbers x 0.1 (Angstrom -> nm) and
+ * the IUPAC masses of md_element_mass's table ---- */
+
+static void pqr_reads_with_and_without_chain(void) {
+    const char *text = "REMARK   1 PQR file\n"
+                       "ATOM      1  N   ALA A   1      12.500  -3.250   0.125  -0.3000 1.8240\r\n"
+                       "ATOM      2  CA  ALA     1       1.000   2.000   3.000   0.1000 1.9080\n"
+                       "HETATM    3  NA  NA      2       4.000   5.000   6.000   1.0000 1.8680\n"
+                       "ATOM      4  CA  ALA A   1       7e0     8       9.      0.2    2\n"
+                       "TER\nEND\n";
+    md_system s;
+    MD_CHECK_OK(md_read_pqr_mem(text, strlen(text), "ok.pqr", &s));
+    MD_CHECK(s.n == 4);
+    MD_CHECK_CLOSE(s.xyzq[0].x, 1.25, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[0].y, -0.325, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[0].z, 0.0125, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[0].w, -0.3, 1e-7, 0);
+    MD_CHECK_CLOSE(s.radius[0], 0.1824, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[3].x, 0.7, 1e-7, 0);
+    MD_CHECK_CLOSE(s.radius[3], 0.2, 1e-7, 0);
+    MD_CHECK(strcmp(s.name[1].s, "CA") == 0 && strcmp(s.resname[1].s, "ALA") == 0 && s.resid[2] == 2);
+    /* types in order of first appearance: N=0, CA=1, NA=2, CA=1 */
+    MD_CHECK(s.type[0] == 0 && s.type[1] == 1 && s.type[2] == 2 && s.type[3] == 1);
+    /* CA in ALA is carbon; NA in residue NA is sodium */
+    MD_CHECK(s.mass[0] == 14.007f && s.mass[1] == 12.011f && s.mass[2] == 22.990f);
+    MD_CHECK(s.box[0] == 0.0 && s.box[1] == 0.0 && s.box[2] == 0.0);
+    md_system_free(&s);
+}
+
+static void pdb_reads_columns_box_charge_element(void) {
+    /*        1         2         3         4         5         6         7         8
+     * 345678901234567890123456789012345678901234567890123456789012345678901234567890 */
+    const char *text =
+        "HEADER    TEST\n"
+        "CRYST1   30.000   40.000   50.000  90.00  90.00  90.00 P 1           1\n"
+        "ATOM      1  N   GLY A   1      11.104   6.134  -6.504  1.00  0.00           N\n"
+        "ATOM      2 CA   GLY A   1      11.639   6.071  -5.147  1.00  0.00          CA2+\n"
+        "HETATM    3 CL   CL  B 999       1.000   2.000   3.000  1.00  0.00\n"
+        "ATOM      4 1HB  GLY A   2       0.000   0.000 999.999\n"
+        "ENDMDL\n"
+        "ATOM      5  N   GLY A   1       1.0     1.0     1.0\n";
+    md_system s;
+    MD_CHECK_OK(md_read_pdb_mem(text, strlen(text), "ok.pdb", &s));
+    MD_CHECK(s.n == 4); /* reading stops at ENDMDL */
+    MD_CHECK_CLOSE(s.box[0], 3.0, 1e-15, 0);
+    MD_CHECK_CLOSE(s.box[2], 5.0, 1e-15, 0);
+    MD_CHECK_CLOSE(s.xyzq[0].x, 1.1104, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[1].z, -0.5147, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[3].z, 99.9999, 1e-7, 0);
+    MD_CHECK(s.xyzq[0].w == 0.0f && s.xyzq[1].w == 2.0f);
+    MD_CHECK(strcmp(s.name[1].s, "CA") == 0 && strcmp(s.resname[2].s, "CL") == 0);
+    MD_CHECK(s.resid[0] == 1 && s.resid[2] == 999 && s.resid[3] == 2);
+    /* element column: CA -> calcium; CL in CL -> chlorine; 1HB -> H */
+    MD_CHECK(s.mass[0] == 14.007f && s.mass[1] == 40.078f && s.mass[2] == 35.45f && s.mass[3] == 1.008f);
+    MD_CHECK(s.type[0] == 0 && s.type[1] == 1 && s.type[2] == 2 && s.type[3] == 3);
+    md_system_free(&s);
+}
+
+static void pdb_placeholder_cryst1_means_no_box(void) {
+    const char *text = "CRYST1    1.000    1.000    1.000  90.00  90.00  90.00 P 1           1\n"
+                       "ATOM      1  O   HOH     1       1.000   2.000   3.000\n";
+    md_system s;
+    MD_CHECK_OK(md_read_pdb_mem(text, strlen(text), "nobox.pdb", &s));
+    MD_CHECK(s.box[0] == 0.0 && s.box[1] == 0.0 && s.box[2] == 0.0 && s.mass[0] == 15.999f);
+    md_system_free(&s);
+}
+
+static void xyz_reads_lattice_and_extra_columns(void) {
+    const char *text = "\n  3  \n"
+                       "Lattice=\"10.0 0 0 0 20.0 0 0 0 30.5\" Properties=species:S:1:pos:R:3:forces:R:3\n"
+                       "O  1.5 -2.5 3.25 9 9 9\n"
+                       "H\t0\t0\t1e-3\n"
+                       "Zn 1 1 1\n"
+                       "2\nsecond frame is not read\nC 0 0 0\nC 0 0 0\n";
+    md_system s;
+    MD_CHECK_OK(md_read_xyz_mem(text, strlen(text), "ok.xyz", &s));
+    MD_CHECK(s.n == 3);
+    MD_CHECK_CLOSE(s.box[0], 1.0, 1e-15, 0);
+    MD_CHECK_CLOSE(s.box[2], 3.05, 1e-15, 0);
+    MD_CHECK_CLOSE(s.xyzq[0].y, -0.25, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[1].z, 1e-4, 1e-7, 0);
+    MD_CHECK(s.mass[0] == 15.999f && s.mass[1] == 1.008f && s.mass[2] == 65.38f);
+    MD_CHECK(strcmp(s.name[2].s, "Zn") == 0 && s.type[2] == 2 && s.xyzq[0].w == 0.0f);
+    md_system_free(&s);
+}
+
+static void element_masses(void) {
+    MD_CHECK(md_element_mass("Cl") == 35.45f && md_element_mass("CL") == 35.45f);
+    MD_CHECK(md_element_mass("Ar") == 39.948f && md_element_mass("k") == 39.098f);
+    MD_CHECK(md_element_mass("Xx") == 0.0f && md_element_mass("") == 0.0f && md_element_mass(NULL) == 0.0f);
+}
+
+/* ---- long lines: a line longer than any fixed buffer is read whole ---- */
+
+static void long_lines_are_read_whole(void) {
+    size_t pad = 200000, n = 0;
+    char *text = (char *)malloc(3 * pad + 512);
+    md_system s;
+    MD_CHECK(text != NULL);
+    /* XYZ: a 200 kB comment, then an atom line with 200 kB of blanks inside and a 200 kB number */
+    n += (size_t)sprintf(text + n, "1\n");
+    memset(text + n, 'c', pad);
+    n += pad;
+    n += (size_t)sprintf(text + n, "\nC 1.5");
+    memset(text + n, ' ', pad);
+    n += pad;
+    text[n++] = '2';
+    text[n++] = '.';
+    memset(text + n, '0', pad);
+    n += pad;
+    n += (size_t)sprintf(text + n, "1 3\n");
+    md_status st = md_read_xyz_mem(text, n, "long.xyz", &s);
+    MD_CHECKF(st == MD_OK, "%s", md_last_error());
+    MD_CHECK(s.n == 1);
+    MD_CHECK_CLOSE(s.xyzq[0].x, 0.15, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[0].y, 0.2, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[0].z, 0.3, 1e-7, 0);
+    md_system_free(&s);
+    /* the same through the FILE line reader */
+    MD_CHECK(write_bytes(tmp_path("long.xyz"), text, n));
+    MD_CHECK_OK(md_read_xyz(tmp_path("long.xyz"), &s));
+    MD_CHECK(s.n == 1);
+    MD_CHECK_CLOSE(s.xyzq[0].y, 0.2, 1e-7, 0);
+    md_system_free(&s);
+    /* a long bad field: the message quotes a bounded prefix and names the line */
+    n = (size_t)sprintf(text, "1\n\nC ");
+    memset(text + n, '7', pad);
+    n += pad;
+    n += (size_t)sprintf(text + n, "x 0 0\n");
+    MD_CHECK_ERROR(md_read_xyz_mem(text, n, "longbad.xyz", &s), MD_ERR_PARSE, "longbad.xyz:3: field x");
+    free(text);
+}
+
+/* ---- bad input: one check per case ---- */
+
+static void bad_missing_and_empty_files(void) {
+    md_system s;
+    md_grid g;
+    MD_CHECK_ERROR(md_read_pqr(tmp_path("missing.pqr"), &s), MD_ERR_IO, "missing.pqr: field path: cannot open");
+    MD_CHECK_ERROR(md_read_pdb(tmp_path("missing.pdb"), &s), MD_ERR_IO, "missing.pdb: field path: cannot open");
+    MD_CHECK_ERROR(md_read_xyz(tmp_path("missing.xyz"), &s), MD_ERR_IO, "missing.xyz: field path: cannot open");
+    MD_CHECK_ERROR(md_read_dx(tmp_path("missing.dx"), &g), MD_ERR_IO, "missing.dx: field path: cannot open");
+    BAD(PQR, "empty.pqr", "", MD_ERR_PARSE, "empty.pqr:1: field ATOM: empty file");
+    BAD(PDB, "empty.pdb", "", MD_ERR_PARSE, "empty.pdb:1: field ATOM: empty file");
+    BAD(XYZ, "empty.xyz", "", MD_ERR_PARSE, "empty.xyz:1: field atom count: missing");
+    BAD(XYZ, "blank.xyz", "\n  \n\n", MD_ERR_PARSE, "blank.xyz:3: field atom count: missing");
+    BAD(DX, "empty.dx", "", MD_ERR_PARSE, "empty.dx:1: field object 3");
+}
+
+static void bad_no_atoms(void) {
+    BAD(PQR, "noatoms.pqr", "REMARK x\nTER\nEND\n", MD_ERR_PARSE, "noatoms.pqr:3: field ATOM: no ATOM");
+    BAD(PDB, "noatoms.pdb", "HEADER x\nREMARK y\n", MD_ERR_PARSE, "noatoms.pdb:2: field ATOM: no ATOM");
+    BAD(PDB, "endfirst.pdb", "END\nATOM      1  O   HOH     1       1.000   2.000   3.000\n", MD_ERR_PARSE,
+        "endfirst.pdb:1: field ATOM");
+    BAD(XYZ, "zero.xyz", "0\ncomment\n", MD_ERR_PARSE, "zero.xyz:1: field atom count: is 0");
+}
+
+static void bad_truncated(void) {
+    BAD(XYZ, "trunc.xyz", "10\ncomment\nC 1.000 2.000 3.000\nC 1.000 2.000 3.000\nC 1.000 2.000 3.000\n"
+        "C 1.000 2.000 3.000\nC 1.000 2.000 3.000\nC 1.000 2.000 3.000\nC 1.000 2.000 3.000\n",
+        MD_ERR_PARSE, "trunc.xyz:10: field atoms: the file ends after 7 of 10 atoms");
+    BAD(XYZ, "nocomment.xyz", "1", MD_ERR_RANGE, "nocomment.xyz:1: field atom count");
+    BAD(XYZ, "nocomment2.xyz", "1\n", MD_ERR_RANGE, "nocomment2.xyz:1: field atom count");
+    BAD(DX, "trunc.dx", "object 1 class gridpositions counts 2 2 2\norigin 0 0 0\ndelta 1 0 0\n"
+        "delta 0 1 0\ndelta 0 0 1\nobject 3 class array type double rank 0 items 8 data follows\n"
+        "1.5 2.5 3.5\n4.5 5.5 6.5\n", MD_ERR_PARSE, "trunc.dx:9: field data: the file ends after 6 of 8 values");
+}
+
+static void bad_short_lines(void) {
+    BAD(PQR, "short.pqr", "REMARK\nATOM 1 N ALA 1 1.0 2.0 3.0\n", MD_ERR_PARSE, "short.pqr:2: field q: missing");
+    BAD(PQR, "long.pqr", "ATOM 1 N ALA A 1 x 1.0 2.0 3.0 0.1 1.5\n", MD_ERR_PARSE, "long.pqr:1: field fields");
+    BAD(PDB, "short.pdb", "ATOM      1  N   GLY A   1      11.104   6.1\n", MD_ERR_PARSE,
+        "short.pdb:1: field y: missing");
+    BAD(PDB, "shortz.pdb", "ATOM      1  N   GLY A   1      11.104   6.134  -6.5\n", MD_ERR_PARSE,
+        "shortz.pdb:1: field z: missing");
+    BAD(PDB, "shortc.pdb", "CRYST1   30.000   40.000   50.000  90.00  90.00\n"
+        "ATOM      1  O   HOH     1       1.000   2.000   3.000\n", MD_ERR_PARSE,
+        "shortc.pdb:1: field gamma: missing");
+    BAD(XYZ, "short.xyz", "2\n\nC 1.0 2.0 3.0\nC 1.0 2.0\n", MD_ERR_PARSE, "short.xyz:4: field z: missing");
+    BAD(XYZ, "blankatom.xyz", "2\n\nC 1 2 3\n            \n", MD_ERR_PARSE, "blankatom.xyz:4: field symbol: missing");
+}
+
+static void bad_numbers(void) {
+    BAD(PQR, "bad.pqr", "REMARK\nREMARK\nATOM 1 N ALA 1 1.2.3 2.0 3.0 0.1 1.5\n", MD_ERR_PARSE,
+        "bad.pqr:3: field x: not a number ('1.2.3')");
+    BAD(PQR, "badq.pqr", "ATOM 1 N ALA 1 1 2.0 3.0 0.1e 1.5\n", MD_ERR_PARSE, "badq.pqr:1: field q");
+    BAD(PQR, "badres.pqr", "ATOM 1 N ALA 1.5 1 2.0 3.0 0.1 1.5\n", MD_ERR_PARSE, "badres.pqr:1: field resSeq");
+    BAD(PQR, "negr.pqr", "ATOM 1 N ALA 1 1 2.0 3.0 0.1 -1.5\n", MD_ERR_RANGE, "negr.pqr:1: field r");
+    BAD(PDB, "bad.pdb", "ATOM      1  N   GLY A   1      11.104   6.134  -6.5x4\n", MD_ERR_PARSE,
+        "bad.pdb:1: field z: not a number ('-6.5x4')");
+    BAD(PDB, "badres.pdb", "ATOM      1  N   GLY A  1a      11.104   6.134  -6.504\n", MD_ERR_PARSE,
+        "badres.pdb:1: field resSeq");
+    BAD(PDB, "badchg.pdb",
+        "ATOM      1  N   GLY A   1      11.104   6.134  -6.504  1.00  0.00           N x\n", MD_ERR_PARSE,
+        "badchg.pdb:1: field charge");
+    BAD(XYZ, "bad.xyz", "1\n\nC 1 2 3q\n", MD_ERR_PARSE, "bad.xyz:3: field z: not a number ('3q')");
+    BAD(XYZ, "badn.xyz", "abc\n\nC 1 2 3\n", MD_ERR_PARSE, "badn.xyz:1: field atom count: not an integer");
+    BAD(XYZ, "twon.xyz", "1 2\n\nC 1 2 3\n", MD_ERR_PARSE, "twon.xyz:1: field atom count");
+    BAD(DX, "bad.dx", "object 1 class gridpositions counts 1 1 2\norigin 0 0 0\ndelta 1 0 0\n"
+        "delta 0 1 0\ndelta 0 0 1\nobject 3 class array type double rank 0 items 2 data follows\n"
+        "1 two\n", MD_ERR_PARSE, "bad.dx:7: field data: not a number ('two')");
+}
+
+static void bad_nonfinite(void) {
+    BAD(XYZ, "nan.xyz", "1\n\nC nan 0 0\n", MD_ERR_RANGE, "nan.xyz:3: field x: is NaN");
+    BAD(XYZ, "inf.xyz", "1\n\nC 0 -inf 0\n", MD_ERR_RANGE, "inf.xyz:3: field y: infinite");
+    BAD(XYZ, "huge.xyz", "1\n\nC 0 0 1e39\n", MD_ERR_RANGE, "huge.xyz:3: field z: infinite or too large");
+    BAD(XYZ, "huge2.xyz", "1\n\nC 0 0 1e999\n", MD_ERR_RANGE, "huge2.xyz:3: field z");
+    BAD(PQR, "nan.pqr", "ATOM 1 N ALA 1 1.0 NaN 3.0 0.1 1.5\n", MD_ERR_RANGE, "nan.pqr:1: field y: is NaN");
+    BAD(PQR, "inf.pqr", "ATOM 1 N ALA 1 1.0 2.0 3.0 inf 1.5\n", MD_ERR_RANGE, "inf.pqr:1: field q");
+    BAD(PDB, "nan.pdb", "ATOM      1  N   GLY A   1         nan   6.134  -6.504\n", MD_ERR_RANGE,
+        "nan.pdb:1: field x: is NaN");
+    BAD(DX, "nan.dx", "object 1 class gridpositions counts 1 1 1\norigin 0 0 0\ndelta 1 0 0\n"
+        "delta 0 1 0\ndelta 0 0 1\nobject 3 class array type double rank 0 items 1 data follows\nnan\n",
+        MD_ERR_RANGE, "nan.dx:7: field data: is NaN");
+}
+
+static void bad_atom_counts(void) {
+    BAD(XYZ, "neg.xyz", "-3\n\nC 1 2 3\n", MD_ERR_RANGE, "neg.xyz:1: field atom count: is negative");
+    BAD(XYZ, "overflow.xyz", "99999999999999999999999\n\nC 1 2 3\n", MD_ERR_RANGE,
+        "overflow.xyz:1: field atom count: '99999999999999999999999' is out of range");
+    BAD(XYZ, "intmax.xyz", "4294967296\n\nC 1 2 3\n", MD_ERR_RANGE, "intmax.xyz:1: field atom count");
+    BAD(XYZ, "absurd.xyz", "1000000\n\nC 1 2 3\n", MD_ERR_RANGE,
+        "absurd.xyz:1: field atom count: 1000000 atoms cannot fit");
+    BAD(DX, "absurd.dx", "object 1 class gridpositions counts 1000 1000 1000\norigin 0 0 0\ndelta 1 0 0\n"
+        "delta 0 1 0\ndelta 0 0 1\nobject 3 class array type double rank 0 items 1000000000 data follows\n1\n",
+        MD_ERR_RANGE, "absurd.dx:6: field items");
+    BAD(DX, "items.dx", "object 1 class gridpositions counts 2 2 2\norigin 0 0 0\ndelta 1 0 0\n"
+        "delta 0 1 0\ndelta 0 0 1\nobject 3 class array type double rank 0 items 7 data follows\n1\n",
+        MD_ERR_PARSE, "items.dx:6: field items: 7 is not nx*ny*nz");
+}
+
+static void bad_boxes(void) {
+    BAD(XYZ, "zerobox.xyz", "1\nLattice=\"10 0 0 0 0 0 0 0 10\"\nC 1 2 3\n", MD_ERR_RANGE,
+        "zerobox.xyz:2: field Lattice: box edge b must be > 0");
+    BAD(XYZ, "tric.xyz", "1\nLattice=\"10 0 0 5 10 0 0 0 10\"\nC 1 2 3\n", MD_ERR_UNSUPPORTED,
+        "tric.xyz:2: field Lattice: only orthorhombic");
+    BAD(XYZ, "quote.xyz", "1\nLattice=\"10 0 0 0 10 0 0 0 10\nC 1 2 3\n", MD_ERR_PARSE,
+        "quote.xyz:2: field Lattice: no closing quote");
+    BAD(XYZ, "lat8.xyz", "1\nLattice=\"10 0 0 0 10 0 0 0\"\nC 1 2 3\n", MD_ERR_PARSE,
+        "lat8.xyz:2: field Lattice: needs 9 numbers");
+    BAD(XYZ, "latnan.xyz", "1\nLattice=\"10 0 0 0 nan 0 0 0 10\"\nC 1 2 3\n", MD_ERR_RANGE,
+        "latnan.xyz:2: field Lattice: is NaN");
+    BAD(PDB, "zerobox.pdb", "CRYST1   30.000    0.000   50.000  90.00  90.00  90.00 P 1           1\n"
+        "ATOM      1  O   HOH     1       1.000   2.000   3.000\n", MD_ERR_RANGE,
+        "zerobox.pdb:1: field b: box edge must be > 0");
+    BAD(PDB, "tric.pdb", "CRYST1   30.000   40.000   50.000  90.00 109.47  90.00 P 1           1\n"
+        "ATOM      1  O   HOH     1       1.000   2.000   3.000\n", MD_ERR_UNSUPPORTED,
+        "tric.pdb:1: field beta: is 109.47 degrees");
+    BAD(PDB, "dup.pdb", "CRYST1   30.000   40.000   50.000  90.00  90.00  90.00 P 1           1\n"
+        "ATOM      1  O   HOH     1       1.000   2.000   3.000\n"
+        "CRYST1   30.000   40.000   50.000  90.00  90.00  90.00 P 1           1\n", MD_ERR_PARSE,
+        "dup.pdb:3: field CRYST1: second CRYST1 record (the first is on line 1)");
+    BAD(DX, "tilt.dx", "object 1 class gridpositions counts 1 1 1\norigin 0 0 0\ndelta 1 0.5 0\n",
+        MD_ERR_UNSUPPORTED, "tilt.dx:3: field delta x: only axis-aligned");
+    BAD(DX, "zerodelta.dx", "object 1 class gridpositions counts 1 1 1\norigin 0 0 0\ndelta 1 0 0\ndelta 0 0 0\n",
+        MD_ERR_RANGE, "zerodelta.dx:4: field delta y: spacing must be > 0");
+    BAD(DX, "nodelta.dx", "object 1 class gridpositions counts 1 1 1\norigin 0 0 0\n"
+        "object 3 class array type double rank 0 items 1 data follows\n1\n", MD_ERR_PARSE,
+        "nodelta.dx:3: field delta: missing");
+}
+
+static void bad_nul_bytes(void) {
+    BAD(XYZ, "nul.xyz", "1\n\nC 1 2\0 3\n", MD_ERR_PARSE, "nul.xyz:3: field text: NUL byte at column 6");
+    BAD(XYZ, "nulcount.xyz", "\0001\n\nC 1 2 3\n", MD_ERR_PARSE, "nulcount.xyz:1: field text: NUL byte");
+    BAD(PQR, "nul.pqr", "ATOM 1 N ALA 1 1.0 2.0 3.0 0.1 1.5\nREM\0ARK\n", MD_ERR_PARSE,
+        "nul.pqr:2: field text: NUL byte at column 4");
+    BAD(PDB, "nul.pdb", "ATOM      1  N   GLY A   1      11.104   6.1\00034  -6.504\n", MD_ERR_PARSE,
+        "nul.pdb:1: field text: NUL byte at column 45");
+    BAD(DX, "nul.dx", "# a\0b\n", MD_ERR_PARSE, "nul.dx:1: field text: NUL byte");
+}
+
+/* ---- round trips ---- */
+
+static const char *const names[6] = {"O", "H", "C", "Na", "Cl", "X"};
+
+static void random_system(md_system *s, int n, uint64_t seed, int with_box) {
+    double box[3] = {3.1, 4.2, 5.3};
+    int i;
+    md_build_random_charges(s, n, box, 1.0, seed);
+    for (i = 0; i < n; i++) {
+        snprintf(s->name[i].s, sizeof s->name[i].s, "%s", names[i % 6]);
+        s->mass[i] = md_element_mass(names[i % 6]);
+        s->xyzq[i].x -= 1.0f; /* some negative coordinates */
+    }
+    if (!with_box) s->box[0] = s->box[1] = s->box[2] = 0.0;
+}
+
+/* XYZ prints Angstrom with 6 decimals: error <= 5e-7 A = 5e-8 nm, plus float rounding of the nm
+ * value on reading (half an ulp, 2.4e-7 relative at most with the stored value's ulp): tolerance
+ * atol 1e-7 nm, rtol 2.4e-7. */
+static void xyz_round_trip(void) {
+    md_system a, b;
+    const char *path = tmp_path("rt.xyz");
+    int i;
+    random_system(&a, 257, 11, 1);
+    MD_CHECK_OK(md_write_xyz(path, &a, "random system, seed 11", 0));
+    MD_CHECK(!file_exists(tmp_path("rt.xyz.tmp")));
+    MD_CHECK_OK(md_read_xyz(path, &b));
+    MD_CHECK(b.n == a.n);
+    for (i = 0; i < a.n; i++) {
+        MD_CHECK_CLOSE(b.xyzq[i].x, a.xyzq[i].x, 2.4e-7, 1e-7);
+        MD_CHECK_CLOSE(b.xyzq[i].y, a.xyzq[i].y, 2.4e-7, 1e-7);
+        MD_CHECK_CLOSE(b.xyzq[i].z, a.xyzq[i].z, 2.4e-7, 1e-7);
+        MD_CHECK(strcmp(a.name[i].s, b.name[i].s) == 0 && a.mass[i] == b.mass[i] && b.type[i] == i % 6);
+    }
+    /* box printed with 6 decimals in Angstrom: 5e-8 nm */
+    for (i = 0; i < 3; i++) MD_CHECK_CLOSE(b.box[i], a.box[i], 0, 5e-8);
+    md_system_free(&a);
+    md_system_free(&b);
+}
+
+/* Three frames written with append=1 and read back with md_xyz_reader; then a partial frame. */
+static void xyz_multi_frame(void) {
+    md_system f[3], frame, keep;
+    md_xyz_reader r;
+    const char *path = tmp_path("frames.xyz");
+    int k, i, got;
+    FILE *fp;
+    remove(path);
+    for (k = 0; k < 3; k++) {
+        random_system(&f[k], 10 + k, 14 + (uint64_t)k, k != 1);
+        MD_CHECK_OK(md_write_xyz(path, &f[k], "frame", k > 0));
+    }
+    memset(&frame, 0, sizeof frame);
+    MD_CHECK_OK(md_xyz_open(&r, path));
+    for (k = 0; k < 3; k++) {
+        MD_CHECK_OK(md_xyz_next(&r, &frame, &got));
+        MD_CHECK(got == 1 && frame.n == f[k].n && r.frames == k + 1);
+        for (i = 0; i < frame.n; i++) MD_CHECK_CLOSE(frame.xyzq[i].z, f[k].xyzq[i].z, 2.4e-7, 1e-7);
+        MD_CHECK((frame.box[0] > 0.0) == (k != 1));
+    }
+    MD_CHECK_OK(md_xyz_next(&r, &frame, &got));
+    MD_CHECK(got == 0 && frame.n == f[2].n); /* clean end: frame kept */
+    md_xyz_close(&r);
+    md_xyz_close(&r); /* safe twice */
+    /* a partial 4th frame: error naming the line, frame untouched */
+    fp = fopen(path, "ab");
+    MD_CHECK(fp != NULL);
+    fputs("5\n\nC 0.000000 0.000000 0.000000\nC 0.000000 0.000000 0.000000\n", fp);
+    fclose(fp);
+    MD_CHECK_OK(md_xyz_open(&r, path));
+    for (k = 0; k < 3; k++) MD_CHECK_OK(md_xyz_next(&r, &frame, &got));
+    keep = frame;
+    MD_CHECK_ERROR(md_xyz_next(&r, &frame, &got), MD_ERR_PARSE, "frames.xyz:44: field atoms: the file ends after 2 of 5");
+    MD_CHECK(got == 0 && memcmp(&keep, &frame, sizeof frame) == 0);
+    md_xyz_close(&r);
+    MD_CHECK_ERROR(md_xyz_open(&r, tmp_path("nope.xyz")), MD_ERR_IO, "nope.xyz: field path: cannot open");
+    MD_CHECK(r.file == NULL);
+    md_system_free(&frame);
+    for (k = 0; k < 3; k++) md_system_free(&f[k]);
+}
+
+/* PDB prints %8.3f Angstrom: error <= 5e-4 A = 5e-5 nm (plus float rounding: atol 5.1e-5 nm).
+ * Whole charges survive in columns 79-80; masses via the element column. */
+static void pdb_round_trip(void) {
+    md_system a, b;
+    const char *path = tmp_path("rt.pdb");
+    int i;
+    random_system(&a, 123, 12, 1);
+    for (i = 0; i < a.n; i++) {
+        a.xyzq[i].w = (float)(i % 5 - 2);
+        a.resid[i] = i / 3 + 1;
+        snprintf(a.resname[i].s, sizeof a.resname[i].s, "%s", i % 2 ? "SOL" : "LIG");
+    }
+    MD_CHECK_OK(md_write_pdb(path, &a));
+    MD_CHECK(!file_exists(tmp_path("rt.pdb.tmp")));
+    MD_CHECK_OK(md_read_pdb(path, &b));
+    MD_CHECK(b.n == a.n);
+    for (i = 0; i < a.n; i++) {
+        MD_CHECK_CLOSE(b.xyzq[i].x, a.xyzq[i].x, 0, 5.1e-5);
+        MD_CHECK_CLOSE(b.xyzq[i].y, a.xyzq[i].y, 0, 5.1e-5);
+        MD_CHECK_CLOSE(b.xyzq[i].z, a.xyzq[i].z, 0, 5.1e-5);
+        MD_CHECK(b.xyzq[i].w == a.xyzq[i].w && b.resid[i] == a.resid[i] && b.mass[i] == a.mass[i]);
+        MD_CHECK(strcmp(a.name[i].s, b.name[i].s) == 0 && strcmp(a.resname[i].s, b.resname[i].s) == 0);
+    }
+    /* box printed %9.3f Angstrom: 5e-5 nm */
+    for (i = 0; i < 3; i++) MD_CHECK_CLOSE(b.box[i], a.box[i], 0, 5e-5);
+    md_system_free(&a);
+    md_system_free(&b);
+}
+
+/* DX values are printed %.9g: a float reads back exactly; origin and delta (double, x10, %.9g,
+ * x0.1) within 1e-8 relative. */
+static void dx_round_trip(void) {
+    md_grid a, b;
+    md_rng rng;
+    double origin[3] = {-1.25, 0.5, 2.0}, h[3] = {0.1, 0.125, 0.0625};
+    size_t p;
+    int d;
+    MD_CHECK_OK(md_grid_alloc(&a, 5, 4, 3, origin, h));
+    md_rng_seed(&rng, 13);
+    for (p = 0; p < md_grid_count(&a); p++) a.data[p] = (float)(200.0 * md_rng_normal(&rng));
+    MD_CHECK_OK(md_write_dx(tmp_path("rt.dx"), &a, "random grid, seed 13"));
+    MD_CHECK(!file_exists(tmp_path("rt.dx.tmp")));
+    MD_CHECK_OK(md_read_dx(tmp_path("rt.dx"), &b));
+    MD_CHECK(b.n[0] == 5 && b.n[1] == 4 && b.n[2] == 3);
+    for (d = 0; d < 3; d++) {
+        MD_CHECK_CLOSE(b.origin[d], a.origin[d], 1e-8, 0);
+        MD_CHECK_CLOSE(b.spacing[d], a.spacing[d], 1e-8, 0);
+    }
+    for (p = 0; p < md_grid_count(&a); p++) MD_CHECKF(a.data[p] == b.data[p], "point %zu", p);
+    md_grid_free(&a);
+    md_grid_free(&b);
+}
+
+/* DX point order is x slowest, z fastest: a 2x1x2 grid written by hand, values 1 2 3 4 are
+ * (i,k) = (0,0) (0,1) (1,0) (1,1); md_grid stores x fastest. */
+static void dx_point_order(void) {
+    const char *text = "# hand-written\nobject 1 class gridpositions counts 2 1 2\norigin 10 20 30\n"
+                       "delta 2 0 0\ndelta 0 3 0\ndelta 0 0 4\nobject 2 class gridconnections counts 2 1 2\n"
+                       "object 3 class array type float rank 0 items 4 data follows\n1 2\n3\n4 attribute\n";
+    md_grid g;
+    MD_CHECK_OK(md_read_dx_mem(text, strlen(text), "order.dx", &g));
+    MD_CHECK(g.data[0] == 1.0f && g.data[2] == 2.0f && g.data[1] == 3.0f && g.data[3] == 4.0f);
+    MD_CHECK_CLOSE(g.origin[1], 2.0, 1e-15, 0);
+    MD_CHECK_CLOSE(g.spacing[2], 0.4, 1e-15, 0);
+    md_grid_free(&g);
+}
+
+/* Writers refuse bad systems before touching the file, and never leave a .tmp behind. */
+static void writers_leave_no_half_files(void) {
+    md_system a;
+    const char *path = tmp_path("keep.xyz");
+    char buf[64];
+    FILE *f;
+    size_t n;
+    MD_CHECK(write_bytes(path, "old contents\n", 13));
+    random_system(&a, 4, 11, 1);
+    a.xyzq[2].y = NAN;
+    MD_CHECK_ERROR(md_write_xyz(path, &a, NULL, 0), MD_ERR_RANGE, "keep.xyz: field xyzq: atom 2");
+    MD_CHECK_ERROR(md_write_pdb(path, &a), MD_ERR_RANGE, "keep.xyz: field xyzq: atom 2");
+    a.xyzq[2].y = 1.0f;
+    a.box[1] = 0.0;
+    MD_CHECK_ERROR(md_write_xyz(path, &a, NULL, 0), MD_ERR_RANGE, "field box");
+    a.box[1] = 1.0;
+    MD_CHECK_ERROR(md_write_xyz(path, &a, "two\nlines", 0), MD_ERR_INVALID_ARGUMENT, "field comment");
+    a.xyzq[0].x = 1e4f;
+    MD_CHECK_ERROR(md_write_pdb(path, &a), MD_ERR_RANGE, "field x: atom 0");
+    f = fopen(path, "rb");
+    MD_CHECK(f != NULL);
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    MD_CHECK(n == 13 && memcmp(buf, "old contents\n", 13) == 0);
+    MD_CHECK(!file_exists(tmp_path("keep.xyz.tmp")));
+    /* a directory that does not exist: MD_ERR_IO naming the .tmp path */
+    MD_CHECK_ERROR(md_write_xyz(tmp_path("no/such/dir.xyz"), &a, NULL, 0), MD_ERR_IO, "dir.xyz.tmp");
+    md_system_free(&a);
+}
+
+int main(void) {
+    int i;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_io_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        printf("FAIL test_io: cannot create a temp directory\n");
+        return 1;
+    }
+    MD_RUN(pqr_reads_with_and_without_chain);
+    MD_RUN(pdb_reads_columns_box_charge_element);
+    MD_RUN(pdb_placeholder_cryst1_means_no_box);
+    MD_RUN(xyz_reads_lattice_and_extra_columns);
+    MD_RUN(element_masses);
+    MD_RUN(long_lines_are_read_whole);
+    MD_RUN(bad_missing_and_empty_files);
+    MD_RUN(bad_no_atoms);
+    MD_RUN(bad_truncated);
+    MD_RUN(bad_short_lines);
+    MD_RUN(bad_numbers);
+    MD_RUN(bad_nonfinite);
+    MD_RUN(bad_atom_counts);
+    MD_RUN(bad_boxes);
+    MD_RUN(bad_nul_bytes);
+    MD_RUN(xyz_round_trip);
+    MD_RUN(xyz_multi_frame);
+    MD_RUN(pdb_round_trip);
+    MD_RUN(dx_round_trip);
+    MD_RUN(dx_point_order);
+    MD_RUN(writers_leave_no_half_files);
+    for (i = 0; i < ncreated; i++) remove(created[i]);
+    rmdir(tmpdir);
+    return md_test_summary();
+}
