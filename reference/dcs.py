@@ -45,3 +45,38 @@ def max_rel_error(out, ref):
         return float("inf")
     scale = np.abs(ref).max() or 1.0
     return float(np.abs(out - ref).max() / scale)
+
+
+def read_dx(path):
+    """Read an OpenDX scalar field as md_write_dx writes it (Angstrom in the
+    file). Returns (values, origin, spacing, items): values with shape
+    (nx, ny, nz) (DX order: x slowest, z fastest), origin and spacing in nm
+    (axis-aligned deltas), and the item count the header declares."""
+    counts = origin = items = None
+    deltas, vals, reading = [], [], False
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if not w or w[0].startswith("#"):
+                continue
+            if reading:
+                if w[0] in ("attribute", "object", "component"):
+                    reading = False
+                else:
+                    vals.extend(float(x) for x in w)
+                    continue
+            if w[:4] == ["object", "1", "class", "gridpositions"]:
+                counts = [int(x) for x in w[-3:]]
+            elif w[0] == "origin":
+                origin = np.array([float(x) for x in w[1:4]]) * 0.1
+            elif w[0] == "delta":
+                deltas.append([float(x) * 0.1 for x in w[1:4]])
+            elif w[0] == "object" and "follows" in w:
+                items = int(w[w.index("items") + 1])
+                reading = True
+    if counts is None or origin is None or len(deltas) != 3 or len(vals) != np.prod(counts):
+        raise ValueError("%s: not a complete OpenDX scalar field" % path)
+    deltas = np.array(deltas)
+    if np.abs(deltas - np.diag(np.diag(deltas))).max() > 0:
+        raise ValueError("%s: deltas are not axis-aligned" % path)
+    return np.array(vals).reshape(counts), origin, np.diag(deltas).copy(), items

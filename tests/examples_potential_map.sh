@@ -49,41 +49,26 @@ for line in open(pqr):
         f = line.split()
         xyzq.append([float(f[-5]) * 0.1, float(f[-4]) * 0.1, float(f[-3]) * 0.1, float(f[-2])])
 xyzq = np.array(xyzq, dtype=np.float32).astype(np.float64)    # md.h holds float positions
-counts = origin = None; deltas = []; vals = []; reading = False
-for line in open(dxpath):
-    w = line.split()
-    if not w or w[0] == "#":
-        continue
-    if reading:
-        if w[0] in ("attribute", "object", "component"):
-            reading = False
-        else:
-            vals.extend(float(x) for x in w)
-            continue
-    if w[:4] == ["object", "1", "class", "gridpositions"]:
-        counts = [int(x) for x in w[-3:]]
-    elif w[0] == "origin":
-        origin = [float(x) * 0.1 for x in w[1:4]]
-    elif w[0] == "delta":
-        deltas.append([float(x) * 0.1 for x in w[1:4]])
-    elif w[0] == "object" and "data" in w and "follows" in w:
-        items = int(w[w.index("items") + 1]); reading = True
+try:
+    v, origin, spacing, items = dcs.read_dx(dxpath)
+except ValueError as e:
+    print("FAIL %s: %s" % (name, e))
+    sys.exit(1)
+counts = list(v.shape)
 lo = xyzq[:, :3].min(axis=0); hi = xyzq[:, :3].max(axis=0)
 want = [int(np.ceil((hi[d] - lo[d] + 0.6) / 0.1 - 1e-9)) + 1 for d in range(3)]
-ok = (counts == want and len(deltas) == 3 and items == np.prod(counts) and len(vals) == items
-      and np.allclose(origin, lo - 0.3, atol=1e-6)
-      and np.allclose(deltas, 0.1 * np.eye(3), atol=1e-9))
+ok = (counts == want and items == v.size and np.allclose(origin, lo - 0.3, atol=1e-6)
+      and np.allclose(spacing, 0.1, atol=1e-9))
 if ok:
-    print("PASS %s: .dx header %s, origin, deltas, %d values" % (name, counts, len(vals)))
+    print("PASS %s: .dx header %s, origin, deltas, %d values" % (name, counts, v.size))
 else:
-    print("FAIL %s: .dx header: counts %s (want %s), items %s, values %d, origin %s, deltas %s"
-          % (name, counts, want, items, len(vals), origin, deltas))
+    print("FAIL %s: .dx header: counts %s (want %s), items %s, values %d, origin %s, spacing %s"
+          % (name, counts, want, items, v.size, origin, spacing))
     sys.exit(1)
-v = np.array(vals).reshape(counts)            # DX order: x slowest, z fastest -> v[i, j, k]
 rng = np.random.default_rng(7)
 idx = [tuple(rng.integers(0, counts[d]) for d in range(3)) for _ in range(300)]
 idx += [(i, j, k) for i in (0, counts[0] - 1) for j in (0, counts[1] - 1) for k in (0, counts[2] - 1)]
-pts = np.array([[origin[d] + deltas[d][d] * p[d] for d in range(3)] for p in idx])
+pts = np.array([[origin[d] + spacing[d] * p[d] for d in range(3)] for p in idx])
 r = np.linalg.norm(pts[:, None, :] - xyzq[None, :, :3], axis=2)
 inv = np.where(r * r >= dcs.MIN_R2, 1.0 / np.maximum(r, 1e-30), 0.0)
 ref = dcs.COULOMB * inv @ xyzq[:, 3]
