@@ -2074,7 +2074,7 @@ MDDEF md_status md_dcs_scatter(const md_float4 *xyzq, int n, md_grid *grid) {
 
 /* One plane (fixed k) at a time: the plane stays in cache while every atom
  * adds to it; per atom dz^2 is computed once per plane, dy^2 + dz^2 once per
- * row, so the inner loop is one subtraction, one FMA, a sqrt and a divide. */
+ * row, so the inner loop is dx, one multiply-add, a sqrt and a divide. */
 static void md__dcs_plane(const md_float4 *xyzq, int n, md_grid *grid, int k) {
     const int nx = grid->n[0], ny = grid->n[1];
     const float hx = (float)grid->spacing[0], hy = (float)grid->spacing[1];

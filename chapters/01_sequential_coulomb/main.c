@@ -5,7 +5,7 @@
  * 2026, in a cube covered by the grid), checks every rung against
  * md_dcs_simple (double accumulation, the reference) and prints one table.
  *
- *   build/chapters/01_sequential_coulomb            2,000 atoms, 64^3 grid (~15 s on 2 cores)
+ *   build/chapters/01_sequential_coulomb            1,000 atoms, 64^3 grid (~17 s on 2 cores)
  *   build/chapters/01_sequential_coulomb --quick    300 atoms, 24^3 grid, every rung checked
  *   ... --json FILE   append one md_bench JSON line per rung
  *   ... --reps N      timed runs per rung after one warm-up (median reported)
@@ -52,11 +52,11 @@ int main(int argc, char **argv) {
 
     if ((pr = ladder_parse(&o, argc, argv,
                            "Chapter 01: sequential Coulomb potential map, the CPU ladder.\n"
-                           "Default 2,000 atoms on a 64^3 grid; --quick: 300 atoms on 24^3.")) != 0)
+                           "Default 1,000 atoms on a 64^3 grid; --quick: 300 atoms on 24^3.")) != 0)
         return pr > 0 ? 0 : 2;
-    natoms = o.quick ? 300 : 2000;
+    natoms = o.quick ? 300 : 1000;
     ng = o.quick ? 24 : 64;
-    reps = o.reps ? o.reps : (o.quick ? 3 : 1);
+    reps = o.reps ? o.reps : 3;
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
 #endif
