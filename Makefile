@@ -15,8 +15,8 @@ CWARN   := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -march=native
 CFLAGS  += -std=c11 $(CWARN) -fopenmp -I.
 LDLIBS  := -lm
-NVARCH  ?= -arch=sm_90
-NVFLAGS ?= -O3 -std=c++17 $(NVARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp
+MD_ARCH ?= sm_90
+NVFLAGS ?= -O3 -std=c++17 -arch=$(MD_ARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp
 NVLIBS  := -lcufft -lgomp
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 
@@ -46,7 +46,10 @@ all: $(ALL_BINS)
 gpu: $(GPU_BINS)
 
 $(BUILD):
-	@mkdir -p $(BUILD)/tests $(BUILD)/chapters $(BUILD)/examples $(BUILD)/reference $(BUILD)/bench $(BUILD)/fuzz
+	@mkdir -p $(BUILD)
+# every output folder exists before any rule runs (run.sh makes build/ first, so an
+# order-only prerequisite on build/ alone would not create them)
+$(shell mkdir -p $(BUILD)/tests $(BUILD)/chapters $(BUILD)/examples $(BUILD)/reference $(BUILD)/bench $(BUILD)/fuzz)
 
 $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

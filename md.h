@@ -20,7 +20,8 @@
  *   length nm, time ps, mass amu (g/mol), charge e, energy kJ/mol,
  *   temperature K. Velocities nm/ps. The Coulomb constant is MD_COULOMB,
  *   138.935458 kJ mol^-1 nm e^-2; an electrostatic potential is in kJ mol^-1 e^-1.
- *   Readers convert at the boundary (PDB and PQR Angstrom -> nm).
+ *   Readers and writers convert at the boundary (PDB, PQR, XYZ, DCD and
+ *   OpenDX use Angstrom; md.h uses nm).
  *
  * ERRORS
  *   Every function that can fail returns md_status (MD_OK is 0). On failure
@@ -322,7 +323,11 @@ MDDEF size_t md_grid_count(const md_grid *grid);
  * Element of an atom: XYZ, the name itself; PDB, columns 77-78 when not blank;
  * otherwise (PDB, PQR) a two-letter ion whose atom name equals its residue
  * name (NA NA, CL CL, ZN ZN, ...) or else the first letter of the name after
- * any leading digits ("1HB" -> H, "CA" -> C). */
+ * any leading digits ("1HB" -> H, "CA" -> C). An element outside the table
+ * (Se, ...) gets mass 0: set the masses yourself before dynamics.
+ * Numbers are read with strtod, so the C locale's decimal point is assumed
+ * (do not read files after setlocale() to a locale with a decimal comma).
+ * md_read_dx / md_read_dx_mem read an OpenDX grid the same way into an md_grid. */
 
 /** @brief Mass (amu) of an element from the readers' table, or 0 when unknown.
  *
@@ -335,12 +340,12 @@ MDDEF float md_element_mass(const char *symbol);
  *  Accepts whitespace-separated `ATOM` / `HETATM` lines
  *  `ATOM serial name resName [chain] resSeq x y z q r` (10 or 11 fields; the
  *  numeric fields are counted from the end of the line, so the chain column is
- *  optional). x y z and r are Angstrom (stored in nm), q is the charge in e,
- *  r must be >= 0. Every other line (REMARK, TER, END, ...) is ignored. At least
- *  one atom is required. There is no box. Errors: MD_ERR_IO (cannot open or
- *  read), MD_ERR_PARSE (short line, non-numeric field, no atoms, NUL byte),
- *  MD_ERR_RANGE (NaN, infinite or too large a value, negative radius),
- *  MD_ERR_OUT_OF_MEMORY. */
+ *  optional; leading blanks are allowed). x y z and r are Angstrom (stored
+ *  in nm), q is the charge in e, r must be >= 0. Every other line (REMARK,
+ *  TER, END, ...) is ignored. At least one atom is required. There is no
+ *  box. Errors: MD_ERR_IO (cannot open or read), MD_ERR_PARSE (short line,
+ *  non-numeric field, no atoms, NUL byte), MD_ERR_RANGE (NaN, infinite or
+ *  too large a value, negative radius), MD_ERR_OUT_OF_MEMORY. */
 MDDEF md_status md_read_pqr(const char *path, md_system *sys);
 
 /** @brief md_read_pqr on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
@@ -401,7 +406,7 @@ MDDEF md_status md_xyz_open(md_xyz_reader *r, const char *path);
  *  md_system_free when done) and *got = 1. At a clean end of file (only blank
  *  lines left) *got = 0, MD_OK and @p frame is unchanged. A truncated or
  *  malformed frame returns an error naming the line and field, *got = 0, and
- *  @p frame is unchanged. */
+ *  @p frame is unchanged; the reader is then mid-frame, so close it. */
 MDDEF md_status md_xyz_next(md_xyz_reader *r, md_system *frame, int *got);
 
 /** @brief Close the file and free the reader's buffers; @p r is zeroed. Safe to call twice. */
@@ -456,7 +461,6 @@ MDDEF md_status md_read_dx(const char *path, md_grid *grid);
 
 /** @brief md_read_dx on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
 MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, md_grid *grid);
-
 /* ======================================================================== */
 /* dcs: direct Coulomb sum potential map                                    */
 /* ======================================================================== */
@@ -983,7 +987,8 @@ typedef struct md__lines {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 4, 5)))
 #endif
-static md_status md__lerr(const md__lines *L, md_status st, const char *field, const char *fmt, ...) {
+static md_status
+md__lerr(const md__lines *L, md_status st, const char *field, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -1008,7 +1013,8 @@ static md_status md__lines_reserve(md__lines *L, size_t need) {
         if (cap > SIZE_MAX / 2) return md__lerr(L, MD_ERR_OUT_OF_MEMORY, "text", "line too long");
         cap *= 2;
     }
-    if (!(b = (char *)md_alloc_array(cap, 1))) return md__lerr(L, MD_ERR_OUT_OF_MEMORY, "text", "line too long");
+    if (!(b = (char *)md_alloc_array(cap, 1)))
+        return md__lerr(L, MD_ERR_OUT_OF_MEMORY, "text", "line too long");
     if (L->len) memcpy(b, L->buf, L->len);
     md_free(L->buf);
     L->buf = b;
@@ -1148,9 +1154,9 @@ static int md__caseeq(const char *a, const char *b) {
 static const struct md__element {
     char sym[3];
     float mass;
-} md__elements[] = {{"H", 1.008f},   {"C", 12.011f},  {"N", 14.007f},  {"O", 15.999f}, {"S", 32.06f},
-                    {"P", 30.974f},  {"Na", 22.990f}, {"Cl", 35.45f},  {"K", 39.098f}, {"Mg", 24.305f},
-                    {"Ca", 40.078f}, {"Fe", 55.845f}, {"Zn", 65.38f},  {"Ar", 39.948f}};
+} md__elements[] = {{"H", 1.008f},   {"C", 12.011f},  {"N", 14.007f}, {"O", 15.999f}, {"S", 32.06f},
+                    {"P", 30.974f},  {"Na", 22.990f}, {"Cl", 35.45f}, {"K", 39.098f}, {"Mg", 24.305f},
+                    {"Ca", 40.078f}, {"Fe", 55.845f}, {"Zn", 65.38f}, {"Ar", 39.948f}};
 #define MD__NELEMENTS ((int)(sizeof md__elements / sizeof md__elements[0]))
 
 MDDEF float md_element_mass(const char *symbol) {
@@ -1264,7 +1270,8 @@ static md_status md__no_atoms(const md__lines *L) {
 }
 
 MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, md_system *sys) {
-    static const char *const need[10] = {"record", "serial", "name", "resName", "resSeq", "x", "y", "z", "q", "r"};
+    static const char *const need[10] = {"record", "serial", "name", "resName", "resSeq",
+                                         "x",      "y",      "z",    "q",       "r"};
     md__lines L;
     md_system s;
     md_status st;
@@ -1282,9 +1289,8 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
             int k;
             if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
             if (!got) break;
-            if (!md__is_atom_record(L.buf)) continue;
             nt = md__split(L.buf, tok, 12);
-            if (strcmp(tok[0], "ATOM") != 0 && strcmp(tok[0], "HETATM") != 0) continue;
+            if (nt == 0 || (strcmp(tok[0], "ATOM") != 0 && strcmp(tok[0], "HETATM") != 0)) continue;
             if (pass == 0) {
                 if (n == INT_MAX) {
                     st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
@@ -1294,15 +1300,19 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
                 continue;
             }
             if (nt < 10) {
-                st = md__lerr(&L, MD_ERR_PARSE, need[nt], "missing: the line has %d fields, a PQR atom needs"
-                              " 10 or 11 (ATOM serial name resName [chain] resSeq x y z q r)", nt);
+                st = md__lerr(&L, MD_ERR_PARSE, need[nt],
+                              "missing: the line has %d fields, a PQR atom needs"
+                              " 10 or 11 (ATOM serial name resName [chain] resSeq x y z q r)",
+                              nt);
                 goto fail;
             }
             if (nt > 11) {
-                st = md__lerr(&L, MD_ERR_PARSE, "fields", "the line has %d fields, a PQR atom has 10 or 11", nt);
+                st = md__lerr(&L, MD_ERR_PARSE, "fields", "the line has %d fields, a PQR atom has 10 or 11",
+                              nt);
                 goto fail;
             }
-            if ((st = md__field_long(&L, tok[nt - 6], "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK) goto fail;
+            if ((st = md__field_long(&L, tok[nt - 6], "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK)
+                goto fail;
             for (k = 0; k < 5; k++)
                 if ((st = md__field_double(&L, tok[nt - 5 + k], need[5 + k], &v[k])) != MD_OK) goto fail;
             if (v[4] < 0.0) {
@@ -1358,14 +1368,18 @@ static md_status md__pdb_cryst1(const md__lines *L, double box[3]) {
     int k;
     for (k = 0; k < 6; k++) {
         if (L->len < c1[k])
-            return md__lerr(L, MD_ERR_PARSE, fields[k], "missing: the CRYST1 line ends at column %zu, before "
-                            "columns %zu-%zu", L->len, c0[k], c1[k]);
+            return md__lerr(L, MD_ERR_PARSE, fields[k],
+                            "missing: the CRYST1 line ends at column %zu, before "
+                            "columns %zu-%zu",
+                            L->len, c0[k], c1[k]);
         if ((st = md__field_double(L, md__cols(L, c0[k], c1[k], col), fields[k], &v[k])) != MD_OK) return st;
     }
     for (k = 3; k < 6; k++)
         if (fabs(v[k] - 90.0) > 1e-3)
-            return md__lerr(L, MD_ERR_UNSUPPORTED, fields[k], "is %g degrees; only orthorhombic cells "
-                            "(90 90 90) are supported", v[k]);
+            return md__lerr(L, MD_ERR_UNSUPPORTED, fields[k],
+                            "is %g degrees; only orthorhombic cells "
+                            "(90 90 90) are supported",
+                            v[k]);
     for (k = 0; k < 3; k++)
         if (!(v[k] > 0.0)) return md__lerr(L, MD_ERR_RANGE, fields[k], "box edge must be > 0 (got %g)", v[k]);
     if (v[0] == 1.0 && v[1] == 1.0 && v[2] == 1.0) v[0] = v[1] = v[2] = 0.0;
@@ -1408,8 +1422,8 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
             if (!got || md__is_end_record(L.buf)) break;
             if (pass == 1 && strncmp(L.buf, "CRYST1", 6) == 0) {
                 if (cryst1_line) {
-                    st = md__lerr(&L, MD_ERR_PARSE, "CRYST1", "second CRYST1 record (the first is on line %ld)",
-                                  cryst1_line);
+                    st = md__lerr(&L, MD_ERR_PARSE, "CRYST1",
+                                  "second CRYST1 record (the first is on line %ld)", cryst1_line);
                     goto fail;
                 }
                 cryst1_line = L.line;
@@ -1427,11 +1441,14 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
             }
             for (k = 0; k < 3; k++) {
                 if (L.len < 38 + 8 * (size_t)k) {
-                    st = md__lerr(&L, MD_ERR_PARSE, xyz[k], "missing: the line ends at column %zu, before "
-                                  "columns %d-%d", L.len, 31 + 8 * k, 38 + 8 * k);
+                    st = md__lerr(&L, MD_ERR_PARSE, xyz[k],
+                                  "missing: the line ends at column %zu, before "
+                                  "columns %d-%d",
+                                  L.len, 31 + 8 * k, 38 + 8 * k);
                     goto fail;
                 }
-                if ((st = md__field_double(&L, md__cols(&L, 31 + 8 * k, 38 + 8 * k, col), xyz[k], &v[k])) != MD_OK)
+                if ((st = md__field_double(&L, md__cols(&L, 31 + 8 * k, 38 + 8 * k, col), xyz[k], &v[k])) !=
+                    MD_OK)
                     goto fail;
             }
             if (*md__cols(&L, 23, 26, col) &&
@@ -1491,11 +1508,14 @@ static md_status md__xyz_lattice(const md__lines *L, const char *comment, double
         if ((st = md__field_double(L, tok[k], "Lattice", &m[k])) != MD_OK) return st;
     for (k = 0; k < 9; k++)
         if (k % 4 != 0 && m[k] != 0.0)
-            return md__lerr(L, MD_ERR_UNSUPPORTED, "Lattice", "only orthorhombic cells are supported "
-                            "(entry %d is %g, must be 0)", k + 1, m[k]);
+            return md__lerr(L, MD_ERR_UNSUPPORTED, "Lattice",
+                            "only orthorhombic cells are supported "
+                            "(entry %d is %g, must be 0)",
+                            k + 1, m[k]);
     for (k = 0; k < 3; k++)
         if (!(m[4 * k] > 0.0))
-            return md__lerr(L, MD_ERR_RANGE, "Lattice", "box edge %c must be > 0 (got %g)", "abc"[k], m[4 * k]);
+            return md__lerr(L, MD_ERR_RANGE, "Lattice", "box edge %c must be > 0 (got %g)", "abc"[k],
+                            m[4 * k]);
     for (k = 0; k < 3; k++) box[k] = 0.1 * m[4 * k];
     return MD_OK;
 }
@@ -1516,15 +1536,19 @@ static md_status md__xyz_frame(md__lines *L, md_system *out, int *got) {
         if (!g) return MD_OK;
     } while ((nt = md__split(L->buf, tok, 4)) == 0);
     if (nt > 1)
-        return md__lerr(L, MD_ERR_PARSE, "atom count", "the frame's first line must hold only the atom "
-                        "count (found '%.40s' after it)", tok[1]);
+        return md__lerr(L, MD_ERR_PARSE, "atom count",
+                        "the frame's first line must hold only the atom "
+                        "count (found '%.40s' after it)",
+                        tok[1]);
     if ((st = md__field_long(L, tok[0], "atom count", LONG_MIN, LONG_MAX, &n)) != MD_OK) return st;
     if (n < 0) return md__lerr(L, MD_ERR_RANGE, "atom count", "is negative (%ld)", n);
     if (n == 0) return md__lerr(L, MD_ERR_PARSE, "atom count", "is 0: a frame needs at least one atom");
     bytes = md__lines_left(L);
     if (n > INT_MAX || (bytes >= 0 && n > bytes / 8))
-        return md__lerr(L, MD_ERR_RANGE, "atom count", "%ld atoms cannot fit in the %lld bytes left "
-                        "(an atom line takes at least 8)", n, bytes);
+        return md__lerr(L, MD_ERR_RANGE, "atom count",
+                        "%ld atoms cannot fit in the %lld bytes left "
+                        "(an atom line takes at least 8)",
+                        n, bytes);
     if ((st = md__next_line(L, &g)) != MD_OK) return st;
     if (!g) {
         L->line++;
@@ -1536,7 +1560,8 @@ static md_status md__xyz_frame(md__lines *L, md_system *out, int *got) {
         if ((st = md__next_line(L, &g)) != MD_OK) goto fail;
         if (!g) {
             L->line++;
-            st = md__lerr(L, MD_ERR_PARSE, "atoms", "the file ends after %d of %ld atoms (truncated frame)", i, n);
+            st = md__lerr(L, MD_ERR_PARSE, "atoms", "the file ends after %d of %ld atoms (truncated frame)",
+                          i, n);
             goto fail;
         }
         if ((nt = md__split(L->buf, tok, 4)) < 4) {
@@ -1662,7 +1687,8 @@ typedef struct md__text {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void md__text_printf(md__text *t, const char *fmt, ...) {
+static void
+md__text_printf(md__text *t, const char *fmt, ...) {
     va_list ap;
     int k;
     while (!t->failed) {
@@ -1705,7 +1731,8 @@ static md_status md__write_text(const char *path, md__text *t, int append) {
         snprintf(tmp, strlen(path) + 5, "%s.tmp", path);
     }
     if (!(f = fopen(append ? path : tmp, append ? "ab" : "wb"))) {
-        st = md_set_error(MD_ERR_IO, append ? path : tmp, 0, "path", "cannot open for writing (%s)", strerror(errno));
+        st = md_set_error(MD_ERR_IO, append ? path : tmp, 0, "path", "cannot open for writing (%s)",
+                          strerror(errno));
         goto done;
     }
     ok = fwrite(t->s, 1, t->len, f) == t->len;
@@ -1726,9 +1753,11 @@ done:
     return st;
 }
 
-static md_status md__writer_args(const char *fn, const char *path, const md_system *sys, const char *comment) {
+static md_status md__writer_args(const char *fn, const char *path, const md_system *sys,
+                                 const char *comment) {
     int i;
-    if (!path || !sys || !sys->xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path/sys", "is NULL");
+    if (!path || !sys || !sys->xyzq)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path/sys", "is NULL");
     if (sys->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", sys->n);
     if (comment && strpbrk(comment, "\r\n"))
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "comment", "must be one line");
@@ -1738,7 +1767,8 @@ static md_status md__writer_args(const char *fn, const char *path, const md_syst
     if (sys->name)
         for (i = 0; i < sys->n; i++)
             if (strpbrk(sys->name[i].s, " \t\r\n\v\f"))
-                return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "name", "atom %d's name holds a blank", i);
+                return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "name", "atom %d's name holds a blank",
+                                    i);
     return MD_OK;
 }
 
@@ -1761,7 +1791,8 @@ MDDEF md_status md_write_xyz(const char *path, const md_system *sys, const char 
     md__text_printf(&t, "%d\n", sys->n);
     if (box)
         md__text_printf(&t, "Lattice=\"%.6f 0 0 0 %.6f 0 0 0 %.6f\" Properties=species:S:1:pos:R:3%s%s\n",
-                        10.0 * sys->box[0], 10.0 * sys->box[1], 10.0 * sys->box[2], *comment ? " " : "", comment);
+                        10.0 * sys->box[0], 10.0 * sys->box[1], 10.0 * sys->box[2], *comment ? " " : "",
+                        comment);
     else
         md__text_printf(&t, "%s\n", comment);
     for (i = 0; i < sys->n; i++)
@@ -1783,8 +1814,10 @@ MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
         for (k = 0; k < 3; k++) {
             double v = 10.0 * (&sys->xyzq[i].x)[k];
             if (!(v > -999.9995 && v < 9999.9995))
-                return md_set_error(MD_ERR_RANGE, path, 0, xyz[k], "atom %d: %g Angstrom does not fit "
-                                    "the PDB's 8 columns (%%8.3f)", i, v);
+                return md_set_error(MD_ERR_RANGE, path, 0, xyz[k],
+                                    "atom %d: %g Angstrom does not fit "
+                                    "the PDB's 8 columns (%%8.3f)",
+                                    i, v);
         }
     memset(&t, 0, sizeof t);
     if (box)
@@ -1801,8 +1834,10 @@ MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
                 elem[0] = md__elements[e].sym[0];
                 elem[1] = (char)toupper((unsigned char)md__elements[e].sym[1]);
             }
-        if (strlen(name) < 4 && strlen(elem) < 2) snprintf(nm, sizeof nm, " %-3.3s", name);
-        else snprintf(nm, sizeof nm, "%-4.4s", name);
+        if (strlen(name) < 4 && strlen(elem) < 2)
+            snprintf(nm, sizeof nm, " %-3.3s", name);
+        else
+            snprintf(nm, sizeof nm, "%-4.4s", name);
         if (q != 0.0 && q == floor(q) && fabs(q) <= 9.0) {
             chg[0] = (char)('0' + (int)fabs(q));
             chg[1] = q < 0 ? '-' : '+';
@@ -1839,7 +1874,8 @@ MDDEF md_status md_write_dx(const char *path, const md_grid *grid, const char *c
                     10.0 * grid->origin[2]);
     md__text_printf(&t, "delta %.9g 0 0\ndelta 0 %.9g 0\ndelta 0 0 %.9g\n", 10.0 * grid->spacing[0],
                     10.0 * grid->spacing[1], 10.0 * grid->spacing[2]);
-    md__text_printf(&t, "object 2 class gridconnections counts %d %d %d\n", grid->n[0], grid->n[1], grid->n[2]);
+    md__text_printf(&t, "object 2 class gridconnections counts %d %d %d\n", grid->n[0], grid->n[1],
+                    grid->n[2]);
     md__text_printf(&t, "object 3 class array type double rank 0 items %zu data follows\n", count);
     p = 0;
     for (i = 0; i < grid->n[0]; i++)
@@ -1871,12 +1907,13 @@ MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, m
     for (;;) { /* header, up to the data array */
         if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
         if (!got) {
-            st = md__lerr(&L, MD_ERR_PARSE, "object 3", L.line ? "missing: no 'class array' data object"
-                                                                 : "missing: empty file");
+            st = md__lerr(&L, MD_ERR_PARSE, "object 3",
+                          L.line ? "missing: no 'class array' data object" : "missing: empty file");
             goto fail;
         }
         if ((s = strchr(L.buf, '#')) != NULL) *s = '\0';
         if ((nt = md__split(L.buf, w, 16)) == 0) continue;
+        if (nt > 16) nt = 16; /* later words are ignored */
         if (strcmp(w[0], "origin") == 0 || strcmp(w[0], "delta") == 0) {
             int isd = w[0][0] == 'd';
             const char *f = isd ? (ndelta < 3 ? dname[ndelta] : "delta") : "origin";
@@ -1932,7 +1969,10 @@ MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, m
                     goto fail;
                 }
             if (!have_counts || !have_origin || ndelta < 3) {
-                st = md__lerr(&L, MD_ERR_PARSE, !have_counts ? "counts" : !have_origin ? "origin" : "delta",
+                st = md__lerr(&L, MD_ERR_PARSE,
+                              !have_counts   ? "counts"
+                              : !have_origin ? "origin"
+                                             : "delta",
                               "missing before the data array");
                 goto fail;
             }
@@ -1945,7 +1985,8 @@ MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, m
             count = (size_t)items;
             left = md__lines_left(&L);
             if ((unsigned long long)items > (unsigned long long)left / 2 + 1) {
-                st = md__lerr(&L, MD_ERR_RANGE, "items", "%ld values cannot fit in the %lld bytes left", items, left);
+                st = md__lerr(&L, MD_ERR_RANGE, "items", "%ld values cannot fit in the %lld bytes left",
+                              items, left);
                 goto fail;
             }
             break;
@@ -1985,7 +2026,6 @@ MDDEF md_status md_read_dx(const char *path, md_grid *grid) {
     md_free(data);
     return st;
 }
-
 /* ---- dcs ---- */
 
 static const char *const md__dcs_names[MD_DCS_VARIANT_COUNT + 1] = {

@@ -30,9 +30,8 @@ static void error_message_truncates_safely(void) {
     MD_CHECK(strlen(md_last_error()) < 512);
 }
 
-/* xoshiro256** reference values: splitmix64 expansion of seed 1234, first
- * three outputs, computed independently by reference/check_core.py. Here we
- * check the properties that do not need the table: determinism, distinct
+/* The exact streams are checked against an independent Python
+ * implementation by reference/check_core.py. Here: determinism, distinct
  * seeds, range and moments. */
 static void rng_is_deterministic(void) {
     md_rng a, b, c;

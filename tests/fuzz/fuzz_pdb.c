@@ -1,0 +1,13 @@
+/* libFuzzer target: md_read_pdb_mem on arbitrary bytes. Built by `make fuzz`
+ * (clang -fsanitize=fuzzer,address,undefined); seeds in tests/fuzz/corpus/pdb/.
+ * Run: build/fuzz/fuzz_pdb -max_total_time=60 tests/fuzz/corpus/pdb */
+#define MD_IMPLEMENTATION
+#include "md.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    md_system out;
+    if (md_read_pdb_mem((const char *)data, size, "fuzz.pdb", &out) == MD_OK) md_system_free(&out);
+    return 0;
+}

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The one command for a GPU machine: `make gpu-check` (everything) or `make bench`
+# (--bench-only: ceilings and chapter benchmarks only). Results go to ${OUT:-build/gpu-check},
+# at most 8 files:
+#   nvidia-smi.txt  the device (nvidia-smi, nvidia-smi -q)
+#   build.log       make -k -j16 all
+#   tests.log       every build/tests/gpu_* with MD_REQUIRE_GPU=1
+#   ceilings.json   build/bench/ceilings: one md_ceilings/1 JSON line
+#   chapters.log    the ceilings table and every GPU chapter program's output
+#   bench.jsonl     one md_bench/1 JSON line per chapter rung (--json)
+#   sanitizer.log   every GPU test under compute-sanitizer memcheck and racecheck (MD_SANITIZE=1)
+#   summary.txt     per step PASS/FAIL, the ceilings, the condensed bench lines (also printed last)
+# Order: device, build, tests, ceilings, chapters, sanitizer (slowest last, so the numbers
+# arrive even if the time budget runs out). No step stops the others; every step has a
+# timeout, and the whole run keeps to MD_GPU_CHECK_BUDGET seconds (default 470). A step that
+# fails, times out or is not reached for lack of time makes the exit status 1.
+# MD_SANITIZE=1 tells a GPU test it runs under compute-sanitizer: it must shrink its problem
+# sizes and drop timing checks (tests/gpu_core.cu shows how).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/gpu-check}
+BENCH_ONLY=0
+for a in "$@"; do
+  case "$a" in
+    --bench-only) BENCH_ONLY=1 ;;
+    *) echo "usage: $0 [--bench-only]   (results in \${OUT:-build/gpu-check})" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$OUT"
+BUDGET=${MD_GPU_CHECK_BUDGET:-470}
+START=$SECONDS
+TMPD=$(mktemp -d)
+trap 'rm -rf "$TMPD"' EXIT
+for d in /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer; do
+  [ -d "$d" ] && case ":$PATH:" in *":$d:"*) ;; *) PATH="$PATH:$d" ;; esac
+done
+export PATH
+
+STEPS=()      # "RESULT<TAB>name<TAB>seconds<TAB>note"
+NFAIL=0
+STEP_RC=0; STEP_T=0; STEP_NOTE=""; DEVICE=""
+record() { # result name seconds note
+  STEPS+=("$1	$2	$3	$4")
+  [ "$1" = PASS ] || NFAIL=$((NFAIL + 1))
+  printf '%-5s %-44s %4ss  %s\n' "$1" "$2" "$3" "$4"
+}
+
+# run_step name limit log cmd... : run with a timeout, output to $TMPD/step.out (appended to
+# log); sets STEP_RC. Returns 1 (and records TIME) when no budget is left.
+run_step() {
+  local name=$1 limit=$2 log=$3 left t0
+  shift 3
+  left=$((BUDGET - (SECONDS - START)))
+  if [ "$left" -lt 15 ]; then record TIME "$name" 0 "not run: time budget of ${BUDGET}s spent"; STEP_RC=124; return 1; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  t0=$SECONDS
+  timeout -k 10 "$limit" "$@" > "$TMPD/step.out" 2>&1
+  STEP_RC=$?
+  STEP_T=$((SECONDS - t0))
+  { echo "=== $name (limit ${limit}s, ${STEP_T}s, exit $STEP_RC): $*"; cat "$TMPD/step.out"; echo; } >> "$log"
+  [ "$STEP_RC" -eq 124 ] || [ "$STEP_RC" -eq 137 ] && STEP_NOTE="timed out after ${limit}s" || STEP_NOTE="exit $STEP_RC"
+  return 0
+}
+
+# The closing "N passed, N failed, N skipped" of a test program, else its last line.
+last_count() { grep -E '^[0-9]+ passed, [0-9]+ failed' "$TMPD/step.out" | tail -n 1 || true; }
+fail_lines() { grep -E '^(FAIL|  [^ ].*:[0-9]+: )' "$TMPD/step.out" | head -n 4 | cut -c1-200 | sed 's/^/        /'; }
+
+# ---- device --------------------------------------------------------------------------------
+if [ "$BENCH_ONLY" -eq 0 ]; then
+  if command -v nvidia-smi > /dev/null 2>&1; then
+    if ! run_step "nvidia-smi" 60 "$OUT/nvidia-smi.txt" bash -c 'nvidia-smi; nvidia-smi -q'; then :
+    elif [ "$STEP_RC" -eq 0 ]; then record PASS "nvidia-smi" "$STEP_T" ""
+    else record FAIL "nvidia-smi" "$STEP_T" "$STEP_NOTE"; fi
+  else
+    echo "nvidia-smi not found" > "$OUT/nvidia-smi.txt"; record FAIL "nvidia-smi" 0 "not found"
+  fi
+  DEVICE=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -n 1)
+
+  # ---- build -------------------------------------------------------------------------------
+  if ! command -v nvcc > /dev/null 2>&1; then record FAIL "nvcc" 0 "nvcc not found: GPU programs will not be built"; fi
+  : > "$OUT/build.log"
+  if ! run_step "build (make -k -j16 all)" 360 "$OUT/build.log" make -k -j16 all; then :
+  elif [ "$STEP_RC" -eq 0 ]; then record PASS "build (make -k -j16 all)" "$STEP_T" ""
+  else record FAIL "build (make -k -j16 all)" "$STEP_T" "$STEP_NOTE; first error: $(grep -m1 -E 'error|Error' "$TMPD/step.out" | cut -c1-150)"; fi
+
+  # ---- GPU tests -----------------------------------------------------------------------------
+  : > "$OUT/tests.log"
+  GPU_TESTS=$(ls build/tests/gpu_* 2>/dev/null)
+  [ -n "$GPU_TESTS" ] || record FAIL "GPU tests" 0 "none built"
+  for t in $GPU_TESTS; do
+    [ -x "$t" ] || continue
+    n="test $(basename "$t")"
+    run_step "$n" 120 "$OUT/tests.log" env MD_REQUIRE_GPU=1 "$t" || continue
+    if [ "$STEP_RC" -eq 0 ]; then record PASS "$n" "$STEP_T" "$(last_count)"
+    else record FAIL "$n" "$STEP_T" "$STEP_NOTE; $(last_count)"; fail_lines; fi
+  done
+else
+  DEVICE=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -n 1)
+fi
+
+# ---- ceilings ------------------------------------------------------------------------------
+: > "$OUT/chapters.log"
+rm -f "$OUT/bench.jsonl" "$OUT/ceilings.json"
+if [ -x build/bench/ceilings ]; then
+  if run_step "ceilings" 120 "$OUT/chapters.log" bash -c 'build/bench/ceilings > "$1"' _ "$OUT/ceilings.json"; then
+    if [ "$STEP_RC" -ne 0 ]; then record FAIL "ceilings" "$STEP_T" "$STEP_NOTE; $(tail -n 1 "$TMPD/step.out" | cut -c1-150)"
+    elif [ ! -s "$OUT/ceilings.json" ]; then record FAIL "ceilings" "$STEP_T" "no JSON: $(grep -m1 SKIP "$TMPD/step.out" | cut -c1-150)"
+    else record PASS "ceilings" "$STEP_T" ""; fi
+  fi
+else
+  record FAIL "ceilings" 0 "build/bench/ceilings was not built"
+fi
+
+# ---- chapters ------------------------------------------------------------------------------
+: > "$OUT/bench.jsonl"
+for c in build/chapters/*; do
+  [ -x "$c" ] && [ -f "chapters/$(basename "$c")/main.cu" ] || continue
+  n="chapter $(basename "$c")"
+  run_step "$n" 120 "$OUT/chapters.log" "$c" --json "$OUT/bench.jsonl" || continue
+  if [ "$STEP_RC" -ne 0 ]; then record FAIL "$n" "$STEP_T" "$STEP_NOTE; $(grep -m1 -E 'FAIL|rror' "$TMPD/step.out" | cut -c1-150)"
+  elif grep -q '^SKIP' "$TMPD/step.out"; then record FAIL "$n" "$STEP_T" "skipped: $(grep -m1 '^SKIP' "$TMPD/step.out" | cut -c1-150)"
+  else record PASS "$n" "$STEP_T" ""; fi
+done
+
+# ---- compute-sanitizer ---------------------------------------------------------------------
+# --report-api-errors no: the tests force CUDA API errors on purpose (tests/gpu_core.cu) and
+# check every call themselves; the sanitizer's job here is memory and race errors in kernels.
+if [ "$BENCH_ONLY" -eq 0 ]; then
+  : > "$OUT/sanitizer.log"
+  SAN=$(command -v compute-sanitizer || true)
+  if [ -z "$SAN" ]; then record FAIL "compute-sanitizer" 0 "not found"; fi
+  SAN_API=()
+  [ -n "$SAN" ] && "$SAN" --help 2>/dev/null | grep -q -- '--report-api-errors' && SAN_API=(--report-api-errors no)
+  for t in $([ -n "$SAN" ] && ls build/tests/gpu_* 2>/dev/null); do
+    [ -x "$t" ] || continue
+    for tool in memcheck racecheck; do
+      n="$tool $(basename "$t")"
+      run_step "$n" 150 "$OUT/sanitizer.log" env MD_SANITIZE=1 MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" \
+        --error-exitcode 1 ${SAN_API[@]+"${SAN_API[@]}"} "$t" || continue
+      summ=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMPD/step.out" | tail -n 1 | sed 's/=* *//')
+      if [ "$STEP_RC" -eq 0 ]; then record PASS "$n" "$STEP_T" "$summ; $(last_count)"
+      else record FAIL "$n" "$STEP_T" "$STEP_NOTE; $summ; $(last_count)"
+        grep -m3 -E '^========= (Invalid|Race|Error|.*hazard)' "$TMPD/step.out" | cut -c1-200 | sed 's/^/        /'; fi
+    done
+  done
+fi
+
+# ---- summary (printed last: a remote runner may return only the tail) ----------------------
+{
+  echo
+  echo "==================== gpu-check summary ===================="
+  echo "device: ${DEVICE:-unknown}   total ${SECONDS}s of budget ${BUDGET}s   results in $OUT"
+  printf '%-5s %-44s %5s  %s\n' "" "step" "time" "note"
+  for s in "${STEPS[@]}"; do
+    IFS=$'\t' read -r r n t note <<< "$s"
+    printf '%-5s %-44s %4ss  %s\n' "$r" "$n" "$t" "$note" | cut -c1-220
+  done
+  echo "-- ceilings ($OUT/ceilings.json)"
+  if command -v python3 > /dev/null 2>&1; then
+    python3 - "$OUT/ceilings.json" "$OUT/bench.jsonl" <<'PY'
+import json, sys
+def load(p):
+    rows = []
+    try:
+        for line in open(p):
+            line = line.strip()
+            if line:
+                try: rows.append(json.loads(line))
+                except ValueError: rows.append({"unparsed": line[:150]})
+    except OSError:
+        pass
+    return rows
+def g(v, fmt="%.4g"):
+    return "-" if v is None else (fmt % v if isinstance(v, (int, float)) else str(v))
+for c in load(sys.argv[1]):
+    if "unparsed" in c: print("   unparsed:", c["unparsed"]); continue
+    print("   %s, %s SMs, %s MHz" % (c.get("device"), g(c.get("sm_count")), g(c.get("clock_mhz"))))
+    print("   rsqrt %s /s (%s /SM/clk)   FMA %s /s (%s /SM/clk)   smem atomics %s /s (%s /SM/clk)" % (
+        g(c.get("rsqrt_per_s")), g(c.get("rsqrt_per_sm_clk"), "%.2f"), g(c.get("fma_per_s")),
+        g(c.get("fma_per_sm_clk"), "%.2f"), g(c.get("smem_atomic_per_s")), g(c.get("smem_atomic_per_sm_clk"), "%.2f")))
+    print("   DRAM copy %s B/s   cudaMemcpy D2D %s B/s   launch %s s   graph node %s s" % (
+        g(c.get("dram_bytes_per_s")), g(c.get("memcpy_bytes_per_s")), g(c.get("launch_s")), g(c.get("graph_node_s"))))
+rows = load(sys.argv[2])
+print("-- bench (%d lines in %s)" % (len(rows), sys.argv[2]))
+if rows:
+    print("   %-26s %-26s %11s %-16s %9s %9s" % ("chapter", "variant", "rate", "unit", "ceil_frac", "error"))
+for b in rows[:120]:
+    if "unparsed" in b: print("   unparsed:", b["unparsed"]); continue
+    print("   %-26s %-26s %11s %-16s %9s %9s" % (str(b.get("chapter"))[:26], str(b.get("variant"))[:26],
+          g(b.get("rate")), str(b.get("unit"))[:16], g(b.get("ceiling_fraction"), "%.3f"), g(b.get("error"), "%.2g")))
+if len(rows) > 120: print("   ... %d more lines" % (len(rows) - 120))
+PY
+  else
+    cut -c1-300 "$OUT/ceilings.json" 2>/dev/null
+    echo "-- bench ($OUT/bench.jsonl)"; head -n 60 "$OUT/bench.jsonl" | cut -c1-200
+  fi
+  echo "-- ${#STEPS[@]} steps, $NFAIL not passed"
+  [ "$NFAIL" -eq 0 ] && echo "gpu-check: PASS" || echo "gpu-check: FAIL"
+} > "$OUT/summary.txt"
+cat "$OUT/summary.txt"
+[ "$NFAIL" -eq 0 ]

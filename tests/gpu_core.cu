@@ -1,0 +1,327 @@
+/* Tests of md_cuda.cu.h's core: availability, device info, poison fill, event timer,
+ * md_cuda_bench, error conversion, and the ceiling micro-benchmarks.
+ * Seed used: 2026 (poison test input).
+ *
+ * Without a GPU every device test prints SKIP with md_last_error() as the reason; two tests
+ * run anyway because they check host-side behaviour: the no-device path of
+ * md_cuda_available() and the JSON format of md_cuda_ceilings_json().
+ *
+ * MD_SANITIZE=1 (set by tests/gpu_check.sh under compute-sanitizer) shrinks the buffers and
+ * the ceiling benchmarks (md_cuda_ceilings_set_effort(0.01)) and drops the timing-range
+ * checks, which mean nothing under instrumentation. Device work without it: about 1 s. */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#include "md_cuda.cu.h"
+#include "md_test.h"
+
+static int sanitize;
+
+/* Spin for at least ns nanoseconds of the GPU's global timer (wall-clock ns). */
+__global__ void spin_kernel(long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((long long)(t - t0) < ns);
+}
+
+#define NEED_GPU()                                                                                 \
+    do {                                                                                           \
+        if (!md_cuda_available()) MD_SKIP("%s", md_last_error());                                 \
+    } while (0)
+
+/* md_cuda_available() agrees with what the runtime says directly: a device exists and is
+ * sm_70 or newer. With no device it must say 0 and give a reason. */
+static void available_matches_runtime(void) {
+    int n = 0, avail = md_cuda_available();
+    char why[512];
+    cudaDeviceProp p;
+    cudaError_t e;
+    snprintf(why, sizeof why, "%s", md_last_error());
+    e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n < 1) {
+        (void)cudaGetLastError();
+        MD_CHECKF(avail == 0, "md_cuda_available() = %d but cudaGetDeviceCount: %s, n = %d", avail,
+                  cudaGetErrorName(e), n);
+        MD_CHECKF(why[0] != '\0', "no device, yet md_last_error() is empty");
+        return;
+    }
+    MD_CHECK(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
+    MD_CHECKF(avail == (p.major >= 7), "md_cuda_available() = %d, device 0 is sm_%d%d", avail, p.major,
+              p.minor);
+}
+
+/* The info struct is filled and agrees with cudaGetDeviceProperties. */
+static void device_info_is_sane(void) {
+    md_cuda_device_info info;
+    cudaDeviceProp p;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_get_device_info(0, &info));
+    MD_CHECK(cudaGetDeviceProperties(&p, 0) == cudaSuccess);
+    MD_CHECK(info.name[0] != '\0');
+    MD_CHECK(strcmp(info.name, p.name) == 0);
+    MD_CHECK(info.sm_count > 0 && info.sm_count == p.multiProcessorCount);
+    MD_CHECK(info.l2_bytes > 0);
+    MD_CHECK(info.major >= 7);
+    MD_CHECK(info.clock_khz > 0);
+    MD_CHECK(info.global_mem > 0);
+    MD_CHECK(info.smem_per_sm > 0 && info.max_threads_per_sm > 0);
+    MD_CHECK(info.runtime_version > 0 && info.driver_version >= info.runtime_version / 1000 * 1000);
+    MD_CHECK_ERROR(md_cuda_get_device_info(0, NULL), MD_ERR_INVALID_ARGUMENT, "info");
+}
+
+/* Every one of n floats becomes NaN; the float after them is untouched. n is odd so a
+ * vectorised fill that rounds the count would show. */
+static void poison_makes_every_float_nan(void) {
+    size_t n = sanitize ? 4099 : ((size_t)1 << 22) + 3, i, bad = 0;
+    float *h = NULL, *d = NULL;
+    md_rng rng;
+    NEED_GPU();
+    h = (float *)md_alloc_array(n + 1, sizeof(float));
+    MD_CHECK(h != NULL);
+    md_rng_seed(&rng, 2026);
+    for (i = 0; i < n; i++) h[i] = (float)(1.0 + md_rng_uniform(&rng));
+    h[n] = 7.0f;
+    if (cudaMalloc((void **)&d, (n + 1) * sizeof(float)) != cudaSuccess) {
+        md_free(h);
+        MD_CHECKF(0, "cudaMalloc of %zu floats failed", n + 1);
+    }
+    if (cudaMemcpy(d, h, (n + 1) * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess ||
+        md_cuda_poison(d, n, 0) != MD_OK || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(h, d, (n + 1) * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        (void)cudaFree(d);
+        md_free(h);
+        MD_CHECKF(0, "copy/poison failed: %s", md_last_error());
+    }
+    (void)cudaFree(d);
+    for (i = 0; i < n; i++)
+        if (h[i] == h[i]) bad++;
+    {
+        float guard = h[n];
+        md_free(h);
+        MD_CHECKF(bad == 0, "%zu of %zu floats are not NaN after md_cuda_poison", bad, n);
+        MD_CHECKF(guard == 7.0f, "the float after the poisoned range changed to %g", (double)guard);
+    }
+}
+
+/* A kernel that spins 2 ms of GPU wall-clock time is timed at 1-20 ms: at least the spin
+ * (less 1 ms for a coarse global timer), at most the spin plus launch overhead on a slow or
+ * shared device. Under a sanitizer only the lower bound holds. */
+static void timer_measures_a_known_kernel(void) {
+    md_cuda_timer t;
+    double s = 0.0;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_timer_create(&t, 0));
+    MD_CHECK_OK(md_cuda_timer_start(&t));
+    spin_kernel<<<1, 32>>>(2000000LL);
+    MD_CHECK(cudaGetLastError() == cudaSuccess);
+    MD_CHECK_OK(md_cuda_timer_stop(&t, &s));
+    md_cuda_timer_destroy(&t);
+    MD_CHECK(t.start == NULL && t.stop == NULL);
+    MD_CHECKF(s >= 1e-3 && s <= (sanitize ? 10.0 : 20e-3), "timer measured %g s for a 2 ms spin", s);
+}
+
+typedef struct counted {
+    int calls;
+} counted;
+
+static md_status counted_spin(void *ctx, cudaStream_t stream) {
+    ((counted *)ctx)->calls++;
+    spin_kernel<<<1, 32, 0, stream>>>(50000LL); /* 50 us */
+    MD_CUDA_TRY_LAUNCH("spin_kernel");
+    return MD_OK;
+}
+
+/* md_cuda_bench calls fn warmup + reps times (given, and the defaults 2 + 11) and returns
+ * a median no shorter than half the 50 us spin and no longer than 20 ms. */
+static void bench_calls_fn_warmup_plus_reps_times(void) {
+    counted c;
+    md_cuda_bench_desc d;
+    double med = 0.0;
+    NEED_GPU();
+    memset(&d, 0, sizeof d);
+    d.warmup = 3;
+    d.reps = 5;
+    c.calls = 0;
+    MD_CHECK_OK(md_cuda_bench(counted_spin, &c, &d, &med));
+    MD_CHECKF(c.calls == 8, "fn called %d times, expected 3 + 5", c.calls);
+    MD_CHECKF(med >= 25e-6 && med <= (sanitize ? 10.0 : 20e-3), "median %g s for a 50 us spin", med);
+    c.calls = 0;
+    MD_CHECK_OK(md_cuda_bench(counted_spin, &c, NULL, &med));
+    MD_CHECKF(c.calls == 13, "fn called %d times with the defaults, expected 2 + 11", c.calls);
+    MD_CHECK(med > 0.0);
+    MD_CHECK_ERROR(md_cuda_bench(NULL, &c, NULL, &med), MD_ERR_INVALID_ARGUMENT, "fn");
+}
+
+static md_status alloc_absurd(void) {
+    void *p = NULL;
+    MD_CUDA_TRY(cudaMalloc(&p, (size_t)1 << 62)); /* 4 EiB: no device has it */
+    (void)cudaFree(p);
+    return MD_OK;
+}
+
+static md_status launch_too_many_threads(void) {
+    spin_kernel<<<1, 4096>>>(0LL); /* > 1024 threads per block: cudaErrorInvalidConfiguration */
+    MD_CUDA_TRY_LAUNCH("spin_kernel");
+    return MD_OK;
+}
+
+/* A failed call and a failed launch become MD_ERR_CUDA with a message naming the call and the
+ * file; neither error is sticky, so the next call and launch work. */
+static void cuda_errors_name_call_and_file(void) {
+    void *p = NULL;
+    NEED_GPU();
+    MD_CHECK_ERROR(alloc_absurd(), MD_ERR_CUDA, "cudaMalloc");
+    MD_CHECKF(strstr(md_last_error(), "gpu_core.cu") != NULL, "message '%s' does not name the file",
+              md_last_error());
+    MD_CHECK(strstr(md_last_error(), "cudaErrorMemoryAllocation") != NULL);
+    MD_CHECK_ERROR(launch_too_many_threads(), MD_ERR_CUDA, "launch of spin_kernel");
+    MD_CHECK(strstr(md_last_error(), "gpu_core.cu") != NULL);
+    MD_CHECK(cudaMalloc(&p, 1024) == cudaSuccess);
+    MD_CHECK(cudaFree(p) == cudaSuccess);
+    spin_kernel<<<1, 32>>>(0LL);
+    MD_CHECK(cudaGetLastError() == cudaSuccess);
+    MD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
+}
+
+/* Check v is finite and > 0; at full effort also lo <= v <= hi. */
+#define CHECK_RANGE(v, lo, hi)                                                                     \
+    do {                                                                                           \
+        MD_CHECKF(isfinite(v) && (v) > 0.0, "%s = %g is not finite and positive", #v, (double)(v)); \
+        if (!sanitize)                                                                             \
+            MD_CHECKF((v) >= (lo) && (v) <= (hi), "%s = %g outside [%g, %g]", #v, (double)(v),     \
+                      (double)(lo), (double)(hi));                                                 \
+    } while (0)
+
+static double sm_clocks_per_s(void) {
+    md_cuda_device_info info;
+    memset(&info, 0, sizeof info);
+    if (md_cuda_get_device_info(0, &info) != MD_OK || info.clock_khz <= 0) return NAN;
+    return (double)info.sm_count * info.clock_khz * 1e3;
+}
+
+/* Ranges: the whole-GPU rate spans any sm_70+ part, from a small embedded one to well above
+ * an H200; the per-SM-per-clock number is the sharp check. Every sm_70..sm_90 SM has 16 MUFU
+ * lanes, so rsqrt/SM/clock is <= 16 at the peak clock: above 24 the benchmark counts work that
+ * was not done; below 2 the loop is not MUFU-bound (a sustained clock at half the peak gives 8). */
+static void ceiling_rsqrt_in_range(void) {
+    double r = 0.0;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_ceiling_rsqrt(&r));
+    CHECK_RANGE(r, 1e10, 1e14);
+    CHECK_RANGE(r / sm_clocks_per_s(), 2.0, 24.0);
+}
+
+/* An SM has 64 (sm_70, sm_80) or 128 (sm_86, sm_89, sm_90) FP32 lanes: FMA/SM/clock in [16, 192]. */
+static void ceiling_fma_in_range(void) {
+    double r = 0.0;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_ceiling_fma(&r));
+    CHECK_RANGE(r, 1e11, 1e15);
+    CHECK_RANGE(r / sm_clocks_per_s(), 16.0, 192.0);
+}
+
+/* Copy bandwidth read + write: above 10 GB/s on any sm_70+ device, below 20 TB/s (HBM3e peaks
+ * at 8 TB/s; 1 GiB cannot sit in any L2). */
+static void ceiling_dram_in_range(void) {
+    double r = 0.0;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_ceiling_dram(&r));
+    CHECK_RANGE(r, 1e10, 2e13);
+}
+
+/* Shared atomics per SM per clock: an SM issues at most 4 warp instructions per clock, so at
+ * most 128 lanes; below 0.5 something serialises that should not. */
+static void ceiling_smem_atomic_in_range(void) {
+    double r = 0.0;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_ceiling_smem_atomic(&r));
+    CHECK_RANGE(r, 1e10, 1e14);
+    CHECK_RANGE(r / sm_clocks_per_s(), 0.5, 128.0);
+}
+
+/* A launch costs 0.1 us..1 ms on any driver; a graph node at least 10 ns (no GPU starts a
+ * kernel faster) and at most 1 ms. */
+static void ceiling_launch_in_range(void) {
+    double l = 0.0, g = 0.0;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_ceiling_launch(&l, &g));
+    CHECK_RANGE(l, 1e-7, 1e-3);
+    CHECK_RANGE(g, 1e-8, 1e-3);
+    MD_CHECK_ERROR(md_cuda_ceiling_launch(NULL, &g), MD_ERR_INVALID_ARGUMENT, "launch_s");
+}
+
+/* md_cuda_measure_ceilings fills every field, and the JSON line carries them. */
+static void measure_ceilings_fills_everything(void) {
+    md_cuda_ceilings c;
+    char json[2048];
+    int len;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_measure_ceilings(&c));
+    MD_CHECK(c.device[0] != '\0' && c.sm_count > 0 && c.clock_khz > 0);
+    CHECK_RANGE(c.rsqrt_per_s, 1e10, 1e14);
+    CHECK_RANGE(c.fma_per_s, 1e11, 1e15);
+    CHECK_RANGE(c.dram_bytes_per_s, 1e10, 2e13);
+    CHECK_RANGE(c.memcpy_bytes_per_s, 1e10, 2e13);
+    CHECK_RANGE(c.smem_atomic_per_s, 1e10, 1e14);
+    CHECK_RANGE(c.launch_s, 1e-7, 1e-3);
+    CHECK_RANGE(c.graph_node_s, 1e-8, 1e-3);
+    len = md_cuda_ceilings_json(json, sizeof json, &c);
+    MD_CHECK(len > 0 && len < (int)sizeof json);
+    MD_CHECK(strstr(json, "null") == NULL);
+}
+
+/* JSON format, host only: a hand-made struct with 100 SMs at 1 GHz and 1.6e12 rsqrt/s gives
+ * rsqrt_per_sm_clk = 1.6e12 / (100 * 1e9) = 16 exactly; NaN is written as null; the name is
+ * escaped; the returned length is what the whole line needs, as snprintf counts. */
+static void ceilings_json_format(void) {
+    md_cuda_ceilings c;
+    char small[16], json[2048];
+    int need, len;
+    memset(&c, 0, sizeof c);
+    snprintf(c.device, sizeof c.device, "GPU \"x\"");
+    c.sm_count = 100;
+    c.clock_khz = 1000000;
+    c.rsqrt_per_s = 1.6e12;
+    c.fma_per_s = 1.28e13;
+    c.dram_bytes_per_s = 3e12;
+    c.memcpy_bytes_per_s = NAN;
+    c.smem_atomic_per_s = 3.2e12;
+    c.launch_s = 2e-6;
+    c.graph_node_s = 5e-7;
+    need = md_cuda_ceilings_json(NULL, 0, &c);
+    len = md_cuda_ceilings_json(json, sizeof json, &c);
+    MD_CHECK(need == len && len == (int)strlen(json));
+    MD_CHECK(md_cuda_ceilings_json(small, sizeof small, &c) == need);
+    MD_CHECK(strncmp(json, "{\"schema\":\"md_ceilings/1\",\"device\":\"GPU \\\"x\\\"\"", 46) == 0);
+    MD_CHECK(strstr(json, "\"sm_count\":100,") != NULL);
+    MD_CHECK(strstr(json, "\"clock_mhz\":1000,") != NULL);
+    MD_CHECK(strstr(json, "\"rsqrt_per_sm_clk\":16,") != NULL);
+    MD_CHECK(strstr(json, "\"fma_per_sm_clk\":128,") != NULL);
+    MD_CHECK(strstr(json, "\"flop_per_s\":2.56e+13,") != NULL);
+    MD_CHECK(strstr(json, "\"smem_atomic_per_sm_clk\":32,") != NULL);
+    MD_CHECK(strstr(json, "\"memcpy_bytes_per_s\":null,") != NULL);
+    MD_CHECK(strstr(json, "\"launch_s\":2e-06,") != NULL);
+    MD_CHECK(strstr(json, "\"graph_node_s\":5e-07}") != NULL);
+    MD_CHECK(md_cuda_ceilings_json(json, sizeof json, NULL) == -1);
+}
+
+int main(void) {
+    const char *s = getenv("MD_SANITIZE");
+    sanitize = s && s[0] == '1';
+    if (sanitize) md_cuda_ceilings_set_effort(0.01);
+    MD_RUN(available_matches_runtime);
+    MD_RUN(ceilings_json_format);
+    MD_RUN(device_info_is_sane);
+    MD_RUN(poison_makes_every_float_nan);
+    MD_RUN(timer_measures_a_known_kernel);
+    MD_RUN(bench_calls_fn_warmup_plus_reps_times);
+    MD_RUN(cuda_errors_name_call_and_file);
+    MD_RUN(ceiling_rsqrt_in_range);
+    MD_RUN(ceiling_fma_in_range);
+    MD_RUN(ceiling_dram_in_range);
+    MD_RUN(ceiling_smem_atomic_in_range);
+    MD_RUN(ceiling_launch_in_range);
+    MD_RUN(measure_ceilings_fills_everything);
+    return md_test_summary();
+}
