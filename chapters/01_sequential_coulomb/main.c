@@ -14,7 +14,7 @@
  * dominant float error is the grid point coordinate formed in float (about
  * 2 ulps of |x| <= 3.15 nm, ~2.4e-7 nm) relative to the distance r_min between
  * the nearest atom and grid point, which also sets max |V|: 2.4e-7 / 0.003 nm
- * = 8e-5 at worst on this system, ~1e-5 measured. A missing atom or a wrong
+ * = 8e-5 at worst on this system, ~1e-5 measured. A missing atom of typical charge or a wrong
  * formula costs 1e-3 or more. */
 #define MD_IMPLEMENTATION
 #include "md.h"
