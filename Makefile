@@ -16,7 +16,7 @@ CFLAGS  ?= -O2 -march=native
 CFLAGS  += -std=c11 $(CWARN) -fopenmp -I.
 LDLIBS  := -lm
 MD_ARCH ?= sm_90
-NVFLAGS ?= -O3 -std=c++17 -arch=$(MD_ARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp
+NVFLAGS ?= -O3 -std=c++17 -arch=$(MD_ARCH) -lineinfo -I. -Xcompiler -Wall,-Wextra,-fopenmp,-march=native
 NVLIBS  := -lcufft -lgomp
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 
@@ -55,9 +55,9 @@ $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 $(BUILD)/tests/%: tests/%.cu $(HEADERS) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
-$(BUILD)/chapters/%: chapters/%/main.c $(HEADERS) chapters/ladder.h $$(wildcard chapters/%/*.h) | $(BUILD)
+$(BUILD)/chapters/%: chapters/%/main.c $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.c) | $(BUILD)
 	$(CC) $(CFLAGS) -Ichapters -Ichapters/$* $< -o $@ $(LDLIBS)
-$(BUILD)/chapters/%: chapters/%/main.cu $(HEADERS) chapters/ladder.h $$(wildcard chapters/%/*.cuh) $$(wildcard chapters/%/*.h) | $(BUILD)
+$(BUILD)/chapters/%: chapters/%/main.cu $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.cu) | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Ichapters -Ichapters/$* $< -o $@ $(NVLIBS)
 $(BUILD)/examples/%: examples/%/main.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

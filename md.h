@@ -483,9 +483,10 @@ typedef enum md_dcs_variant {
     MD_DCS_GPU_CONST,      /**< GPU: gather with atoms in __constant__ memory, chunk by chunk */
     MD_DCS_GPU_UNROLL4,    /**< GPU: constant memory, 4 points per thread spaced by the block width */
     MD_DCS_GPU_UNROLL8,    /**< GPU: constant memory, 8 points per thread, grid padded to whole tiles */
-    MD_DCS_GPU_L1,         /**< GPU: the unroll-8 kernel reading atoms through L1 from global memory */
-    MD_DCS_GPU_SHARED,     /**< GPU: the unroll-8 kernel with atom tiles staged in shared memory */
-    MD_DCS_GPU_HYBRID,     /**< GPU: unroll-8 with part of the rsqrts in software on the FMA pipe */
+    MD_DCS_GPU_UNROLL8X2,  /**< GPU: constant memory, 8 points in each of 2 rows per thread */
+    MD_DCS_GPU_L1,         /**< GPU: the 8 x 2 kernel reading atoms through L1 from global memory */
+    MD_DCS_GPU_SHARED,     /**< GPU: the 8 x 2 kernel with atom tiles staged in shared memory */
+    MD_DCS_GPU_HYBRID,     /**< GPU: 8 x 4 points with part of the rsqrts in software on the FMA pipe */
     MD_DCS_VARIANT_COUNT   /**< number of rungs */
 } md_dcs_variant;
 
@@ -518,7 +519,213 @@ MDDEF md_status md_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_
 /* rdf: radial distribution functions                                       */
 /* ======================================================================== */
 
-/* @@rdf-declarations@@ */
+/** @brief Default number of RDF bins (md_rdf_init with nbins 0). */
+#define MD_RDF_DEFAULT_NBINS 200
+
+/** @brief Histogram of pair distances accumulated over frames, and what its
+ *  normalization needs.
+ *
+ *  Bins cover r in [0, rmax) with width rmax / nbins; a pair with
+ *  r^2 < rmax^2 (float) lands in bin (int)(r * (nbins / rmax)) clamped to nbins - 1.
+ *  Counts are exact 64-bit integers, so every rung (CPU and GPU) must give the
+ *  same counts. Per frame the accumulator adds the number of distinct pairs
+ *  counted divided by the box volume (md_rdf::sum_pair_density) and the
+ *  number of centres (md_rdf::sum_centers); md_rdf_normalize() turns the counts into
+ *  g(r) and the coordination number n(r).
+ *
+ *  Pairs counted per frame: A = B (one selection): each unordered pair i < j once,
+ *  na (na - 1) / 2 pairs, na / 2 centres (each pair is a neighbour of both of its
+ *  atoms). A != B: ordered pairs (a, b) with a in A, b in B and a != b,
+ *  na nb - (atoms in both) pairs, na centres. Both conventions give the same g(r). */
+typedef struct md_rdf {
+    int nbins;               /**< number of bins */
+    double rmax;             /**< outer edge of the last bin (nm) */
+    uint64_t *counts;        /**< nbins pair counts, summed over frames */
+    long long frames;        /**< frames accumulated */
+    double sum_pair_density; /**< sum over frames of (pairs counted) / (box volume) (nm^-3) */
+    double sum_centers;      /**< sum over frames of the centres: na, or na / 2 when A = B */
+} md_rdf;
+
+/** @brief Allocate a zeroed accumulator of @p nbins bins over [0, @p rmax).
+ *
+ *  nbins 0 takes MD_RDF_DEFAULT_NBINS. Errors: rmax not finite and > 0, or nbins
+ *  outside 1..2^26 (MD_ERR_RANGE, naming the field). On failure @p r is untouched. */
+MDDEF md_status md_rdf_init(md_rdf *r, double rmax, int nbins);
+
+/** @brief Zero the counts and the normalization sums of @p r (keeps its bins). */
+MDDEF void md_rdf_reset(md_rdf *r);
+
+/** @brief Release the counts of @p r and zero it. Safe on a zeroed accumulator. */
+MDDEF void md_rdf_free(md_rdf *r);
+
+/** @brief The rungs of the RDF ladder, slow to fast.
+ *
+ *  CPU rungs run in md_rdf_accumulate(); GPU rungs in md_cuda_rdf_accumulate()
+ *  (md_cuda.cu.h). Every rung gives exactly the same integer counts. */
+typedef enum md_rdf_variant {
+    MD_RDF_CPU_SIMPLE = 0, /**< one loop over the pairs, one histogram (the reference) */
+    MD_RDF_CPU_PRIVATE,    /**< rows of A shared among OpenMP threads, one private histogram per
+                                thread, summed at the end */
+    MD_RDF_GPU_GLOBAL,     /**< GPU: one thread per A atom, atomicAdd into one global histogram */
+    MD_RDF_GPU_SHARED,     /**< GPU: one shared-memory histogram per block, B tiles in shared memory */
+    MD_RDF_GPU_WARP,       /**< GPU: one shared-memory histogram per warp (fewer collisions), B tiles
+                                in shared memory */
+    MD_RDF_GPU_PASSES,     /**< GPU: the shared-histogram kernel in passes over bin ranges, for
+                                histograms larger than shared memory */
+    MD_RDF_VARIANT_COUNT   /**< number of rungs */
+} md_rdf_variant;
+
+/** @brief Short name of a rung ("cpu_simple", ...), never NULL. */
+MDDEF const char *md_rdf_variant_name(md_rdf_variant variant);
+
+/** @brief 1 if @p variant is a GPU rung (run it with md_cuda_rdf_accumulate), else 0. */
+MDDEF int md_rdf_variant_is_gpu(md_rdf_variant variant);
+
+/** @brief Check two selections and count what one frame adds to the normalization.
+ *
+ *  @p sel_a holds @p na atom indices into a frame of @p natoms atoms (NULL: atoms
+ *  0 .. na - 1); likewise @p sel_b / @p nb. A = B when sel_b is NULL, or sel_b == sel_a
+ *  and nb == na. Writes the pairs a frame counts to @p pairs and its centres to
+ *  @p centers (see md_rdf). Errors: na or nb < 1, an index outside 0..natoms-1
+ *  or repeated within a selection (MD_ERR_INVALID_ARGUMENT, naming sel_a or sel_b),
+ *  out of memory. */
+MDDEF md_status md_rdf_selection_pairs(int natoms, const int *sel_a, int na, const int *sel_b, int nb,
+                                       double *pairs, double *centers);
+
+/** @brief Check that an orthorhombic @p box holds a sphere of radius @p rmax under the
+ *  minimum-image convention: every edge finite and >= 2 rmax (else MD_ERR_RANGE,
+ *  field "box"). @p where names the caller in the message. */
+MDDEF md_status md_rdf_check_box(const char *where, const double box[3], double rmax);
+
+/** @brief Add one frame's normalization (volume of @p box, @p pairs, @p centers) to @p r.
+ *  For extensions (the GPU rungs call it after adding their counts). */
+MDDEF md_status md_rdf_add_frame(md_rdf *r, const double box[3], double pairs, double centers);
+
+/** @brief Add one frame's pair distances between selections A and B to @p r with a CPU rung.
+ *
+ *  @p xyz holds @p natoms positions (nm; .w ignored). Selections and the A = B rule are
+ *  those of md_rdf_selection_pairs(). Minimum image in the orthorhombic @p box: each
+ *  coordinate is first wrapped into [0, L) as x - L floor(x / L) (float, one fmaf), then
+ *  each difference d becomes min(|d|, L - |d|), the nearer image; r^2 is two fmaf. Every
+ *  rung, CPU and GPU, does exactly these float operations, so their counts are equal. Errors: those of md_rdf_selection_pairs(),
+ *  box edges below 2 rmax (MD_ERR_RANGE, field box), a non-finite coordinate
+ *  (MD_ERR_RANGE, field xyz), a GPU rung (MD_ERR_UNSUPPORTED). On failure @p r is untouched. */
+MDDEF md_status md_rdf_accumulate(md_rdf_variant variant, md_rdf *r, const md_float4 *xyz, int natoms,
+                                  const int *sel_a, int na, const int *sel_b, int nb,
+                                  const double box[3]);
+
+/** @brief g(r) and the running coordination number n(r) of an accumulator, per bin.
+ *
+ *  g[k] = counts[k] / (V_k * sum_pair_density), with V_k = 4/3 pi (r_{k+1}^3 - r_k^3) the
+ *  shell volume of bin k; coordination[k] = (sum of counts[0..k]) / sum_centers, the mean
+ *  number of B atoms within r_{k+1} of an A atom. Either output may be NULL. Errors: no
+ *  frame accumulated (MD_ERR_INVALID_ARGUMENT, field frames). */
+MDDEF md_status md_rdf_normalize(const md_rdf *r, double *g, double *coordination);
+
+/** @brief Write "r_nm,g,n" CSV (bin centres, g(r), n(r)) to @p path, atomically (a
+ *  temporary file renamed over @p path), so a failure never leaves a partial file. */
+MDDEF md_status md_rdf_write_csv(const char *path, const md_rdf *r);
+
+/** @brief Select atoms of @p sys by an expression; the indices go to a new array @p idx
+ *  (free it with md_free) and their number to @p count.
+ *
+ *  Expressions: "all"; "name NAME" (atom name, exact); "type T" (type index);
+ *  "index I" or "index I-J" (0-based, inclusive). Errors: an unknown keyword, a bad
+ *  number or range (MD_ERR_PARSE, field expr), a selection that matches no atom
+ *  (MD_ERR_INVALID_ARGUMENT, field expr). On failure the outputs are untouched. */
+MDDEF md_status md_select(const md_system *sys, const char *expr, int **idx, int *count);
+
+/* ---- DCD trajectories (CHARMM / NAMD / VMD / OpenMM binary format) ---- */
+
+/** @brief Largest atom count a DCD header may declare (larger is rejected as absurd). */
+#define MD_DCD_MAX_ATOMS 100000000
+
+/** @brief A DCD trajectory being read frame by frame, from a file or from memory.
+ *
+ *  Layout: Fortran unformatted records, each framed by a 4-byte length before and after.
+ *  Header record (84 bytes: "CORD" and 20 int32 ICNTRL; ICNTRL[0] frames, [8] fixed atoms,
+ *  [10] 1 if every frame has a unit cell, [11] 1 for a fourth dimension), a title record
+ *  (int32 count and 80-byte lines), a NATOM record; then per frame an optional cell record
+ *  of 6 doubles (A, gamma, B, beta, alpha, C in Angstrom and degrees, or cosines of
+ *  the angles) and three records of NATOM floats X, Y, Z (Angstrom). The byte order
+ *  is detected from the first length marker (84), so either endianness reads.
+ *  Fixed atoms and 4D files are not supported (MD_ERR_UNSUPPORTED). */
+typedef struct md_dcd_reader {
+    FILE *file;                 /**< the open file (NULL when reading memory) */
+    const unsigned char *mem;   /**< the memory being read (NULL when reading a file) */
+    size_t mem_size;            /**< bytes in md_dcd_reader::mem */
+    size_t pos;                 /**< read position in memory */
+    long long size;             /**< total bytes of the input */
+    char name[256];             /**< file name (or the name given to the memory) for messages */
+    int big_endian;             /**< 1 if the file is big-endian, 0 if little-endian */
+    int natoms;                 /**< atoms per frame */
+    int nframes_header;         /**< frame count the header declares (may be 0 or stale) */
+    int has_cell;               /**< 1 if every frame starts with a unit-cell record */
+    int frame;                  /**< frames read so far */
+    double timestep_ps;         /**< time between frames from the header (ps), 0 if unknown */
+    float *buf;                 /**< 3 * natoms floats: the last frame's X, Y, Z (Angstrom) */
+} md_dcd_reader;
+
+/** @brief Open a DCD file and read its header. Errors name the file and the record:
+ *  wrong length markers or magic (MD_ERR_PARSE), NATOM < 1 or above MD_DCD_MAX_ATOMS or
+ *  more than the file can hold (MD_ERR_PARSE, field NATOM), I/O (MD_ERR_IO). */
+MDDEF md_status md_dcd_open(md_dcd_reader *r, const char *path);
+
+/** @brief Like md_dcd_open() reading @p size bytes at @p data (which must outlive the
+ *  reader); @p name is used in messages (NULL: "memory"). The fuzzing entry point. */
+MDDEF md_status md_dcd_open_mem(md_dcd_reader *r, const void *data, size_t size, const char *name);
+
+/** @brief Read the next frame into @p frame; @p got is 1 if a frame was read, 0 at the
+ *  end of the trajectory.
+ *
+ *  If frame->n differs from the trajectory's atom count, @p frame is (re)allocated with
+ *  md_system_alloc (a zeroed md_system is fine); otherwise only its positions (nm) and box
+ *  (nm; zero if the file has no cell) are overwritten. Errors: a truncated frame or a wrong
+ *  length marker (MD_ERR_PARSE, naming the file, frame and record), a non-orthorhombic or
+ *  invalid cell (MD_ERR_UNSUPPORTED / MD_ERR_RANGE, field cell), a non-finite coordinate
+ *  (MD_ERR_RANGE). On failure @p frame is untouched. */
+MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got);
+
+/** @brief Close the file and release the reader's buffer; safe on a zeroed reader. */
+MDDEF void md_dcd_close(md_dcd_reader *r);
+
+/** @brief How md_dcd_write writes; a zero field takes its default. */
+typedef struct md_dcd_write_desc {
+    int big_endian;     /**< 1: big-endian; 0 (default): little-endian */
+    int no_cell;        /**< 1: omit the unit-cell records; 0 (default): write each frame's box */
+    double timestep_ps; /**< time between frames (ps), stored in the header (default 0) */
+} md_dcd_write_desc;
+
+/** @brief Write @p nframes frames (all with the same atom count) as a DCD file, atomically
+ *  (a temporary file renamed over @p path). Positions nm -> Angstrom, box as an orthorhombic
+ *  cell (angles as cosines 0, the convention of recent CHARMM and NAMD). @p desc may be NULL. */
+MDDEF md_status md_dcd_write(const char *path, const md_system *frames, int nframes,
+                             const md_dcd_write_desc *desc);
+
+/* ---- trajectories of any supported format ---- */
+
+/** @brief Trajectory formats md_traj_open() understands. */
+typedef enum md_traj_format {
+    MD_TRAJ_DCD = 1, /**< .dcd: md_dcd_reader */
+    MD_TRAJ_XYZ = 2  /**< .xyz: multi-frame XYZ (md_xyz_reader; box from the extended-XYZ Lattice, if any) */
+} md_traj_format;
+
+/** @brief An open trajectory of any supported format (see md_traj_open()). */
+typedef struct md_traj {
+    md_traj_format format; /**< which reader is open */
+    md_dcd_reader dcd;     /**< the DCD reader (format MD_TRAJ_DCD) */
+    md_xyz_reader xyz;     /**< the XYZ reader (format MD_TRAJ_XYZ) */
+} md_traj;
+
+/** @brief Open a trajectory, choosing the reader by the file extension (.dcd, .xyz,
+ *  case-insensitive). Unknown extension: MD_ERR_UNSUPPORTED naming the file. */
+MDDEF md_status md_traj_open(md_traj *t, const char *path);
+
+/** @brief Read the next frame (see md_dcd_next() for @p frame and @p got). */
+MDDEF md_status md_traj_next(md_traj *t, md_system *frame, int *got);
+
+/** @brief Close a trajectory; safe on a zeroed one. */
+MDDEF void md_traj_close(md_traj *t);
 
 /* ======================================================================== */
 /* bench                                                                    */
@@ -2030,7 +2237,7 @@ MDDEF md_status md_read_dx(const char *path, md_grid *grid) {
 
 static const char *const md__dcs_names[MD_DCS_VARIANT_COUNT + 1] = {
     "cpu_simple", "cpu_scatter", "cpu_rows", "cpu_rows_omp",
-    "gpu_scatter", "gpu_gather", "gpu_const", "gpu_unroll4", "gpu_unroll8", "gpu_l1", "gpu_shared",
+    "gpu_scatter", "gpu_gather", "gpu_const", "gpu_unroll4", "gpu_unroll8", "gpu_unroll8x2", "gpu_l1", "gpu_shared",
     "gpu_hybrid",
     "unknown"};
 
@@ -2175,7 +2382,803 @@ MDDEF md_status md_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_
 
 /* ---- rdf ---- */
 
-/* @@rdf-implementation@@ */
+static const char *const md__rdf_names[MD_RDF_VARIANT_COUNT + 1] = {
+    "cpu_simple", "cpu_private", "gpu_global", "gpu_shared", "gpu_warp", "gpu_passes", "unknown"};
+
+MDDEF const char *md_rdf_variant_name(md_rdf_variant variant) {
+    if ((int)variant < 0 || variant >= MD_RDF_VARIANT_COUNT) return "unknown";
+    return md__rdf_names[variant];
+}
+
+MDDEF int md_rdf_variant_is_gpu(md_rdf_variant variant) {
+    return variant >= MD_RDF_GPU_GLOBAL && variant < MD_RDF_VARIANT_COUNT;
+}
+
+MDDEF md_status md_rdf_init(md_rdf *r, double rmax, int nbins) {
+    md_rdf t;
+    const char *fn = "md_rdf_init";
+    if (!r) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is NULL");
+    if (nbins == 0) nbins = MD_RDF_DEFAULT_NBINS;
+    if (!(rmax > 0.0) || !isfinite(rmax))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "rmax", "must be finite and > 0 (got %g)", rmax);
+    if (nbins < 1 || nbins > (1 << 26))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "nbins", "must be in 1..%d (got %d)", 1 << 26, nbins);
+    memset(&t, 0, sizeof t);
+    t.counts = (uint64_t *)md_alloc_array((size_t)nbins, sizeof(uint64_t));
+    if (!t.counts) return MD_ERR_OUT_OF_MEMORY;
+    memset(t.counts, 0, (size_t)nbins * sizeof(uint64_t));
+    t.nbins = nbins;
+    t.rmax = rmax;
+    *r = t;
+    return MD_OK;
+}
+
+MDDEF void md_rdf_reset(md_rdf *r) {
+    if (!r) return;
+    if (r->counts) memset(r->counts, 0, (size_t)r->nbins * sizeof(uint64_t));
+    r->frames = 0;
+    r->sum_pair_density = 0.0;
+    r->sum_centers = 0.0;
+}
+
+MDDEF void md_rdf_free(md_rdf *r) {
+    if (!r) return;
+    md_free(r->counts);
+    memset(r, 0, sizeof *r);
+}
+
+static int md__rdf_same(const int *sel_a, int na, const int *sel_b, int nb) {
+    return sel_b == NULL || (sel_b == sel_a && nb == na);
+}
+
+MDDEF md_status md_rdf_selection_pairs(int natoms, const int *sel_a, int na, const int *sel_b, int nb,
+                                       double *pairs, double *centers) {
+    const char *fn = "md_rdf_selection_pairs";
+    int same = md__rdf_same(sel_a, na, sel_b, nb), k;
+    long long common = 0;
+    unsigned char *mark;
+    if (natoms < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "natoms", "must be >= 1 (got %d)", natoms);
+    if (na < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sel_a", "is empty (na = %d)", na);
+    if (!same && nb < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sel_b", "is empty (nb = %d)", nb);
+    mark = (unsigned char *)md_alloc_array((size_t)natoms, 1);
+    if (!mark) return MD_ERR_OUT_OF_MEMORY;
+    memset(mark, 0, (size_t)natoms);
+    for (k = 0; k < na; k++) {
+        int i = sel_a ? sel_a[k] : k;
+        if (i < 0 || i >= natoms) {
+            md_free(mark);
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sel_a",
+                                "entry %d is atom %d, outside 0..%d", k, i, natoms - 1);
+        }
+        if (mark[i] & 1) {
+            md_free(mark);
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sel_a", "atom %d appears twice", i);
+        }
+        mark[i] |= 1;
+    }
+    if (!same) {
+        for (k = 0; k < nb; k++) {
+            int j = sel_b ? sel_b[k] : k;
+            if (j < 0 || j >= natoms) {
+                md_free(mark);
+                return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sel_b",
+                                    "entry %d is atom %d, outside 0..%d", k, j, natoms - 1);
+            }
+            if (mark[j] & 2) {
+                md_free(mark);
+                return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sel_b", "atom %d appears twice", j);
+            }
+            mark[j] |= 2;
+            if (mark[j] & 1) common++;
+        }
+    }
+    md_free(mark);
+    if (pairs) *pairs = same ? 0.5 * (double)na * (double)(na - 1) : (double)na * (double)nb - (double)common;
+    if (centers) *centers = same ? 0.5 * na : (double)na;
+    return MD_OK;
+}
+
+MDDEF md_status md_rdf_check_box(const char *where, const double box[3], double rmax) {
+    int d;
+    if (!box) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "box", "is NULL");
+    for (d = 0; d < 3; d++)
+        if (!isfinite(box[d]) || !(box[d] >= 2.0 * rmax))
+            return md_set_error(MD_ERR_RANGE, where, 0, "box",
+                                "edge %c = %g nm is below 2 rmax = %g nm (the minimum image needs "
+                                "every edge >= 2 rmax; lower rmax or use a bigger box)",
+                                "xyz"[d], box[d], 2.0 * rmax);
+    return MD_OK;
+}
+
+MDDEF md_status md_rdf_add_frame(md_rdf *r, const double box[3], double pairs, double centers) {
+    if (!r || !box) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_rdf_add_frame", 0, "r/box", "is NULL");
+    r->frames++;
+    r->sum_pair_density += pairs / (box[0] * box[1] * box[2]);
+    r->sum_centers += centers;
+    return MD_OK;
+}
+
+/* The float geometry every rung (CPU and GPU) uses, derived from the box and
+ * the accumulator the same way on the host. */
+typedef struct md__rdf_geom {
+    float L[3], iL[3], rmax2, inv_w;
+    int nbins;
+} md__rdf_geom;
+
+static void md__rdf_geom_set(md__rdf_geom *g, const double box[3], const md_rdf *r) {
+    int d;
+    for (d = 0; d < 3; d++) {
+        g->L[d] = (float)box[d];
+        g->iL[d] = (float)(1.0 / box[d]);
+    }
+    g->rmax2 = (float)(r->rmax * r->rmax);
+    g->inv_w = (float)((double)r->nbins / r->rmax);
+    g->nbins = r->nbins;
+}
+
+/* Wrap into [0, L): x - L floor(x / L) with one fused multiply-add, so no
+ * compiler can contract it differently. */
+static float md__rdf_wrap(float x, float L, float iL) { return fmaf(-L, floorf(x * iL), x); }
+
+/* Magnitude of the minimum image of a difference of wrapped coordinates (|d| < L):
+ * only its square is used, so the sign is dropped; min(|d|, L - |d|) picks the nearer
+ * image (L - |d| is exact when |d| >= L/2, by Sterbenz's lemma, so this equals the
+ * test |d| > L/2 bit for bit). */
+static float md__rdf_image(float d, float L) {
+    const float e = L - fabsf(d);
+    return e < fabsf(d) ? e : fabsf(d);
+}
+
+/* Bin of the pair (a, b) of wrapped positions, or -1 when r^2 >= rmax^2. */
+static int md__rdf_bin(const md__rdf_geom *g, const float *a, const float *b) {
+    float dx = md__rdf_image(b[0] - a[0], g->L[0]);
+    float dy = md__rdf_image(b[1] - a[1], g->L[1]);
+    float dz = md__rdf_image(b[2] - a[2], g->L[2]);
+    float r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
+    int k;
+    if (!(r2 < g->rmax2)) return -1;
+    k = (int)(sqrtf(r2) * g->inv_w);
+    return k < g->nbins ? k : g->nbins - 1;
+}
+
+/* Wrapped positions of a selection, 3 floats per atom; NULL on failure (error set). */
+static float *md__rdf_gather(const char *fn, const md__rdf_geom *g, const md_float4 *xyz, const int *sel, int n,
+                              md_status *st) {
+    float *w = (float *)md_alloc_array((size_t)n, 3 * sizeof(float));
+    int k;
+    *st = MD_ERR_OUT_OF_MEMORY;
+    if (!w) return NULL;
+    *st = MD_ERR_RANGE;
+    for (k = 0; k < n; k++) {
+        int i = sel ? sel[k] : k;
+        const md_float4 p = xyz[i];
+        if (!isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z)) {
+            md_free(w);
+            md_set_error(MD_ERR_RANGE, fn, 0, "xyz", "atom %d has a non-finite coordinate", i);
+            return NULL;
+        }
+        w[3 * k + 0] = md__rdf_wrap(p.x, g->L[0], g->iL[0]);
+        w[3 * k + 1] = md__rdf_wrap(p.y, g->L[1], g->iL[1]);
+        w[3 * k + 2] = md__rdf_wrap(p.z, g->L[2], g->iL[2]);
+    }
+    return w;
+}
+
+/* Pairs of row i of A with B into histogram h. */
+static void md__rdf_row(const md__rdf_geom *g, const float *wa, const int *sel_a, int i, const float *wb,
+                        const int *sel_b, int nb, int same, uint64_t *h) {
+    int j, ia = sel_a ? sel_a[i] : i;
+    const float *a = wa + 3 * (size_t)i;
+    for (j = same ? i + 1 : 0; j < nb; j++) {
+        int k;
+        if (!same && (sel_b ? sel_b[j] : j) == ia) continue;
+        k = md__rdf_bin(g, a, wb + 3 * (size_t)j);
+        if (k >= 0) h[k]++;
+    }
+}
+
+MDDEF md_status md_rdf_accumulate(md_rdf_variant variant, md_rdf *r, const md_float4 *xyz, int natoms,
+                                  const int *sel_a, int na, const int *sel_b, int nb,
+                                  const double box[3]) {
+    const char *fn = "md_rdf_accumulate";
+    md__rdf_geom g;
+    md_status st;
+    double pairs = 0.0, centers = 0.0;
+    int same, i, k, nthreads = 1;
+    float *wa = NULL, *wb = NULL;
+    uint64_t *h = NULL;
+    if (!r || !r->counts || r->nbins < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is not initialized (md_rdf_init)");
+    if (!xyz) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyz", "is NULL");
+    if (variant != MD_RDF_CPU_SIMPLE && variant != MD_RDF_CPU_PRIVATE) {
+        if (md_rdf_variant_is_gpu(variant))
+            return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant",
+                                "%s is a GPU rung: run it with md_cuda_rdf_accumulate (md_cuda.cu.h)",
+                                md_rdf_variant_name(variant));
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "unknown rung %d", (int)variant);
+    }
+    if ((st = md_rdf_selection_pairs(natoms, sel_a, na, sel_b, nb, &pairs, &centers)) != MD_OK) return st;
+    if ((st = md_rdf_check_box(fn, box, r->rmax)) != MD_OK) return st;
+    same = md__rdf_same(sel_a, na, sel_b, nb);
+    if (same) {
+        sel_b = sel_a;
+        nb = na;
+    }
+    md__rdf_geom_set(&g, box, r);
+    if (!(wa = md__rdf_gather(fn, &g, xyz, sel_a, na, &st))) return st;
+    if (same) wb = wa;
+    else if (!(wb = md__rdf_gather(fn, &g, xyz, sel_b, nb, &st))) {
+        md_free(wa);
+        return st;
+    }
+#if defined(_OPENMP)
+    if (variant == MD_RDF_CPU_PRIVATE) nthreads = omp_get_max_threads();
+#endif
+    h = (uint64_t *)md_alloc_array((size_t)nthreads * (size_t)r->nbins, sizeof(uint64_t));
+    if (!h) {
+        if (wb != wa) md_free(wb);
+        md_free(wa);
+        return MD_ERR_OUT_OF_MEMORY;
+    }
+    memset(h, 0, (size_t)nthreads * (size_t)r->nbins * sizeof(uint64_t));
+    if (variant == MD_RDF_CPU_SIMPLE || nthreads == 1) {
+        for (i = 0; i < na; i++) md__rdf_row(&g, wa, sel_a, i, wb, sel_b, nb, same, h);
+    } else {
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(nthreads)
+        {
+            uint64_t *mine = h + (size_t)omp_get_thread_num() * (size_t)r->nbins;
+            int row;
+#pragma omp for schedule(dynamic, 16)
+            for (row = 0; row < na; row++) md__rdf_row(&g, wa, sel_a, row, wb, sel_b, nb, same, mine);
+        }
+#endif
+    }
+    for (i = 0; i < nthreads; i++)
+        for (k = 0; k < r->nbins; k++) r->counts[k] += h[(size_t)i * r->nbins + k];
+    md_rdf_add_frame(r, box, pairs, centers);
+    md_free(h);
+    if (wb != wa) md_free(wb);
+    md_free(wa);
+    return MD_OK;
+}
+
+MDDEF md_status md_rdf_normalize(const md_rdf *r, double *g, double *coordination) {
+    const char *fn = "md_rdf_normalize";
+    double w, cum = 0.0;
+    int k;
+    if (!r || !r->counts) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is not initialized");
+    if (r->frames < 1 || !(r->sum_pair_density > 0.0) || !(r->sum_centers > 0.0))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "frames", "no frame with pairs was accumulated");
+    w = r->rmax / r->nbins;
+    for (k = 0; k < r->nbins; k++) {
+        double lo = k * w, hi = (k + 1) * w;
+        double shell = 4.0 / 3.0 * 3.14159265358979323846 * (hi * hi * hi - lo * lo * lo);
+        cum += (double)r->counts[k];
+        if (g) g[k] = (double)r->counts[k] / (shell * r->sum_pair_density);
+        if (coordination) coordination[k] = cum / r->sum_centers;
+    }
+    return MD_OK;
+}
+
+/* path + ".tmp" into buf; 0 if it does not fit. */
+static int md__tmp_path(char *buf, size_t cap, const char *path) {
+    int k = snprintf(buf, cap, "%s.tmp", path);
+    return k > 0 && (size_t)k < cap;
+}
+
+MDDEF md_status md_rdf_write_csv(const char *path, const md_rdf *r) {
+    const char *fn = "md_rdf_write_csv";
+    char tmp[4096];
+    double *g, *n, w;
+    FILE *f;
+    md_status st;
+    int k, bad;
+    if (!path) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path", "is NULL");
+    if (!md__tmp_path(tmp, sizeof tmp, path)) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path", "is too long");
+    if (!r || !r->counts) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is not initialized");
+    g = (double *)md_alloc_array((size_t)r->nbins, 2 * sizeof(double));
+    if (!g) return MD_ERR_OUT_OF_MEMORY;
+    n = g + r->nbins;
+    if ((st = md_rdf_normalize(r, g, n)) != MD_OK) {
+        md_free(g);
+        return st;
+    }
+    if (!(f = fopen(tmp, "w"))) {
+        md_free(g);
+        return md_set_error(MD_ERR_IO, tmp, 0, NULL, "cannot open for writing: %s", strerror(errno));
+    }
+    w = r->rmax / r->nbins;
+    fprintf(f, "r_nm,g,n\n");
+    for (k = 0; k < r->nbins; k++) fprintf(f, "%.9g,%.9g,%.9g\n", (k + 0.5) * w, g[k], n[k]);
+    bad = ferror(f);
+    bad |= fclose(f) != 0;
+    md_free(g);
+    if (bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return md_set_error(MD_ERR_IO, path, 0, NULL, "write failed: %s", strerror(errno));
+    }
+    return MD_OK;
+}
+
+/* ---- selections ---- */
+
+/* Next whitespace-separated token of *s into tok (cap bytes); 0 if none or too long. */
+static int md__sel_token(const char **s, char *tok, size_t cap, int *too_long) {
+    const char *p = *s;
+    size_t k = 0;
+    *too_long = 0;
+    while (*p && isspace((unsigned char)*p)) p++;
+    if (!*p) return 0;
+    while (*p && !isspace((unsigned char)*p)) {
+        if (k + 1 < cap) tok[k++] = *p;
+        else *too_long = 1;
+        p++;
+    }
+    tok[k] = '\0';
+    *s = p;
+    return !*too_long;
+}
+
+static int md__sel_int(const char *t, long *v) {
+    char *end;
+    errno = 0;
+    *v = strtol(t, &end, 10);
+    return end != t && *end == '\0' && errno == 0 && *v >= 0 && *v <= INT_MAX;
+}
+
+MDDEF md_status md_select(const md_system *sys, const char *expr, int **idx, int *count) {
+    const char *fn = "md_select", *p = expr;
+    char key[16], arg[64], extra[8];
+    long lo = 0, hi = -1;
+    int kind, i, n = 0, *out, tl;
+    if (!sys || !expr || !idx || !count)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/expr/idx/count", "is NULL");
+    if (sys->n < 1 || !sys->name || !sys->type)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "has no atoms");
+    if (!md__sel_token(&p, key, sizeof key, &tl))
+        return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': expected all, name NAME, type T or index I[-J]", expr);
+    if (strcmp(key, "all") == 0) kind = 0;
+    else if (strcmp(key, "name") == 0) kind = 1;
+    else if (strcmp(key, "type") == 0) kind = 2;
+    else if (strcmp(key, "index") == 0) kind = 3;
+    else return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': unknown keyword '%s' (all, name, type, index)", expr, key);
+    if (kind != 0) {
+        if (!md__sel_token(&p, arg, sizeof arg, &tl))
+            return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': '%s' needs %s", expr, key,
+                                tl ? "a shorter argument" : "an argument");
+        if (kind == 1 && strlen(arg) >= sizeof sys->name[0].s)
+            return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': atom names have at most %d characters", expr,
+                                (int)sizeof sys->name[0].s - 1);
+        if (kind == 2 && !md__sel_int(arg, &lo))
+            return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': type '%s' is not a non-negative integer", expr, arg);
+        if (kind == 3) {
+            char *dash = strchr(arg, '-');
+            if (dash) *dash = '\0';
+            if (!md__sel_int(arg, &lo) || (dash && !md__sel_int(dash + 1, &hi)))
+                return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': expected index I or index I-J with integers >= 0", expr);
+            if (!dash) hi = lo;
+            if (hi < lo) return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': range %ld-%ld is reversed", expr, lo, hi);
+        }
+    }
+    if (md__sel_token(&p, extra, sizeof extra, &tl) || tl)
+        return md_set_error(MD_ERR_PARSE, fn, 0, "expr", "'%s': unexpected text after the selection", expr);
+    for (i = 0; i < sys->n; i++) {
+        int hit = kind == 0 || (kind == 1 && strcmp(sys->name[i].s, arg) == 0) ||
+                  (kind == 2 && sys->type[i] == lo) || (kind == 3 && i >= lo && i <= hi);
+        n += hit;
+    }
+    if (n == 0)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "expr", "'%s' matches no atom (of %d)", expr, sys->n);
+    out = (int *)md_alloc_array((size_t)n, sizeof(int));
+    if (!out) return MD_ERR_OUT_OF_MEMORY;
+    for (i = 0, n = 0; i < sys->n; i++) {
+        int hit = kind == 0 || (kind == 1 && strcmp(sys->name[i].s, arg) == 0) ||
+                  (kind == 2 && sys->type[i] == lo) || (kind == 3 && i >= lo && i <= hi);
+        if (hit) out[n++] = i;
+    }
+    *idx = out;
+    *count = n;
+    return MD_OK;
+}
+
+/* ---- DCD ---- */
+
+/* AKMA time unit in ps: CHARMM stores the timestep in these units. */
+#define MD__AKMA_PS 0.04888821
+
+static size_t md__dcd_read(md_dcd_reader *r, void *dst, size_t n) {
+    if (r->file) {
+        size_t k = fread(dst, 1, n, r->file);
+        r->pos += k;
+        return k;
+    }
+    if (n > r->mem_size - r->pos) n = r->mem_size - r->pos;
+    memcpy(dst, r->mem + r->pos, n);
+    r->pos += n;
+    return n;
+}
+
+static uint32_t md__dcd_u32(const md_dcd_reader *r, const unsigned char *p) {
+    if (r->big_endian)
+        return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+    return ((uint32_t)p[3] << 24) | ((uint32_t)p[2] << 16) | ((uint32_t)p[1] << 8) | (uint32_t)p[0];
+}
+
+static double md__dcd_f64(const md_dcd_reader *r, const unsigned char *p) {
+    uint64_t lo = md__dcd_u32(r, p + (r->big_endian ? 4 : 0)), hi = md__dcd_u32(r, p + (r->big_endian ? 0 : 4));
+    uint64_t u = (hi << 32) | lo;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+/* Read one record of exactly `expect` bytes into dst (NULL: skip), checking both
+ * length markers. `frame` < 0 means the header. */
+static md_status md__dcd_record(md_dcd_reader *r, const char *what, long frame, unsigned char *dst, size_t expect) {
+    unsigned char m[4], chunk[256];
+    size_t left = expect;
+    char where[32];
+    uint32_t v;
+    if (frame < 0) snprintf(where, sizeof where, "header");
+    else snprintf(where, sizeof where, "frame %ld", frame);
+    if (md__dcd_read(r, m, 4) != 4)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, what, "%s: truncated: record %s is missing", where, what);
+    if ((v = md__dcd_u32(r, m)) != expect)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, what, "%s: record %s: length marker %lu, expected %lu",
+                            where, what, (unsigned long)v, (unsigned long)expect);
+    while (left > 0) {
+        size_t k = dst ? left : (left < sizeof chunk ? left : sizeof chunk);
+        size_t got = md__dcd_read(r, dst ? dst + (expect - left) : chunk, k);
+        left -= got;
+        if (got != k)
+            return md_set_error(MD_ERR_PARSE, r->name, 0, what, "%s: record %s: truncated (%lu of %lu bytes)",
+                                where, what, (unsigned long)(expect - left), (unsigned long)expect);
+    }
+    if (md__dcd_read(r, m, 4) != 4)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, what, "%s: record %s: truncated (end marker missing)", where, what);
+    if ((v = md__dcd_u32(r, m)) != expect)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, what, "%s: record %s: end marker %lu, expected %lu",
+                            where, what, (unsigned long)v, (unsigned long)expect);
+    return MD_OK;
+}
+
+static long long md__dcd_frame_bytes(const md_dcd_reader *r) {
+    return (r->has_cell ? 56LL : 0LL) + 3LL * (8LL + 4LL * r->natoms);
+}
+
+static md_status md__dcd_header(md_dcd_reader *r) {
+    unsigned char h[84], m[4], b4[4];
+    int32_t icntrl[20];
+    uint32_t len, ntitle;
+    int k;
+    md_status st;
+    if (md__dcd_read(r, m, 4) != 4)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "header", "file is shorter than a DCD header");
+    r->big_endian = 0;
+    if (md__dcd_u32(r, m) != 84) {
+        r->big_endian = 1;
+        if (md__dcd_u32(r, m) != 84)
+            return md_set_error(MD_ERR_PARSE, r->name, 0, "header",
+                                "first length marker is not 84 in either byte order (not a DCD file, "
+                                "or one with 64-bit markers)");
+    }
+    r->pos = 0;
+    if (r->file && fseek(r->file, 0, SEEK_SET) != 0)
+        return md_set_error(MD_ERR_IO, r->name, 0, NULL, "cannot seek: %s", strerror(errno));
+    if ((st = md__dcd_record(r, "header", -1, h, 84)) != MD_OK) return st;
+    if (memcmp(h, "CORD", 4) != 0)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "header", "magic is not CORD (a velocity DCD is not supported)");
+    for (k = 0; k < 20; k++) icntrl[k] = (int32_t)md__dcd_u32(r, h + 4 + 4 * k);
+    if (icntrl[8] != 0)
+        return md_set_error(MD_ERR_UNSUPPORTED, r->name, 0, "ICNTRL[8]", "header: %d fixed atoms: not supported", (int)icntrl[8]);
+    if (icntrl[19] != 0 && icntrl[11] != 0)
+        return md_set_error(MD_ERR_UNSUPPORTED, r->name, 0, "ICNTRL[11]", "header: 4D trajectories are not supported");
+    r->nframes_header = icntrl[0] > 0 ? icntrl[0] : 0;
+    r->has_cell = icntrl[19] != 0 && icntrl[10] != 0;
+    if (icntrl[19] != 0) {
+        float delta;
+        uint32_t u = (uint32_t)icntrl[9];
+        memcpy(&delta, &u, sizeof delta);
+        r->timestep_ps = isfinite(delta) ? delta * MD__AKMA_PS : 0.0;
+    }
+    /* title: int32 count and count lines of 80 characters */
+    if (md__dcd_read(r, m, 4) != 4)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "title", "header: truncated: title record is missing");
+    len = md__dcd_u32(r, m);
+    if (len < 4 || (len - 4) % 80 != 0 || len > 4 + 80 * 10000)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "title", "header: title record length %lu is not 4 + 80 k",
+                            (unsigned long)len);
+    if (md__dcd_read(r, b4, 4) != 4)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "title", "header: title record truncated");
+    ntitle = md__dcd_u32(r, b4);
+    if (4 + 80 * (unsigned long)ntitle != len)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "title", "header: %lu title lines do not fill %lu bytes",
+                            (unsigned long)ntitle, (unsigned long)len);
+    r->pos -= 8; /* re-read the title as one checked record */
+    if (r->file && fseek(r->file, (long)r->pos, SEEK_SET) != 0)
+        return md_set_error(MD_ERR_IO, r->name, 0, NULL, "cannot seek: %s", strerror(errno));
+    if ((st = md__dcd_record(r, "title", -1, NULL, len)) != MD_OK) return st;
+    if ((st = md__dcd_record(r, "NATOM", -1, b4, 4)) != MD_OK) return st;
+    k = (int32_t)md__dcd_u32(r, b4);
+    if (k < 1 || k > MD_DCD_MAX_ATOMS)
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "NATOM", "header: %d atoms is absurd (1..%d)", k, MD_DCD_MAX_ATOMS);
+    r->natoms = k;
+    if (r->size - (long long)r->pos > 0 && r->size - (long long)r->pos < md__dcd_frame_bytes(r))
+        return md_set_error(MD_ERR_PARSE, r->name, 0, "NATOM",
+                            "header: %d atoms need %lld bytes per frame but only %lld bytes follow", k,
+                            md__dcd_frame_bytes(r), r->size - (long long)r->pos);
+    return MD_OK;
+}
+
+static md_status md__dcd_begin(md_dcd_reader *r, md_dcd_reader *t) {
+    md_status st = md__dcd_header(t);
+    if (st != MD_OK) {
+        if (t->file) fclose(t->file);
+        return st;
+    }
+    *r = *t;
+    return MD_OK;
+}
+
+MDDEF md_status md_dcd_open(md_dcd_reader *r, const char *path) {
+    md_dcd_reader t;
+    long end;
+    if (!r || !path) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_dcd_open", 0, "r/path", "is NULL");
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "%s", path);
+    if (!(t.file = fopen(path, "rb"))) return md_set_error(MD_ERR_IO, path, 0, NULL, "cannot open: %s", strerror(errno));
+    if (fseek(t.file, 0, SEEK_END) != 0 || (end = ftell(t.file)) < 0 || fseek(t.file, 0, SEEK_SET) != 0) {
+        fclose(t.file);
+        return md_set_error(MD_ERR_IO, path, 0, NULL, "cannot seek (a DCD must be a regular file)");
+    }
+    t.size = end;
+    return md__dcd_begin(r, &t);
+}
+
+MDDEF md_status md_dcd_open_mem(md_dcd_reader *r, const void *data, size_t size, const char *name) {
+    md_dcd_reader t;
+    if (!r || (!data && size)) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_dcd_open_mem", 0, "r/data", "is NULL");
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "%s", name ? name : "memory");
+    t.mem = (const unsigned char *)(data ? data : "");
+    t.mem_size = size;
+    t.size = (long long)size;
+    return md__dcd_begin(r, &t);
+}
+
+MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got) {
+    static const char *const rec[3] = {"X", "Y", "Z"};
+    long long left, need;
+    double box[3] = {0.0, 0.0, 0.0};
+    size_t nb;
+    md_status st;
+    int i, k;
+    if (!r || !frame || !got) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_dcd_next", 0, "r/frame/got", "is NULL");
+    if (!r->file && !r->mem) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_dcd_next", 0, "r", "is not open");
+    *got = 0;
+    left = r->size - (long long)r->pos;
+    if (left == 0) return MD_OK;
+    need = md__dcd_frame_bytes(r);
+    if (left < need) { /* name the first record that does not fit */
+        long long at = 0, len[4];
+        const char *names[4] = {"cell", "X", "Y", "Z"};
+        len[0] = r->has_cell ? 56 : 0;
+        len[1] = len[2] = len[3] = 8 + 4LL * r->natoms;
+        for (k = 0; k < 4 && at + len[k] <= left; k++) at += len[k];
+        if (k > 3) k = 3;
+        return md_set_error(MD_ERR_PARSE, r->name, 0, names[k],
+                            "frame %d: truncated: record %s is cut short (a frame needs %lld bytes, %lld remain)",
+                            r->frame, names[k], need, left);
+    }
+    nb = 4 * (size_t)r->natoms;
+    if (!r->buf && !(r->buf = (float *)md_alloc_array((size_t)r->natoms, 3 * sizeof(float)))) return MD_ERR_OUT_OF_MEMORY;
+    if (r->has_cell) {
+        static const char *const cname[6] = {"A", "gamma", "B", "beta", "alpha", "C"};
+        unsigned char c[48];
+        double v[6];
+        if ((st = md__dcd_record(r, "cell", r->frame, c, 48)) != MD_OK) return st;
+        for (k = 0; k < 6; k++) {
+            v[k] = md__dcd_f64(r, c + 8 * k);
+            if (!isfinite(v[k]))
+                return md_set_error(MD_ERR_RANGE, r->name, 0, "cell", "frame %d: %s is not finite", r->frame, cname[k]);
+        }
+        for (k = 1; k < 5; k += (k == 1 ? 2 : 1)) { /* gamma, beta, alpha */
+            if (!(fabs(v[k] - 90.0) < 1e-3 || fabs(v[k]) < 1e-6))
+                return md_set_error(MD_ERR_UNSUPPORTED, r->name, 0, "cell",
+                                    "frame %d: angle %s = %g: only orthorhombic cells (90 degrees, or cosine 0)",
+                                    r->frame, cname[k], v[k]);
+        }
+        if (v[0] < 0.0 || v[2] < 0.0 || v[5] < 0.0)
+            return md_set_error(MD_ERR_RANGE, r->name, 0, "cell", "frame %d: negative edge length", r->frame);
+        box[0] = 0.1 * v[0];
+        box[1] = 0.1 * v[2];
+        box[2] = 0.1 * v[5];
+    }
+    for (k = 0; k < 3; k++) {
+        unsigned char *p = (unsigned char *)(r->buf + (size_t)k * r->natoms);
+        if ((st = md__dcd_record(r, rec[k], r->frame, p, nb)) != MD_OK) return st;
+        for (i = 0; i < r->natoms; i++) {
+            uint32_t u = md__dcd_u32(r, p + 4 * (size_t)i);
+            float f;
+            memcpy(&f, &u, sizeof f);
+            if (!isfinite(f))
+                return md_set_error(MD_ERR_RANGE, r->name, 0, rec[k], "frame %d: atom %d: coordinate is not finite",
+                                    r->frame, i);
+            r->buf[(size_t)k * r->natoms + i] = f;
+        }
+    }
+    if (frame->n != r->natoms) {
+        md_system s;
+        if ((st = md_system_alloc(&s, r->natoms)) != MD_OK) return st;
+        md_system_free(frame);
+        *frame = s;
+    }
+    for (i = 0; i < r->natoms; i++) {
+        frame->xyzq[i].x = (float)(0.1 * r->buf[i]);
+        frame->xyzq[i].y = (float)(0.1 * r->buf[(size_t)r->natoms + i]);
+        frame->xyzq[i].z = (float)(0.1 * r->buf[2 * (size_t)r->natoms + i]);
+    }
+    for (k = 0; k < 3; k++) frame->box[k] = box[k];
+    r->frame++;
+    *got = 1;
+    return MD_OK;
+}
+
+MDDEF void md_dcd_close(md_dcd_reader *r) {
+    if (!r) return;
+    if (r->file) fclose(r->file);
+    md_free(r->buf);
+    memset(r, 0, sizeof *r);
+}
+
+static void md__dcd_put32(unsigned char *p, uint32_t v, int be) {
+    int k;
+    for (k = 0; k < 4; k++) p[be ? 3 - k : k] = (unsigned char)(v >> (8 * k));
+}
+
+/* Write a record: marker, payload, marker. Returns 0 on a write error. */
+static int md__dcd_put_record(FILE *f, const unsigned char *payload, size_t n, int be) {
+    unsigned char m[4];
+    md__dcd_put32(m, (uint32_t)n, be);
+    return fwrite(m, 1, 4, f) == 4 && fwrite(payload, 1, n, f) == n && fwrite(m, 1, 4, f) == 4;
+}
+
+MDDEF md_status md_dcd_write(const char *path, const md_system *frames, int nframes,
+                             const md_dcd_write_desc *desc) {
+    const char *fn = "md_dcd_write";
+    md_dcd_write_desc d;
+    unsigned char h[84], title[84], b4[4], *buf;
+    char tmp[4096];
+    int natoms, fr, i, k, ok = 1, be;
+    FILE *f;
+    if (!path || !frames) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path/frames", "is NULL");
+    if (nframes < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nframes", "must be >= 1 (got %d)", nframes);
+    if (!md__tmp_path(tmp, sizeof tmp, path)) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path", "is too long");
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    be = d.big_endian != 0;
+    natoms = frames[0].n;
+    for (fr = 0; fr < nframes; fr++) {
+        if (frames[fr].n != natoms || natoms < 1 || !frames[fr].xyzq)
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "frames",
+                                "frame %d has %d atoms; every frame needs the same count >= 1", fr, frames[fr].n);
+        for (i = 0; i < natoms; i++)
+            if (!isfinite(frames[fr].xyzq[i].x) || !isfinite(frames[fr].xyzq[i].y) || !isfinite(frames[fr].xyzq[i].z))
+                return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq", "frame %d: atom %d: coordinate is not finite", fr, i);
+        if (!d.no_cell)
+            for (k = 0; k < 3; k++)
+                if (!(frames[fr].box[k] >= 0.0) || !isfinite(frames[fr].box[k]))
+                    return md_set_error(MD_ERR_RANGE, fn, 0, "box", "frame %d: edge %d is not finite and >= 0", fr, k);
+    }
+    buf = (unsigned char *)md_alloc_array((size_t)natoms, 4);
+    if (!buf) return MD_ERR_OUT_OF_MEMORY;
+    memset(h, 0, sizeof h);
+    memcpy(h, "CORD", 4);
+    {
+        uint32_t icntrl[20];
+        float delta = (float)(d.timestep_ps / MD__AKMA_PS);
+        memset(icntrl, 0, sizeof icntrl);
+        icntrl[0] = (uint32_t)nframes;
+        icntrl[2] = 1;
+        icntrl[3] = (uint32_t)nframes;
+        memcpy(&icntrl[9], &delta, 4);
+        icntrl[10] = d.no_cell ? 0 : 1;
+        icntrl[19] = 24;
+        for (k = 0; k < 20; k++) md__dcd_put32(h + 4 + 4 * k, icntrl[k], be);
+    }
+    md__dcd_put32(title, 1, be);
+    memset(title + 4, ' ', 80);
+    memcpy(title + 4, "REMARKS written by md.h", 23);
+    if (!(f = fopen(tmp, "wb"))) {
+        md_free(buf);
+        return md_set_error(MD_ERR_IO, tmp, 0, NULL, "cannot open for writing: %s", strerror(errno));
+    }
+    md__dcd_put32(b4, (uint32_t)natoms, be);
+    ok = md__dcd_put_record(f, h, 84, be) && md__dcd_put_record(f, title, 84, be) && md__dcd_put_record(f, b4, 4, be);
+    for (fr = 0; ok && fr < nframes; fr++) {
+        if (!d.no_cell) {
+            double v[6];
+            unsigned char c[48];
+            v[0] = 10.0 * frames[fr].box[0];
+            v[1] = 0.0; /* cos(gamma) */
+            v[2] = 10.0 * frames[fr].box[1];
+            v[3] = 0.0; /* cos(beta) */
+            v[4] = 0.0; /* cos(alpha) */
+            v[5] = 10.0 * frames[fr].box[2];
+            for (k = 0; k < 6; k++) {
+                uint64_t u;
+                memcpy(&u, &v[k], 8);
+                md__dcd_put32(c + 8 * k + (be ? 4 : 0), (uint32_t)u, be);
+                md__dcd_put32(c + 8 * k + (be ? 0 : 4), (uint32_t)(u >> 32), be);
+            }
+            ok = md__dcd_put_record(f, c, 48, be);
+        }
+        for (k = 0; ok && k < 3; k++) {
+            for (i = 0; i < natoms; i++) {
+                const md_float4 p = frames[fr].xyzq[i];
+                float x = (float)(10.0 * (k == 0 ? p.x : k == 1 ? p.y : p.z));
+                uint32_t u;
+                memcpy(&u, &x, 4);
+                md__dcd_put32(buf + 4 * (size_t)i, u, be);
+            }
+            ok = md__dcd_put_record(f, buf, 4 * (size_t)natoms, be);
+        }
+    }
+    md_free(buf);
+    ok &= !ferror(f);
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return md_set_error(MD_ERR_IO, path, 0, NULL, "write failed: %s", strerror(errno));
+    }
+    return MD_OK;
+}
+
+/* ---- trajectories ---- */
+
+static int md__ext_is(const char *path, const char *ext) {
+    const char *dot = strrchr(path, '.');
+    size_t k;
+    if (!dot || strlen(dot + 1) != strlen(ext)) return 0;
+    for (k = 0; ext[k]; k++)
+        if (tolower((unsigned char)dot[1 + k]) != ext[k]) return 0;
+    return 1;
+}
+
+MDDEF md_status md_traj_open(md_traj *t, const char *path) {
+    md_traj n;
+    md_status st;
+    if (!t || !path) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_traj_open", 0, "t/path", "is NULL");
+    memset(&n, 0, sizeof n);
+    if (md__ext_is(path, "dcd")) {
+        if ((st = md_dcd_open(&n.dcd, path)) != MD_OK) return st;
+        n.format = MD_TRAJ_DCD;
+    } else if (md__ext_is(path, "xyz")) {
+        if ((st = md_xyz_open(&n.xyz, path)) != MD_OK) return st;
+        n.format = MD_TRAJ_XYZ;
+    } else {
+        return md_set_error(MD_ERR_UNSUPPORTED, path, 0, NULL, "unknown trajectory format (expected .dcd or .xyz)");
+    }
+    *t = n;
+    return MD_OK;
+}
+
+MDDEF md_status md_traj_next(md_traj *t, md_system *frame, int *got) {
+    if (!t) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_traj_next", 0, "t", "is NULL");
+    switch (t->format) {
+    case MD_TRAJ_DCD: return md_dcd_next(&t->dcd, frame, got);
+    case MD_TRAJ_XYZ: return md_xyz_next(&t->xyz, frame, got);
+    default: break;
+    }
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_traj_next", 0, "t", "is not open");
+}
+
+MDDEF void md_traj_close(md_traj *t) {
+    if (!t) return;
+    if (t->format == MD_TRAJ_DCD) md_dcd_close(&t->dcd);
+    if (t->format == MD_TRAJ_XYZ) md_xyz_close(&t->xyz);
+    memset(t, 0, sizeof *t);
+}
 
 /* ---- bench ---- */
 

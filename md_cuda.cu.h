@@ -18,7 +18,7 @@
  * EXAMPLE
  *       if (!md_cuda_available()) { printf("no GPU: %s\n", md_last_error()); return 0; }
  *       md_cuda_device_info info;  md_cuda_get_device_info(0, &info);
- *       ... md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid, NULL);
+ *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
  *
  * CONTENTS
  *   core      error conversion, device availability and info, poison fill
@@ -193,13 +193,194 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 /* dcs                                                                      */
 /* ======================================================================== */
 
-/* @@dcs-gpu-declarations@@ */
+/* The GPU rungs of the direct Coulomb sum (md.h's md_dcs_variant), slow to fast. Each is a
+ * kernel, a launcher and a case of one dispatcher, md_cuda_dcs_device():
+ *   MD_DCS_GPU_SCATTER  md__dcs_scatter_kernel   thread per atom, atomicAdd into every point
+ *   MD_DCS_GPU_GATHER   md__dcs_gather_kernel    thread per point, atoms from global memory
+ *   MD_DCS_GPU_CONST    md__dcs_const_kernel     gather, atoms in __constant__ chunks
+ *   MD_DCS_GPU_UNROLL4    md__dcs_unroll_kernel<MD__DCS_UNROLL4>    4 points per thread
+ *   MD_DCS_GPU_UNROLL8    md__dcs_unroll_kernel<MD__DCS_UNROLL8>    8 points, padded output
+ *   MD_DCS_GPU_UNROLL8X2  md__dcs_unroll_kernel<MD__DCS_UNROLL8X2>  8 points in each of 2 rows
+ *   MD_DCS_GPU_L1         md__dcs_unroll_kernel<MD__DCS_L1>         8 x 2, atoms via __ldg
+ *   MD_DCS_GPU_SHARED     md__dcs_unroll_kernel<MD__DCS_SHARED>     8 x 2, atom tiles in shared memory
+ *   MD_DCS_GPU_HYBRID     md__dcs_unroll_kernel<MD__DCS_HYBRID(S)>  8 x 4, S of 8 rsqrts by md_soft_rsqrtf
+ * Run one: build/chapters/02_scatter_gather, 03_coalesced_unrolled, 04_shared_memory;
+ * check all: build/tests/gpu_dcs. Work is counted in atom-evals (atoms x grid points). */
+
+/** @brief Atoms per constant-memory chunk of the constant-memory rungs: 3072 float4 =
+ *  48 KB of the 64 KB of __constant__ memory a program may declare, leaving 16 KB (1024
+ *  atoms) for a program's own kernels (the chapters' exercises). More atoms run chunk after
+ *  chunk, each launch adding into the output. */
+#define MD_DCS_CONST_CHUNK 3072
+
+/** @brief Threads of a block of the unrolled rungs along x (the spacing between a thread's
+ *  points) and along y. */
+#define MD_DCS_BLOCK_X 16
+/** @copydoc MD_DCS_BLOCK_X */
+#define MD_DCS_BLOCK_Y 8
+
+/** @brief Atoms staged per shared-memory tile (MD_DCS_GPU_SHARED): one per thread of a block. */
+#define MD_DCS_SHARED_TILE (MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y)
+
+#include <string.h> /* memcpy in md_soft_rsqrtf's host path */
+
+#ifndef MD_DCS_HYBRID_SOFT
+/** @brief MD_DCS_GPU_HYBRID computes, for every atom, the inverse square roots of
+ *  MD_DCS_HYBRID_SOFT of a thread's 8 points along x in software (md_soft_rsqrtf, FMA pipe)
+ *  and the other 8 - MD_DCS_HYBRID_SOFT with MUFU rsqrt. One of md_cuda_dcs_hybrid_splits();
+ *  define it before including to choose another. The default, 2 (a quarter in software), was
+ *  the fastest split measured on an H200 (tutorials/04_shared_memory.md). */
+#define MD_DCS_HYBRID_SOFT 2
+#endif
+
+/** @brief Software reciprocal square root on the FMA pipe, for normal positive @p x
+ *  (every r^2 >= MD_DCS_MIN_R2 the kernels see).
+ *
+ *  A bit-level initial guess (magic constant 0x5F1FFFF9), one modified Newton step
+ *  y *= 1.68191391 - 0.703952253 x y^2 (Moroz et al., "Fast calculation of inverse square
+ *  root with the use of magic constant", 2018: relative error <= 8.8e-4), then one
+ *  third-order (Householder) step y += y e (1/2 + 3/8 e) with e = 1 - x y^2, written as a
+ *  final FMA so it rounds once. Cost: 2 integer + 9 FP32 instructions, no MUFU.
+ *  Max relative error over every float in [MD_DCS_MIN_R2, 1e6]: 7.43e-8 (1.25 x 2^-24),
+ *  checked by tests/gpu_dcs.cu on the CPU. Compiled for host and device alike. */
+static inline __host__ __device__ float md_soft_rsqrtf(float x) {
+    unsigned int i;
+    float y, t, e;
+#ifdef __CUDA_ARCH__
+    i = 0x5F1FFFF9u - (__float_as_uint(x) >> 1);
+    y = __uint_as_float(i);
+#else
+    memcpy(&i, &x, sizeof i);
+    i = 0x5F1FFFF9u - (i >> 1);
+    memcpy(&y, &i, sizeof y);
+#endif
+    t = (0.703952253f * x) * y;
+    y = y * fmaf(-t, y, 1.68191391f);
+    t = x * y;
+    e = fmaf(-t, y, 1.0f);
+    return fmaf(y, e * fmaf(0.375f, e, 0.5f), y);
+}
+
+/** @brief Compute the potential map (kJ mol^-1 e^-1) of @p n charges @p xyzq (host array,
+ *  x, y, z in nm and q in e) on every point of @p grid with the GPU rung @p variant,
+ *  overwriting grid->data: the same contract as md_dcs().
+ *
+ *  Copies the atoms to the device, fills the device output with NaN (md_cuda_poison), runs
+ *  md_cuda_dcs_device() on the default stream, and copies the map back (cropping a padded
+ *  output), so an element a rung failed to write comes back as NaN. grid->data is written only after
+ *  everything succeeded. Errors: a CPU rung or unknown variant, NULL pointers, n < 1, a grid
+ *  without data (MD_ERR_INVALID_ARGUMENT); no device (MD_ERR_NO_DEVICE); a failed CUDA call
+ *  (MD_ERR_CUDA). The constant-memory rungs use one __constant__ buffer: do not run them
+ *  concurrently from several host threads or streams. */
+md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid);
+
+/** @brief Number of floats md_cuda_dcs_device() writes for @p variant on a grid shaped like
+ *  @p geometry: md_grid_count(geometry), or more for a rung that pads the grid to whole tiles
+ *  (MD_DCS_GPU_UNROLL8, _L1, _SHARED, _HYBRID). The padded layout is x fastest with
+ *  md_cuda_dcs_out_dims() points per row and rows per plane. 0 for a bad argument. */
+size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry);
+
+/** @brief Dimensions of the (possibly padded) output of @p variant on @p geometry: point
+ *  (i, j, k) of the grid is at d_out[((size_t)k * dims[1] + j) * dims[0] + i]. */
+md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, int dims[3]);
+
+/** @brief Device-resident DCS for timing: @p d_xyzq holds @p n atoms on the device, @p d_out
+ *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream (no
+ *  synchronisation). Only the dimensions, origin and spacing of @p geometry are read.
+ *  Every element of the (padded) output is written. */
+md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n,
+                             const md_grid *geometry, float *d_out, cudaStream_t stream);
+
+/** @brief Launch shape of the main kernel of @p variant on @p geometry: @p blocks is the number
+ *  of thread blocks one launch runs, @p blocks_per_wave how many of them device 0 holds at once
+ *  (resident blocks per SM, from the occupancy calculator, times the SM count). A launch takes
+ *  ceil(blocks / blocks_per_wave) waves; the last one may leave SMs idle (wave quantization). */
+md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
+                                   int *blocks_per_wave);
+
+/** @brief The hybrid splits compiled in (how many of a thread's 8 points per atom get their
+ *  rsqrt in software): writes up to @p cap of them to @p splits and returns how many there are. */
+int md_cuda_dcs_hybrid_splits(int *splits, int cap);
+
+/** @brief md_cuda_dcs_device() of the hybrid rung with a chosen split: for every atom, @p soft
+ *  of a thread's 8 points get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt.
+ *  @p soft must be one of md_cuda_dcs_hybrid_splits(); the output is shaped as for
+ *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_SOFT. */
+md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
+                                    const md_grid *geometry, float *d_out, cudaStream_t stream);
 
 /* ======================================================================== */
 /* rdf                                                                      */
 /* ======================================================================== */
 
-/* @@rdf-gpu-declarations@@ */
+/** @brief Threads per block of the RDF kernels (one A atom per thread). */
+#define MD_CUDA_RDF_BLOCK 256
+/** @brief B atoms per tile: one block pairs its MD_CUDA_RDF_BLOCK A atoms with one tile. */
+#define MD_CUDA_RDF_TILE 1024
+/** @brief Most pairs one launch may count: every 32-bit counter of a launch stays below
+ *  2^32 because no counter can exceed the number of pairs the launch visits. */
+#define MD_CUDA_RDF_MAX_LAUNCH_PAIRS 4294967295ULL
+
+/** @brief Options of the GPU RDF; a zero field takes its default. */
+typedef struct md_cuda_rdf_opts {
+    cudaStream_t stream;                     /**< stream to run on (default: the legacy stream) */
+    unsigned long long max_pairs_per_launch; /**< split launches so none visits more pairs (default and
+                                                  upper limit MD_CUDA_RDF_MAX_LAUNCH_PAIRS); tests lower it */
+    int max_bins_per_pass;                   /**< MD_RDF_GPU_PASSES: bins per pass (default: as many as one
+                                                  block's shared memory holds); tests lower it */
+} md_cuda_rdf_opts;
+
+/** @brief Device buffers and selections of a GPU RDF, made once and reused every frame.
+ *
+ *  Selections are uploaded once; each frame, md_cuda_rdf_accumulate() gathers the selected
+ *  positions (wrapped into the box, with the atom index in .w), counts pairs in launches of
+ *  at most md_cuda_rdf_opts::max_pairs_per_launch pairs into a 32-bit histogram, adds each
+ *  launch's histogram into 64-bit totals on the device, and copies the totals back. */
+typedef struct md_cuda_rdf_plan {
+    int natoms;                /**< atoms per frame */
+    int na;                    /**< atoms in selection A */
+    int nb;                    /**< atoms in selection B (na when A = B) */
+    int same;                  /**< 1 if A = B (unordered pairs i < j) */
+    int nbins;                 /**< bins (must equal md_rdf::nbins of the accumulator) */
+    double pairs;              /**< pairs counted per frame (md_rdf_selection_pairs) */
+    double centers;            /**< centres per frame (md_rdf_selection_pairs) */
+    int *d_sel_a;              /**< selection A on the device */
+    int *d_sel_b;              /**< selection B on the device (NULL when A = B) */
+    md_float4 *d_a;            /**< gathered, wrapped positions of A (.w: atom index bits) */
+    md_float4 *d_b;            /**< gathered, wrapped positions of B (== d_a when A = B) */
+    unsigned int *d_h32;       /**< 32-bit histogram of one launch */
+    unsigned long long *d_h64; /**< 64-bit totals of one frame; its last word flags a bad coordinate */
+    unsigned long long *h_h64; /**< host copy of md_cuda_rdf_plan::d_h64 */
+    md_cuda_rdf_opts opts;     /**< options (defaults filled in) */
+    long long launches;        /**< counting launches of the last frame (the overflow tests read it) */
+    int passes;                /**< bin-range passes per launch of the last frame */
+} md_cuda_rdf_plan;
+
+/** @brief Make a plan for frames of @p natoms atoms, selections A (@p sel_a, @p na) and B
+ *  (@p sel_b, @p nb; host arrays, same rules as md_rdf_selection_pairs()) and @p nbins bins.
+ *  @p opts may be NULL. Errors: those of md_rdf_selection_pairs(), nb above
+ *  65535 * MD_CUDA_RDF_TILE (MD_ERR_RANGE), CUDA errors. */
+md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
+                                  int nb, int nbins, const md_cuda_rdf_opts *opts);
+
+/** @brief Release the plan's device and host buffers (safe on a zeroed plan). */
+void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p);
+
+/** @brief Most bins a GPU rung can hold in one block's shared memory on the current device
+ *  (MD_RDF_GPU_GLOBAL and MD_RDF_GPU_PASSES: no limit, INT_MAX). */
+md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins);
+
+/** @brief Add one frame to @p r with a GPU rung: @p d_xyz holds the frame's p->natoms positions
+ *  on the device, @p box its orthorhombic box (nm).
+ *
+ *  The counts equal md_rdf_accumulate()'s exactly (same float operations). Blocks until the
+ *  counts are back on the host. Errors: a CPU rung (MD_ERR_UNSUPPORTED), r->nbins != p->nbins
+ *  (MD_ERR_INVALID_ARGUMENT), box edges below 2 rmax (MD_ERR_RANGE, field box), a non-finite
+ *  coordinate (MD_ERR_RANGE, field xyz), MD_RDF_GPU_SHARED / MD_RDF_GPU_WARP with more bins
+ *  than shared memory holds (MD_ERR_UNSUPPORTED, field nbins: use MD_RDF_GPU_PASSES), CUDA
+ *  errors. On failure @p r is untouched. */
+md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
+                                 const md_float4 *d_xyz, const double box[3]);
 
 #endif /* MD_CUDA_CU_H */
 
@@ -826,11 +1007,808 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c) {
 
 /* ---- dcs ---- */
 
-/* @@dcs-gpu-implementation@@ */
+/* Every DCS kernel reads the grid geometry in float: point (i, j, k) is at
+ * (ox + i hx, oy + j hy, oz + k hz). The output has onx points per row and ony rows per
+ * plane: the grid's own nx, ny, or more when the rung pads to whole tiles. */
+typedef struct md__dcs_geom {
+    float ox, oy, oz, hx, hy, hz;
+    int nx, ny, nz, onx, ony;
+} md__dcs_geom;
+
+/* The atoms of the constant-memory rungs, one chunk at a time. Every thread of a warp reads
+ * the same atom at the same time: the constant cache broadcasts it in one transaction. */
+__constant__ float4 md__dcs_catoms[MD_DCS_CONST_CHUNK];
+
+/* MUFU.RSQ with no denormal fix-up (rsqrtf without -ftz adds one): every r^2 that reaches
+ * it is >= MD_DCS_MIN_R2 or is discarded by a select. */
+static __device__ __forceinline__ float md__rsqrt_mufu(float x) {
+    float y;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Rung 1, scatter: one thread per atom adds q/r to every point with atomicAdd. All threads
+ * of a warp add to the same point at the same time, so the L2 applies their atomics one
+ * after another; the output must start at zero. */
+__global__ void md__dcs_scatter_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g,
+                                       float *out) {
+    const int a = blockIdx.x * blockDim.x + threadIdx.x;
+    if (a >= n) return;
+    const float4 at = atoms[a];
+    const float q = (float)MD_COULOMB * at.w;
+    float *p = out;
+    for (int k = 0; k < g.nz; k++) {
+        const float dz = fmaf((float)k, g.hz, g.oz) - at.z;
+        for (int j = 0; j < g.ny; j++) {
+            const float dy = fmaf((float)j, g.hy, g.oy) - at.y;
+            for (int i = 0; i < g.nx; i++, p++) {
+                const float dx = fmaf((float)i, g.hx, g.ox) - at.x;
+                const float r2 = dx * dx + dy * dy + dz * dz;
+                if (r2 >= MD_DCS_MIN_R2) atomicAdd(p, q * md__rsqrt_mufu(r2));
+            }
+        }
+    }
+}
+
+/* Rung 2, gather: one thread per point loops over every atom in global memory and writes
+ * its point once. No atomics, no zeroing. */
+__global__ void md__dcs_gather_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g,
+                                      float *out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y, k = blockIdx.z;
+    if (i >= g.nx || j >= g.ny) return;
+    const float x = fmaf((float)i, g.hx, g.ox), y = fmaf((float)j, g.hy, g.oy);
+    const float z = fmaf((float)k, g.hz, g.oz);
+    float v = 0.0f;
+    for (int a = 0; a < n; a++) {
+        const float4 at = atoms[a];
+        const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
+        const float r2 = dx * dx + dy * dy + dz * dz;
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+    }
+    out[((size_t)k * g.ony + j) * g.onx + i] = (float)MD_COULOMB * v;
+}
+
+/* Rung 3, const: the gather kernel with the atoms of one chunk in __constant__ memory.
+ * Chunk after chunk, each launch adds its part to the output (accumulate = 0 on the first). */
+__global__ void md__dcs_const_kernel(int n, md__dcs_geom g, float *out, int accumulate) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y, k = blockIdx.z;
+    if (i >= g.nx || j >= g.ny) return;
+    const float x = fmaf((float)i, g.hx, g.ox), y = fmaf((float)j, g.hy, g.oy);
+    const float z = fmaf((float)k, g.hz, g.oz);
+    float v = 0.0f;
+    for (int a = 0; a < n; a++) {
+        const float4 at = md__dcs_catoms[a];
+        const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
+        const float r2 = dx * dx + dy * dy + dz * dz;
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+    }
+    const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
+    out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * v;
+}
+
+/* Where the unrolled kernel reads its atoms from. */
+enum { MD__DCS_SRC_CONST = 0, MD__DCS_SRC_L1 = 1, MD__DCS_SRC_SHARED = 2 };
+
+template <int SRC>
+static __device__ __forceinline__ float4 md__dcs_load_atom(const float4 *p, int a) {
+    if (SRC == MD__DCS_SRC_CONST) return md__dcs_catoms[a];   /* constant cache, broadcast */
+    if (SRC == MD__DCS_SRC_L1) return __ldg(p + a);           /* read-only path through L1 */
+    return p[a];                                              /* a shared-memory tile */
+}
+
+/* One atom on a thread's U points, applying the MD_DCS_MIN_R2 rule point by point: the path
+ * for an atom that lies (within 1e-5 nm) on the row of the thread's points. */
+template <int U>
+static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dydz2, const float (&x)[U],
+                                                            float (&acc)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const float dx = x[u] - at.x, r2 = fmaf(dx, dx, dydz2);
+        acc[u] = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, acc[u]);
+    }
+}
+
+/* Atoms [a0, a1) on a thread's U x R points (x[u], y[r], z), two atoms at a time. dy^2 + dz^2
+ * is computed once per atom and row and reused for the U points of the row. If both atoms
+ * are farther than 1e-5 nm from every row, no point can be closer either (r^2 >= dy^2 + dz^2),
+ * so the inner loop needs no select: per atom-eval one FADD, one FFMA for r^2, one rsqrt,
+ * one FFMA for the sum. HYB is a mask over u: the points whose bit is set get their rsqrt from
+ * md_soft_rsqrtf (FMA pipe), the others from MUFU. */
+template <int U, int R, int HYB, int SRC>
+static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a0, int a1, const float (&x)[U],
+                                                          const float (&y)[R], float z, float (&acc)[R][U]) {
+    int a = a0;
+    for (; a + 2 <= a1; a += 2) {
+        float4 at[2];
+        float d2[2][R], dmin = 3.0e38f;
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            at[s] = md__dcs_load_atom<SRC>(p, a + s);
+            const float dz = z - at[s].z, dz2 = dz * dz;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float dy = y[r] - at[s].y;
+                d2[s][r] = fmaf(dy, dy, dz2);
+                dmin = fminf(dmin, d2[s][r]);
+            }
+        }
+        if (dmin >= MD_DCS_MIN_R2) {
+#pragma unroll
+            for (int s = 0; s < 2; s++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
+                        const float rinv = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                        acc[r][u] = fmaf(at[s].w, rinv, acc[r][u]);
+                    }
+        } else {
+#pragma unroll
+            for (int s = 0; s < 2; s++)
+#pragma unroll
+                for (int r = 0; r < R; r++) md__dcs_atom_careful<U>(at[s], d2[s][r], x, acc[r]);
+        }
+    }
+    for (; a < a1; a++) { /* the last atom of an odd count */
+        const float4 at = md__dcs_load_atom<SRC>(p, a);
+        const float dz = z - at.z;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const float dy = y[r] - at.y;
+            md__dcs_atom_careful<U>(at, fmaf(dy, dy, dz * dz), x, acc[r]);
+        }
+    }
+}
+
+/* Rungs 4-9: thread coarsening. A block of MD_DCS_BLOCK_X x MD_DCS_BLOCK_Y threads covers
+ * U * MD_DCS_BLOCK_X points of R * MD_DCS_BLOCK_Y rows of plane k; thread (tx, ty) owns the U
+ * points tx, tx + BLOCK_X, tx + 2 BLOCK_X, ... of the R rows ty, ty + BLOCK_Y, ..., so a
+ * warp's stores are contiguous and each atom's dz^2 serves R rows and its dy^2 + dz^2 U points.
+ * PAD = 1: the output is padded to whole tiles and every thread stores without a test.
+ * SRC: atoms from constant memory (one chunk per launch), global memory via L1 (__ldg),
+ * or shared-memory tiles that the block stages together. MINB: resident blocks per SM the
+ * launch bounds ask for (16: at most 32 registers a thread; 4: up to 128, room for the
+ * 2-row and 4-row accumulators and the independent chains that keep MUFU busy). */
+template <int U, int R, int HYB, int SRC, int PAD, int MINB>
+__global__ void __launch_bounds__(MD_DCS_BLOCK_X *MD_DCS_BLOCK_Y, MINB)
+md__dcs_unroll_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, float *out, int accumulate) {
+    const int i0 = blockIdx.x * (U * MD_DCS_BLOCK_X) + threadIdx.x;
+    const int j0 = blockIdx.y * (R * MD_DCS_BLOCK_Y) + threadIdx.y, k = blockIdx.z;
+    const float z = fmaf((float)k, g.hz, g.oz);
+    float x[U], y[R], acc[R][U];
+#pragma unroll
+    for (int u = 0; u < U; u++) x[u] = fmaf((float)(i0 + u * MD_DCS_BLOCK_X), g.hx, g.ox);
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        y[r] = fmaf((float)(j0 + r * MD_DCS_BLOCK_Y), g.hy, g.oy);
+#pragma unroll
+        for (int u = 0; u < U; u++) acc[r][u] = 0.0f;
+    }
+    if (SRC == MD__DCS_SRC_SHARED) {
+        __shared__ float4 tile[MD_DCS_SHARED_TILE];
+        const int t = threadIdx.y * MD_DCS_BLOCK_X + threadIdx.x;
+        for (int a0 = 0; a0 < n; a0 += MD_DCS_SHARED_TILE) {
+            const int m = min(MD_DCS_SHARED_TILE, n - a0);
+            if (t < m) tile[t] = atoms[a0 + t];
+            __syncthreads();
+            md__dcs_accumulate<U, R, HYB, SRC>(tile, 0, m, x, y, z, acc);
+            __syncthreads();
+        }
+    } else {
+        md__dcs_accumulate<U, R, HYB, SRC>(atoms, 0, n, x, y, z, acc);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = i0 + u * MD_DCS_BLOCK_X, j = j0 + r * MD_DCS_BLOCK_Y;
+            if (PAD || (i < g.nx && j < g.ny)) {
+                const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
+                out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * acc[r][u];
+            }
+        }
+}
+
+static int md__dcs_padded(md_dcs_variant v) {
+    return v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_UNROLL8X2 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED ||
+           v == MD_DCS_GPU_HYBRID;
+}
+
+static int md__dcs_points_per_thread(md_dcs_variant v) {
+    if (v == MD_DCS_GPU_UNROLL4) return 4;
+    if (md__dcs_padded(v)) return 8;
+    return 1;
+}
+
+/* Rows per thread of the unrolled rungs: 1, 2 (unroll8x2, l1, shared) or 4 (hybrid). */
+static int md__dcs_rows_per_thread(md_dcs_variant v) {
+    if (v == MD_DCS_GPU_HYBRID) return 4;
+    if (v == MD_DCS_GPU_UNROLL8X2 || v == MD_DCS_GPU_L1 || v == MD_DCS_GPU_SHARED) return 2;
+    return 1;
+}
+
+md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, int dims[3]) {
+    const char *fn = "md_cuda_dcs_out_dims";
+    if (dims) dims[0] = dims[1] = dims[2] = 0;
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung",
+                            md_dcs_variant_name(variant));
+    if (!geometry || !dims) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "geometry/dims", "is NULL");
+    if (geometry->n[0] < 1 || geometry->n[1] < 1 || geometry->n[2] < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "geometry.n", "dimensions must be >= 1");
+    if (geometry->n[2] > 65535 || geometry->n[1] > 65535 * 4)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "geometry.n",
+                            "at most 65535 planes and 262140 rows per plane (got %d, %d)", geometry->n[2],
+                            geometry->n[1]);
+    dims[0] = geometry->n[0];
+    dims[1] = geometry->n[1];
+    dims[2] = geometry->n[2];
+    if (md__dcs_padded(variant)) {
+        const int tx = md__dcs_points_per_thread(variant) * MD_DCS_BLOCK_X;
+        const int ty = md__dcs_rows_per_thread(variant) * MD_DCS_BLOCK_Y;
+        dims[0] = (dims[0] + tx - 1) / tx * tx;
+        dims[1] = (dims[1] + ty - 1) / ty * ty;
+    }
+    return MD_OK;
+}
+
+size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry) {
+    int d[3];
+    if (md_cuda_dcs_out_dims(variant, geometry, d) != MD_OK) return 0;
+    return (size_t)d[0] * (size_t)d[1] * (size_t)d[2];
+}
+
+/* ---- launchers: one per rung ---- */
+
+static md_status md__dcs_scatter_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                        cudaStream_t s) {
+    MD_CUDA_TRY(cudaMemsetAsync(out, 0, (size_t)g.nx * g.ny * g.nz * sizeof(float), s));
+    md__dcs_scatter_kernel<<<(n + 127) / 128, 128, 0, s>>>(atoms, n, g, out);
+    MD_CUDA_TRY_LAUNCH("md__dcs_scatter_kernel");
+    return MD_OK;
+}
+
+static md_status md__dcs_gather_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                       cudaStream_t s) {
+    const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
+    md__dcs_gather_kernel<<<grid, block, 0, s>>>(atoms, n, g, out);
+    MD_CUDA_TRY_LAUNCH("md__dcs_gather_kernel");
+    return MD_OK;
+}
+
+/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. */
+static md_status md__dcs_const_upload(const float4 *atoms, int a0, int m, cudaStream_t s) {
+    MD_CUDA_TRY(cudaMemcpyToSymbolAsync(md__dcs_catoms, atoms + a0, (size_t)m * sizeof(float4), 0,
+                                        cudaMemcpyDeviceToDevice, s));
+    return MD_OK;
+}
+
+static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                      cudaStream_t s) {
+    const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
+    for (int a0 = 0; a0 < n; a0 += MD_DCS_CONST_CHUNK) {
+        const int m = n - a0 < MD_DCS_CONST_CHUNK ? n - a0 : MD_DCS_CONST_CHUNK;
+        md_status st = md__dcs_const_upload(atoms, a0, m, s);
+        if (st != MD_OK) return st;
+        md__dcs_const_kernel<<<grid, block, 0, s>>>(m, g, out, a0 > 0);
+        MD_CUDA_TRY_LAUNCH("md__dcs_const_kernel");
+    }
+    return MD_OK;
+}
+
+/* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
+template <int U, int R, int HYB, int SRC, int PAD, int MINB>
+static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
+                                       cudaStream_t s) {
+    const dim3 block(MD_DCS_BLOCK_X, MD_DCS_BLOCK_Y);
+    const dim3 grid((g.nx + U * MD_DCS_BLOCK_X - 1) / (U * MD_DCS_BLOCK_X),
+                    (g.ny + R * MD_DCS_BLOCK_Y - 1) / (R * MD_DCS_BLOCK_Y), g.nz);
+    const int chunk = SRC == MD__DCS_SRC_CONST ? MD_DCS_CONST_CHUNK : n;
+    for (int a0 = 0; a0 < n; a0 += chunk) {
+        const int m = n - a0 < chunk ? n - a0 : chunk;
+        if (SRC == MD__DCS_SRC_CONST) {
+            md_status st = md__dcs_const_upload(atoms, a0, m, s);
+            if (st != MD_OK) return st;
+        }
+        md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB><<<grid, block, 0, s>>>(atoms + a0, m, g, out, a0 > 0);
+        MD_CUDA_TRY_LAUNCH("md__dcs_unroll_kernel");
+    }
+    return MD_OK;
+}
+
+/* The shape of each unrolled rung, in one place: <U, R, HYB, SRC, PAD, MINB>. */
+#define MD__DCS_UNROLL4 4, 1, 0, MD__DCS_SRC_CONST, 0, 16
+#define MD__DCS_UNROLL8 8, 1, 0, MD__DCS_SRC_CONST, 1, 16
+#define MD__DCS_UNROLL8X2 8, 2, 0, MD__DCS_SRC_CONST, 1, 4
+#define MD__DCS_L1 8, 2, 0, MD__DCS_SRC_L1, 1, 4
+#define MD__DCS_SHARED 8, 2, 0, MD__DCS_SRC_SHARED, 1, 4
+#define MD__DCS_HYBRID(soft) 8, 4, ((1 << (soft)) - 1), MD__DCS_SRC_CONST, 1, 4
+
+/* The hybrid splits compiled in (software rsqrts per atom among a thread's 8 points);
+ * MD_DCS_HYBRID_SOFT must be one of them. */
+static const int md__dcs_hybrid_splits[] = {1, 2, 3};
+
+static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
+                                       cudaStream_t s) {
+    switch (soft) {
+    case 1: return md__dcs_unroll_launch<MD__DCS_HYBRID(1)>(a, n, g, o, s);
+    case 2: return md__dcs_unroll_launch<MD__DCS_HYBRID(2)>(a, n, g, o, s);
+    case 3: return md__dcs_unroll_launch<MD__DCS_HYBRID(3)>(a, n, g, o, s);
+    default: break;
+    }
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
+                        "%d software rsqrts of 8 is not compiled in (1, 2 or 3)", soft);
+}
+
+int md_cuda_dcs_hybrid_splits(int *splits, int cap) {
+    const int count = (int)(sizeof md__dcs_hybrid_splits / sizeof md__dcs_hybrid_splits[0]);
+    for (int i = 0; splits && i < cap && i < count; i++) splits[i] = md__dcs_hybrid_splits[i];
+    return count;
+}
+
+/* Check the arguments of the device entry points and fill the kernels' geometry. */
+static md_status md__dcs_prepare(const char *fn, md_dcs_variant variant, const md_float4 *d_xyzq, int n,
+                                 const md_grid *geometry, const float *d_out, md__dcs_geom *g) {
+    int d[3] = {0, 0, 0};
+    md_status st;
+    memset(g, 0, sizeof *g);
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
+                            md_dcs_variant_name(variant));
+    if (!d_xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (!d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
+    g->ox = (float)geometry->origin[0];
+    g->oy = (float)geometry->origin[1];
+    g->oz = (float)geometry->origin[2];
+    g->hx = (float)geometry->spacing[0];
+    g->hy = (float)geometry->spacing[1];
+    g->hz = (float)geometry->spacing[2];
+    g->nx = geometry->n[0];
+    g->ny = geometry->n[1];
+    g->nz = geometry->n[2];
+    g->onx = d[0];
+    g->ony = d[1];
+    return MD_OK;
+}
+
+/* The dispatcher. */
+md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+                             float *d_out, cudaStream_t stream) {
+    md__dcs_geom g;
+    const float4 *a = (const float4 *)d_xyzq;
+    md_status st = md__dcs_prepare("md_cuda_dcs_device", variant, d_xyzq, n, geometry, d_out, &g);
+    if (st != MD_OK) return st;
+    switch (variant) {
+    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, d_out, stream);
+    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(MD_DCS_HYBRID_SOFT, a, n, g, d_out, stream);
+    default: break;
+    }
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_device", 0, "variant", "unknown rung %d",
+                        (int)variant);
+}
+
+md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+                                    float *d_out, cudaStream_t stream) {
+    md__dcs_geom g;
+    md_status st = md__dcs_prepare("md_cuda_dcs_hybrid_device", MD_DCS_GPU_HYBRID, d_xyzq, n, geometry,
+                                   d_out, &g);
+    if (st != MD_OK) return st;
+    return md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream);
+}
+
+md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
+                                   int *blocks_per_wave) {
+    const char *fn = "md_cuda_dcs_launch_shape";
+    const void *kernel = NULL;
+    int d[3] = {0, 0, 0}, per_sm = 0, sms = 0, threads = MD_DCS_BLOCK_X * MD_DCS_BLOCK_Y, dev = 0;
+    long long bx = 0, by = 0;
+    md_status st;
+    if (!blocks || !blocks_per_wave)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "blocks/blocks_per_wave", "is NULL");
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
+    switch (variant) {
+    case MD_DCS_GPU_SCATTER: kernel = (const void *)md__dcs_scatter_kernel; threads = 128; break;
+    case MD_DCS_GPU_GATHER: kernel = (const void *)md__dcs_gather_kernel; threads = 128; break;
+    case MD_DCS_GPU_CONST: kernel = (const void *)md__dcs_const_kernel; threads = 128; break;
+    case MD_DCS_GPU_UNROLL4: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_UNROLL4>; break;
+    case MD_DCS_GPU_UNROLL8: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_UNROLL8>; break;
+    case MD_DCS_GPU_UNROLL8X2: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_UNROLL8X2>; break;
+    case MD_DCS_GPU_L1: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_L1>; break;
+    case MD_DCS_GPU_SHARED: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_SHARED>; break;
+    default: kernel = (const void *)md__dcs_unroll_kernel<MD__DCS_HYBRID(MD_DCS_HYBRID_SOFT)>; break;
+    }
+    if (variant == MD_DCS_GPU_SCATTER) {
+        *blocks = 0; /* depends on the atom count: ceil(n / 128) */
+    } else if (threads == 128 && (variant == MD_DCS_GPU_GATHER || variant == MD_DCS_GPU_CONST)) {
+        bx = (geometry->n[0] + 31) / 32;
+        by = (geometry->n[1] + 3) / 4;
+        *blocks = bx * by * geometry->n[2];
+    } else {
+        const int tx = md__dcs_points_per_thread(variant) * MD_DCS_BLOCK_X;
+        const int ty = md__dcs_rows_per_thread(variant) * MD_DCS_BLOCK_Y;
+        bx = (geometry->n[0] + tx - 1) / tx;
+        by = (geometry->n[1] + ty - 1) / ty;
+        *blocks = bx * by * geometry->n[2];
+    }
+    MD_CUDA_TRY(cudaGetDevice(&dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    *blocks_per_wave = per_sm * sms;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
+    const char *fn = "md_cuda_dcs";
+    md_float4 *d_xyzq = NULL;
+    float *d_out = NULL, *h_out = NULL;
+    size_t count, out_count;
+    int d[3] = {0, 0, 0};
+    md_status st;
+    cudaError_t e;
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
+                            md_dcs_variant_name(variant));
+    if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (!grid || !grid->data) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "has no data");
+    if ((st = md_cuda_dcs_out_dims(variant, grid, d)) != MD_OK) return st;
+    count = md_grid_count(grid);
+    out_count = (size_t)d[0] * d[1] * d[2];
+    h_out = (float *)md_alloc_array(count, sizeof(float));
+    if (!h_out) return MD_ERR_OUT_OF_MEMORY;
+#define MD__DCS_CUDA(call)                                                                         \
+    do {                                                                                           \
+        if ((e = (call)) != cudaSuccess) {                                                         \
+            st = md_cuda_error(e, #call, __FILE__, __LINE__);                                      \
+            goto done;                                                                             \
+        }                                                                                          \
+    } while (0)
+    MD__DCS_CUDA(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq));
+    MD__DCS_CUDA(cudaMalloc((void **)&d_out, out_count * sizeof(float)));
+    MD__DCS_CUDA(cudaMemcpy(d_xyzq, xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice));
+    /* NaN first: an element a rung failed to write comes back as NaN, never as stale memory */
+    if ((st = md_cuda_poison(d_out, out_count, 0)) != MD_OK) goto done;
+    if ((st = md_cuda_dcs_device(variant, d_xyzq, n, grid, d_out, 0)) != MD_OK) goto done;
+    /* Crop the padded rows and planes while copying back: row pitch d[0], d[1] rows a plane. */
+    if (d[1] == grid->n[1])
+        MD__DCS_CUDA(cudaMemcpy2D(h_out, (size_t)grid->n[0] * sizeof(float), d_out, (size_t)d[0] * sizeof(float),
+                                  (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1] * grid->n[2],
+                                  cudaMemcpyDeviceToHost));
+    else
+        for (int k = 0; k < grid->n[2]; k++)
+            MD__DCS_CUDA(cudaMemcpy2D(h_out + (size_t)k * grid->n[0] * grid->n[1], (size_t)grid->n[0] * sizeof(float),
+                                      d_out + (size_t)k * d[0] * d[1], (size_t)d[0] * sizeof(float),
+                                      (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1],
+                                      cudaMemcpyDeviceToHost));
+#undef MD__DCS_CUDA
+    memcpy(grid->data, h_out, count * sizeof(float));
+    st = MD_OK;
+done:
+    if (d_xyzq) (void)cudaFree(d_xyzq);
+    if (d_out) (void)cudaFree(d_out);
+    md_free(h_out);
+    return st;
+}
 
 /* ---- rdf ---- */
 
-/* @@rdf-gpu-implementation@@ */
+#include <limits.h>
+
+/* The RDF rungs (md_rdf_variant), all in md__rdf_kernel<MODE> after md__rdf_gather_kernel:
+ *   MD_RDF_GPU_GLOBAL   MODE 0  atomicAdd per in-range pair into the launch's global histogram
+ *   MD_RDF_GPU_SHARED   MODE 1  one shared histogram per block, B tile in shared memory
+ *   MD_RDF_GPU_WARP     MODE 2  one shared histogram per warp (8 per block), B tile in shared
+ *   MD_RDF_GPU_PASSES   MODE 1  once per range of bins that fits in shared memory
+ * Each frame is cut into launches of at most md_cuda_rdf_opts::max_pairs_per_launch pairs
+ * (32-bit counters), added into 64-bit totals by md__rdf_add_kernel. Run them:
+ *   build/tests/gpu_rdf                   every rung against the CPU, exactly
+ *   build/chapters/05_histograms          the timed ladder (--quick: small) */
+
+/* Kernel arguments: the gathered positions, the launch's rows of A, the bins this
+ * pass counts and the float geometry (computed on the host exactly as md.h does). */
+struct md__rdf_kp {
+    const float4 *a, *b;
+    unsigned int *hist;
+    int a0, a1, nb, same, nbins, bin_lo, bin_n;
+    float L[3], iL[3], rmax2, inv_w;
+};
+
+/* The pair rule of md.h (md__rdf_bin), with explicitly rounded operations so no
+ * compiler flag (contraction, fast math) can change a bin: every rung counts
+ * exactly what the CPU reference counts. */
+__device__ __forceinline__ float md__rdf_image_dev(float d, float L) {
+    return fminf(fabsf(d), __fsub_rn(L, fabsf(d))); /* one FADD and one FMNMX */
+}
+
+__device__ __forceinline__ int md__rdf_bin_dev(const md__rdf_kp &p, float4 a, float4 b) {
+    float dx = md__rdf_image_dev(__fsub_rn(b.x, a.x), p.L[0]);
+    float dy = md__rdf_image_dev(__fsub_rn(b.y, a.y), p.L[1]);
+    float dz = md__rdf_image_dev(__fsub_rn(b.z, a.z), p.L[2]);
+    float r2 = __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
+    int k;
+    if (!(r2 < p.rmax2)) return -1; /* out of range: no square root */
+    k = (int)__fmul_rn(__fsqrt_rn(r2), p.inv_w);
+    return k < p.nbins ? k : p.nbins - 1;
+}
+
+/* Gather the selected positions, wrapped into [0, L) as md.h does, the atom index in .w.
+ * A non-finite coordinate sets *bad. */
+__global__ void md__rdf_gather_kernel(const md_float4 *__restrict__ xyz, const int *__restrict__ sel, int n,
+                                      float4 *__restrict__ out, md__rdf_kp p, unsigned long long *bad) {
+    int k = blockIdx.x * blockDim.x + threadIdx.x, i;
+    md_float4 q;
+    if (k >= n) return;
+    i = sel[k];
+    q = xyz[i];
+    if (!isfinite(q.x) || !isfinite(q.y) || !isfinite(q.z)) *bad = 1ULL + (unsigned long long)i;
+    out[k] = make_float4(__fmaf_rn(-p.L[0], floorf(__fmul_rn(q.x, p.iL[0])), q.x),
+                         __fmaf_rn(-p.L[1], floorf(__fmul_rn(q.y, p.iL[1])), q.y),
+                         __fmaf_rn(-p.L[2], floorf(__fmul_rn(q.z, p.iL[2])), q.z), __int_as_float(i));
+}
+
+/* One thread per A row of the launch, one block per (256 rows, 1024-atom tile of B).
+ * MODE 0: atomics straight into the global 32-bit histogram (B read through L1);
+ * MODE 1: one shared histogram per block; MODE 2: one shared histogram per warp.
+ * MODE 1 and 2 stage the B tile in shared memory. Only bins [bin_lo, bin_lo + bin_n)
+ * are counted (passes). A = B: pairs j > i only; a block whose tile lies wholly at
+ * or below its first row has nothing to do (the test is uniform over the block). */
+template <int MODE>
+__global__ void __launch_bounds__(MD_CUDA_RDF_BLOCK) md__rdf_kernel(md__rdf_kp p) {
+    extern __shared__ float4 md__rdf_smem[];
+    const int tid = threadIdx.x;
+    const int first = p.a0 + blockIdx.x * MD_CUDA_RDF_BLOCK, i = first + tid;
+    const int j0 = blockIdx.y * MD_CUDA_RDF_TILE, j1 = min(j0 + MD_CUDA_RDF_TILE, p.nb);
+    float4 *tile = md__rdf_smem;
+    unsigned int *h = (unsigned int *)(md__rdf_smem + MD_CUDA_RDF_TILE);
+    int j, k;
+    if (p.same && j1 - 1 <= first) return;
+    if (MODE == 2) h += (tid >> 5) * p.bin_n;
+    if (MODE != 0) {
+        const int words = MODE == 2 ? (MD_CUDA_RDF_BLOCK / 32) * p.bin_n : p.bin_n;
+        unsigned int *h0 = (unsigned int *)(md__rdf_smem + MD_CUDA_RDF_TILE);
+        for (k = tid; k < words; k += MD_CUDA_RDF_BLOCK) h0[k] = 0u;
+        for (k = tid; k < j1 - j0; k += MD_CUDA_RDF_BLOCK) tile[k] = p.b[j0 + k];
+        __syncthreads();
+    }
+    if (i < p.a1) {
+        const float4 a = p.a[i];
+        const int ia = __float_as_int(a.w);
+        if (p.same) { /* two loops, so the inner one carries no test of p.same */
+#pragma unroll 4
+            for (j = max(j0, i + 1); j < j1; j++) {
+                k = md__rdf_bin_dev(p, a, MODE == 0 ? p.b[j] : tile[j - j0]) - p.bin_lo;
+                if (k >= 0 && k < p.bin_n) {
+                    if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
+                    else atomicAdd(&h[k], 1u);
+                }
+            }
+        } else {
+#pragma unroll 4
+            for (j = j0; j < j1; j++) {
+                const float4 b = MODE == 0 ? p.b[j] : tile[j - j0];
+                k = md__rdf_bin_dev(p, a, b) - p.bin_lo;
+                if (k >= 0 && k < p.bin_n && __float_as_int(b.w) != ia) {
+                    if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
+                    else atomicAdd(&h[k], 1u);
+                }
+            }
+        }
+    }
+    if (MODE != 0) {
+        const unsigned int *h0 = (const unsigned int *)(md__rdf_smem + MD_CUDA_RDF_TILE);
+        __syncthreads();
+        for (k = tid; k < p.bin_n; k += MD_CUDA_RDF_BLOCK) {
+            unsigned int s = h0[k];
+            if (MODE == 2)
+                for (j = 1; j < MD_CUDA_RDF_BLOCK / 32; j++) s += h0[j * p.bin_n + k];
+            if (s) atomicAdd(&p.hist[p.bin_lo + k], s);
+        }
+    }
+}
+
+/* 64-bit totals += this launch's 32-bit counts. */
+__global__ void md__rdf_add_kernel(unsigned long long *__restrict__ h64, const unsigned int *__restrict__ h32, int n) {
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) h64[k] += h32[k];
+}
+
+static size_t md__rdf_smem_bytes(int mode, int bin_n) {
+    return mode == 0 ? 0 : MD_CUDA_RDF_TILE * sizeof(float4) +
+                               (size_t)(mode == 2 ? MD_CUDA_RDF_BLOCK / 32 : 1) * (size_t)bin_n * sizeof(unsigned int);
+}
+
+md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
+    int optin = 0;
+    size_t avail;
+    if (!max_bins) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "max_bins", "is NULL");
+    if (variant == MD_RDF_GPU_GLOBAL || variant == MD_RDF_GPU_PASSES) {
+        *max_bins = INT_MAX;
+        return MD_OK;
+    }
+    if (variant != MD_RDF_GPU_SHARED && variant != MD_RDF_GPU_WARP)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "variant", "%s is not a GPU rung",
+                            md_rdf_variant_name(variant));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    avail = (size_t)optin > MD_CUDA_RDF_TILE * sizeof(float4) ? (size_t)optin - MD_CUDA_RDF_TILE * sizeof(float4) : 0;
+    *max_bins = (int)(avail / sizeof(unsigned int) / (variant == MD_RDF_GPU_WARP ? MD_CUDA_RDF_BLOCK / 32 : 1));
+    return MD_OK;
+}
+
+void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p) {
+    if (!p) return;
+    if (p->d_sel_a) (void)cudaFree(p->d_sel_a);
+    if (p->d_sel_b) (void)cudaFree(p->d_sel_b);
+    if (p->d_a) (void)cudaFree(p->d_a);
+    if (p->d_b && p->d_b != p->d_a) (void)cudaFree(p->d_b);
+    if (p->d_h32) (void)cudaFree(p->d_h32);
+    if (p->d_h64) (void)cudaFree(p->d_h64);
+    md_free(p->h_h64);
+    memset(p, 0, sizeof *p);
+}
+
+/* Upload a selection (NULL: 0 .. n-1). */
+static md_status md__rdf_upload_sel(int **d, const int *sel, int n) {
+    int *tmp = NULL, k;
+    cudaError_t e;
+    if (!sel) {
+        if (!(tmp = (int *)md_alloc_array((size_t)n, sizeof(int)))) return MD_ERR_OUT_OF_MEMORY;
+        for (k = 0; k < n; k++) tmp[k] = k;
+        sel = tmp;
+    }
+    e = cudaMalloc((void **)d, (size_t)n * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemcpy(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+    md_free(tmp);
+    if (e != cudaSuccess) return md_cuda_error(e, "cudaMalloc/cudaMemcpy(selection)", __FILE__, __LINE__);
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
+                                  int nb, int nbins, const md_cuda_rdf_opts *opts) {
+    const char *fn = "md_cuda_rdf_plan_create";
+    md_cuda_rdf_plan t;
+    md_status st;
+    cudaError_t e;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    if (nbins < 1 || nbins > (1 << 26))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "nbins", "must be in 1..%d (got %d)", 1 << 26, nbins);
+    memset(&t, 0, sizeof t);
+    if ((st = md_rdf_selection_pairs(natoms, sel_a, na, sel_b, nb, &t.pairs, &t.centers)) != MD_OK) return st;
+    t.same = sel_b == NULL || (sel_b == sel_a && nb == na);
+    t.natoms = natoms;
+    t.na = na;
+    t.nb = t.same ? na : nb;
+    t.nbins = nbins;
+    if (t.nb > 65535 * MD_CUDA_RDF_TILE)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "nb", "%d atoms exceed the %d one launch grid can tile", t.nb,
+                            65535 * MD_CUDA_RDF_TILE);
+    if (opts) t.opts = *opts;
+    if (t.opts.max_pairs_per_launch == 0 || t.opts.max_pairs_per_launch > MD_CUDA_RDF_MAX_LAUNCH_PAIRS)
+        t.opts.max_pairs_per_launch = MD_CUDA_RDF_MAX_LAUNCH_PAIRS;
+    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na)) != MD_OK) goto fail;
+    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb)) != MD_OK) goto fail;
+    e = cudaMalloc((void **)&t.d_a, (size_t)na * sizeof(md_float4));
+    if (e == cudaSuccess && !t.same) e = cudaMalloc((void **)&t.d_b, (size_t)nb * sizeof(md_float4));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h32, (size_t)nbins * sizeof(unsigned int));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h64, ((size_t)nbins + 1) * sizeof(unsigned long long));
+    if (e != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMalloc(rdf plan)", __FILE__, __LINE__);
+        goto fail;
+    }
+    if (t.same) t.d_b = t.d_a;
+    if (!(t.h_h64 = (unsigned long long *)md_alloc_array((size_t)nbins + 1, sizeof(unsigned long long)))) {
+        st = MD_ERR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    *p = t;
+    return MD_OK;
+fail:
+    md_cuda_rdf_plan_destroy(&t);
+    return st;
+}
+
+md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
+                                 const md_float4 *d_xyz, const double box[3]) {
+    const char *fn = "md_cuda_rdf_accumulate";
+    const cudaStream_t s = p ? p->opts.stream : 0;
+    md__rdf_kp kp;
+    md_status st;
+    int mode, bin_step, d, max_bins = INT_MAX, a0, a1, k;
+    unsigned long long rows;
+    size_t smem;
+    if (!p || !p->d_h64) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_rdf_plan_create)");
+    if (!r || !r->counts) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is not initialized (md_rdf_init)");
+    if (!d_xyz) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_xyz", "is NULL");
+    if (r->nbins != p->nbins)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nbins", "accumulator has %d bins, plan %d", r->nbins, p->nbins);
+    if (!md_rdf_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is not a GPU rung: run it with md_rdf_accumulate",
+                            md_rdf_variant_name(variant));
+    if ((st = md_rdf_check_box(fn, box, r->rmax)) != MD_OK) return st;
+    mode = variant == MD_RDF_GPU_GLOBAL ? 0 : variant == MD_RDF_GPU_WARP ? 2 : 1;
+    if ((st = md_cuda_rdf_max_bins(variant == MD_RDF_GPU_PASSES ? MD_RDF_GPU_SHARED : variant, &max_bins)) != MD_OK)
+        return st;
+    bin_step = p->nbins;
+    if (variant == MD_RDF_GPU_PASSES) {
+        if (p->opts.max_bins_per_pass > 0 && p->opts.max_bins_per_pass < max_bins) max_bins = p->opts.max_bins_per_pass;
+        bin_step = p->nbins < max_bins ? p->nbins : max_bins;
+    } else if (mode != 0 && p->nbins > max_bins) {
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "nbins",
+                            "%d bins do not fit in shared memory for %s (at most %d): use MD_RDF_GPU_PASSES",
+                            p->nbins, md_rdf_variant_name(variant), max_bins);
+    }
+    /* the float geometry, exactly as md.h's md__rdf_geom_set */
+    memset(&kp, 0, sizeof kp);
+    for (d = 0; d < 3; d++) {
+        kp.L[d] = (float)box[d];
+        kp.iL[d] = (float)(1.0 / box[d]);
+    }
+    kp.rmax2 = (float)(r->rmax * r->rmax);
+    kp.inv_w = (float)((double)r->nbins / r->rmax);
+    kp.nbins = p->nbins;
+    kp.nb = p->nb;
+    kp.same = p->same;
+    kp.a = (const float4 *)p->d_a;
+    kp.b = (const float4 *)p->d_b;
+    kp.hist = p->d_h32;
+    MD_CUDA_TRY(cudaMemsetAsync(p->d_h64, 0, ((size_t)p->nbins + 1) * sizeof(unsigned long long), s));
+    md__rdf_gather_kernel<<<(p->na + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a, kp,
+                                                               p->d_h64 + p->nbins);
+    MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(A)");
+    if (!p->same) {
+        md__rdf_gather_kernel<<<(p->nb + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_b, p->nb, (float4 *)p->d_b, kp,
+                                                                   p->d_h64 + p->nbins);
+        MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(B)");
+    }
+    smem = md__rdf_smem_bytes(mode, bin_step);
+    if (smem > 48 * 1024) {
+        if (mode == 1) MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        else MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
+    /* every counter of one launch is bounded by the pairs the launch visits: at most
+     * rows * nb <= max_pairs_per_launch <= 2^32 - 1, so no 32-bit counter overflows */
+    rows = p->opts.max_pairs_per_launch / (unsigned long long)p->nb;
+    if (rows < 1) rows = 1;
+    p->launches = 0;
+    p->passes = (p->nbins + bin_step - 1) / bin_step;
+    for (a0 = 0; a0 < p->na; a0 = a1) {
+        a1 = (unsigned long long)(p->na - a0) > rows ? a0 + (int)rows : p->na;
+        dim3 grid((unsigned)((a1 - a0 + MD_CUDA_RDF_BLOCK - 1) / MD_CUDA_RDF_BLOCK),
+                  (unsigned)((p->nb + MD_CUDA_RDF_TILE - 1) / MD_CUDA_RDF_TILE));
+        kp.a0 = a0;
+        kp.a1 = a1;
+        MD_CUDA_TRY(cudaMemsetAsync(p->d_h32, 0, (size_t)p->nbins * sizeof(unsigned int), s));
+        for (k = 0; k < p->nbins; k += bin_step) {
+            kp.bin_lo = k;
+            kp.bin_n = p->nbins - k < bin_step ? p->nbins - k : bin_step;
+            if (mode == 0) md__rdf_kernel<0><<<grid, MD_CUDA_RDF_BLOCK, 0, s>>>(kp);
+            else if (mode == 1) md__rdf_kernel<1><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s>>>(kp);
+            else md__rdf_kernel<2><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s>>>(kp);
+            MD_CUDA_TRY_LAUNCH("md__rdf_kernel");
+        }
+        md__rdf_add_kernel<<<(p->nbins + 255) / 256, 256, 0, s>>>(p->d_h64, p->d_h32, p->nbins);
+        MD_CUDA_TRY_LAUNCH("md__rdf_add_kernel");
+        p->launches++;
+    }
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, ((size_t)p->nbins + 1) * sizeof(unsigned long long),
+                                cudaMemcpyDeviceToHost, s));
+    MD_CUDA_TRY(cudaStreamSynchronize(s));
+    if (p->h_h64[p->nbins])
+        return md_set_error(MD_ERR_RANGE, fn, 0, "xyz", "atom %llu has a non-finite coordinate", p->h_h64[p->nbins] - 1);
+    for (k = 0; k < p->nbins; k++) r->counts[k] += p->h_h64[k];
+    return md_rdf_add_frame(r, box, p->pairs, p->centers);
+}
 
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
 #endif /* MD_CUDA_IMPLEMENTATION */

@@ -1,0 +1,311 @@
+/* gpu_dcs.cu - every GPU rung of the direct Coulomb sum against md_dcs_simple.
+ *
+ * CPU part (runs without a GPU): md_soft_rsqrtf, the software inverse square root of the
+ * hybrid rung, on every float in [MD_DCS_MIN_R2, 1e6] nm^2 against 1/sqrt in double; the
+ * argument checks and padded output sizes of the GPU API.
+ * GPU part (SKIP without a device): each rung on random systems (fixed seeds below) with
+ * atom counts and grid sizes that are not multiples of the block, the unroll factor or the
+ * constant-memory chunk, with atoms placed exactly on grid points, outputs poisoned with
+ * NaN before every run. MD_SANITIZE=1 shrinks the sizes for compute-sanitizer.
+ *
+ * Tolerance: md_max_rel_error (largest |gpu - ref| over the largest |ref|) <= 1e-4. The
+ * GPU sums up to 9,000 float terms per point (float rsqrt, ~1-2 ulp, and float
+ * accumulation, error growing like n * 2^-24 in the worst case = 5e-4 of the largest term,
+ * typically sqrt(n) * 2^-24); the reference accumulates in double. The float CPU rung
+ * md_dcs_rows on the same systems is checked with the same tolerance as a control, and the
+ * hybrid rung (1 rsqrt in every MD_DCS_HYBRID_PERIOD from md_soft_rsqrtf, max relative
+ * error 7.4e-8, no worse than MUFU) is held to the same tolerance. */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#include "md_cuda.cu.h"
+#include "tests/md_test.h"
+
+#define DCS_TOL 1e-4
+
+static int sanitize(void) {
+    const char *s = getenv("MD_SANITIZE");
+    return s && s[0] == '1';
+}
+
+/* ---- CPU: the software rsqrt over the whole float range the kernels see ---- */
+
+static void soft_rsqrt_every_float(void) {
+    float lo = MD_DCS_MIN_R2, hi = 1e6f;
+    unsigned int blo, bhi;
+    double worst = 0.0;
+    long long count, bad = 0;
+    memcpy(&blo, &lo, sizeof blo);
+    memcpy(&bhi, &hi, sizeof bhi);
+    count = (long long)bhi - blo + 1;
+    /* Every float bit pattern from MIN_R2 to 1e6: all exponents (2^-34 .. 2^19) and all
+     * 2^23 mantissas of each, 453 million values. 1/sqrt in double is exact to well below
+     * float resolution, so the difference is the error of md_soft_rsqrtf. */
+#pragma omp parallel for reduction(max : worst) reduction(+ : bad) schedule(static)
+    for (long long b = 0; b < count; b++) {
+        unsigned int bits = blo + (unsigned int)b;
+        float x, y;
+        double ref, e;
+        memcpy(&x, &bits, sizeof x);
+        y = md_soft_rsqrtf(x);
+        ref = 1.0 / sqrt((double)x);
+        e = fabs((double)y - ref) / ref;
+        bad += !(y > 0.0f && y < INFINITY); /* NaN, zero, negative or infinite */
+        worst = e > worst ? e : worst;
+    }
+    printf("  md_soft_rsqrtf: max relative error %.3e (%.2f x 2^-24) over %lld floats in [%g, %g]\n",
+           worst, worst * 16777216.0, count, (double)lo, (double)hi);
+    MD_CHECKF(bad == 0, "%lld results are not finite positive floats", bad);
+    /* 2 x 2^-24 = 1.19e-7: the target is "about 2 ulp"; measured 7.43e-8 when written. */
+    MD_CHECKF(worst <= 2.0 / 16777216.0, "max relative error %.3e > 2^-23", worst);
+}
+
+/* ---- CPU: argument checks and output sizes (no CUDA call is made) ---- */
+
+static void dcs_gpu_bad_arguments(void) {
+    md_float4 a[2] = {{0.1f, 0.2f, 0.3f, 1.0f}, {0.4f, 0.5f, 0.6f, -1.0f}};
+    md_grid g;
+    double origin[3] = {0, 0, 0}, h[3] = {0.1, 0.1, 0.1};
+    float dummy = 0.0f;
+    MD_CHECK_OK(md_grid_alloc(&g, 3, 3, 3, origin, h));
+    MD_CHECK_ERROR(md_cuda_dcs(MD_DCS_CPU_SIMPLE, a, 2, &g), MD_ERR_INVALID_ARGUMENT, "variant");
+    MD_CHECK_ERROR(md_cuda_dcs(MD_DCS_GPU_GATHER, NULL, 2, &g), MD_ERR_INVALID_ARGUMENT, "xyzq");
+    MD_CHECK_ERROR(md_cuda_dcs(MD_DCS_GPU_GATHER, a, 0, &g), MD_ERR_INVALID_ARGUMENT, "n");
+    MD_CHECK_ERROR(md_cuda_dcs(MD_DCS_GPU_GATHER, a, 2, NULL), MD_ERR_INVALID_ARGUMENT, "grid");
+    MD_CHECK_ERROR(md_cuda_dcs_device(MD_DCS_GPU_UNROLL8, (const md_float4 *)&dummy, 2, &g, NULL, 0),
+                   MD_ERR_INVALID_ARGUMENT, "out");
+    MD_CHECK_ERROR(md_cuda_dcs_hybrid_device(7, (const md_float4 *)&dummy, 2, &g, &dummy, 0),
+                   MD_ERR_INVALID_ARGUMENT, "soft");
+    md_grid_free(&g);
+}
+
+static void dcs_gpu_out_count(void) {
+    md_grid g;
+    int v, splits[16], np, found = 0;
+    memset(&g, 0, sizeof g);
+    g.n[0] = 37;
+    g.n[1] = 29;
+    g.n[2] = 11;
+    for (v = MD_DCS_GPU_SCATTER; v < MD_DCS_VARIANT_COUNT; v++) {
+        md_dcs_variant var = (md_dcs_variant)v;
+        size_t want = 37 * 29 * 11;
+        /* Padded rungs: x to whole tiles of 8 points x MD_DCS_BLOCK_X threads (128 >= 37),
+         * y to whole tiles of R rows x MD_DCS_BLOCK_Y threads (R = 1, 2 or 4); z never. */
+        int rows = 0;
+        if (var == MD_DCS_GPU_UNROLL8) rows = 1;
+        if (var == MD_DCS_GPU_UNROLL8X2 || var == MD_DCS_GPU_L1 || var == MD_DCS_GPU_SHARED) rows = 2;
+        if (var == MD_DCS_GPU_HYBRID) rows = 4;
+        if (rows)
+            want = (size_t)(8 * MD_DCS_BLOCK_X) *
+                   (size_t)((29 + rows * MD_DCS_BLOCK_Y - 1) / (rows * MD_DCS_BLOCK_Y) * rows * MD_DCS_BLOCK_Y) * 11;
+        MD_CHECKF(md_cuda_dcs_out_count(var, &g) == want, "%s: out count %zu, want %zu", md_dcs_variant_name(var),
+                  md_cuda_dcs_out_count(var, &g), want);
+    }
+    MD_CHECK(md_cuda_dcs_out_count(MD_DCS_CPU_ROWS, &g) == 0);
+    np = md_cuda_dcs_hybrid_splits(splits, 16);
+    MD_CHECK(np >= 1 && np <= 16);
+    for (v = 0; v < np; v++) found |= splits[v] == MD_DCS_HYBRID_SOFT;
+    MD_CHECKF(found, "MD_DCS_HYBRID_SOFT %d is not compiled in", MD_DCS_HYBRID_SOFT);
+}
+
+/* ---- GPU ---- */
+
+/* A random neutral system (seed) of n atoms spread over the grid's box and 1 nm beyond, with
+ * every 97th atom moved exactly onto a grid point (the MIN_R2 rule must drop it there). */
+static md_status make_case(md_system *sys, md_grid *grid, int n, int nx, int ny, int nz, uint64_t seed) {
+    const double origin[3] = {-1.3, 0.45, 2.2}, h[3] = {0.137, 0.121, 0.149};
+    double box[3];
+    md_status st;
+    md_rng rng;
+    int a;
+    box[0] = (nx - 1) * h[0] + 2.0;
+    box[1] = (ny - 1) * h[1] + 2.0;
+    box[2] = (nz - 1) * h[2] + 2.0;
+    if ((st = md_build_random_charges(sys, n, box, 1.0, seed)) != MD_OK) return st;
+    if ((st = md_grid_alloc(grid, nx, ny, nz, origin, h)) != MD_OK) {
+        md_system_free(sys);
+        return st;
+    }
+    md_rng_seed(&rng, seed ^ 0x5eed);
+    for (a = 0; a < n; a++) {
+        sys->xyzq[a].x += (float)(origin[0] - 1.0);
+        sys->xyzq[a].y += (float)(origin[1] - 1.0);
+        sys->xyzq[a].z += (float)(origin[2] - 1.0);
+        if (a % 97 == 0) {
+            int i = (int)(md_rng_uniform(&rng) * nx), j = (int)(md_rng_uniform(&rng) * ny);
+            int k = (int)(md_rng_uniform(&rng) * nz);
+            sys->xyzq[a].x = (float)(origin[0] + i * h[0]);
+            sys->xyzq[a].y = (float)(origin[1] + j * h[1]);
+            sys->xyzq[a].z = (float)(origin[2] + k * h[2]);
+        }
+    }
+    return MD_OK;
+}
+
+typedef struct dcs_case {
+    int n, nx, ny, nz;
+    uint64_t seed;
+} dcs_case;
+
+static dcs_case mk(int n, int nx, int ny, int nz, uint64_t seed) {
+    dcs_case c;
+    c.n = n;
+    c.nx = nx;
+    c.ny = ny;
+    c.nz = nz;
+    c.seed = seed;
+    return c;
+}
+
+static int cases(dcs_case *c) {
+    int k = 0;
+    if (sanitize()) {
+        c[k++] = mk(4001, 19, 13, 5, 11);
+        c[k++] = mk(7, 3, 2, 1, 12);
+        return k;
+    }
+    c[k++] = mk(MD_DCS_CONST_CHUNK + 1, 37, 29, 11, 100); /* a full constant chunk + 1 atom */
+    c[k++] = mk(4001, 37, 29, 11, 101);  /* chunks of 3072 + 929 */
+    c[k++] = mk(9000, 37, 29, 11, 102);  /* chunks of 3072, 3072, 2856 */
+    c[k++] = mk(1234, 130, 9, 3, 103);   /* a row longer than one 8-point tile */
+    c[k++] = mk(7, 3, 2, 1, 104);        /* fewer atoms than a hybrid group */
+    return k;
+}
+
+/* Run one rung on every case through the host API: grid->data is poisoned here, and
+ * md_cuda_dcs poisons its device output before the run, so an unwritten element is NaN
+ * and md_max_rel_error returns +inf for it. */
+static void check_rung(md_dcs_variant v) {
+    dcs_case c[8];
+    int nc = cases(c), t;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    for (t = 0; t < nc; t++) {
+        md_system sys;
+        md_grid ref, out;
+        size_t count, p;
+        double err, ctl;
+        MD_CHECK_OK(make_case(&sys, &ref, c[t].n, c[t].nx, c[t].ny, c[t].nz, c[t].seed));
+        MD_CHECK_OK(md_grid_alloc(&out, c[t].nx, c[t].ny, c[t].nz, ref.origin, ref.spacing));
+        count = md_grid_count(&ref);
+        MD_CHECK_OK(md_dcs_simple(sys.xyzq, sys.n, &ref));
+        MD_CHECK_OK(md_dcs_rows(sys.xyzq, sys.n, &out));
+        ctl = md_max_rel_error(out.data, ref.data, count);
+        for (p = 0; p < count; p++) out.data[p] = NAN;
+        MD_CHECK_OK(md_cuda_dcs(v, sys.xyzq, sys.n, &out));
+        err = md_max_rel_error(out.data, ref.data, count);
+        printf("  %-12s n %5d grid %3dx%2dx%2d: max rel err %.2e (float CPU rows %.2e)\n", md_dcs_variant_name(v),
+               c[t].n, c[t].nx, c[t].ny, c[t].nz, err, ctl);
+        MD_CHECKF(ctl <= DCS_TOL, "control md_dcs_rows error %.3e > %.0e", ctl, DCS_TOL);
+        MD_CHECKF(err <= DCS_TOL, "%s, n %d: error %.3e > %.0e", md_dcs_variant_name(v), c[t].n, err, DCS_TOL);
+        md_grid_free(&out);
+        md_grid_free(&ref);
+        md_system_free(&sys);
+    }
+}
+
+static void dcs_gpu_scatter(void) { check_rung(MD_DCS_GPU_SCATTER); }
+static void dcs_gpu_gather(void) { check_rung(MD_DCS_GPU_GATHER); }
+static void dcs_gpu_const(void) { check_rung(MD_DCS_GPU_CONST); }
+static void dcs_gpu_unroll4(void) { check_rung(MD_DCS_GPU_UNROLL4); }
+static void dcs_gpu_unroll8(void) { check_rung(MD_DCS_GPU_UNROLL8); }
+static void dcs_gpu_l1(void) { check_rung(MD_DCS_GPU_L1); }
+static void dcs_gpu_shared(void) { check_rung(MD_DCS_GPU_SHARED); }
+static void dcs_gpu_hybrid(void) { check_rung(MD_DCS_GPU_HYBRID); }
+
+/* The device API: poisoned (padded) output, every element written, the grid part equal to
+ * the reference; every compiled hybrid split; and a repeated run gives the same bits. */
+static void dcs_gpu_device_api(void) {
+    md_system sys;
+    md_grid ref;
+    md_float4 *d_xyzq = NULL;
+    float *d_out = NULL, *h = NULL, *crop = NULL;
+    int v, d[3], splits[16], np, pi;
+    const int n = sanitize() ? 4001 : 9000;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    if (sanitize()) MD_CHECK_OK(make_case(&sys, &ref, n, 19, 13, 5, 201));
+    else MD_CHECK_OK(make_case(&sys, &ref, n, 37, 29, 11, 201));
+    MD_CHECK_OK(md_dcs_simple(sys.xyzq, sys.n, &ref));
+    MD_CHECK(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq) == cudaSuccess);
+    MD_CHECK(cudaMemcpy(d_xyzq, sys.xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
+    np = md_cuda_dcs_hybrid_splits(splits, 16);
+    crop = (float *)malloc(md_grid_count(&ref) * sizeof(float));
+    MD_CHECK(crop != NULL);
+    for (v = MD_DCS_GPU_SCATTER; v < MD_DCS_VARIANT_COUNT + np; v++) {
+        /* v past the enum: md_cuda_dcs_hybrid_device with splits[v - MD_DCS_VARIANT_COUNT] */
+        md_dcs_variant var = v < MD_DCS_VARIANT_COUNT ? (md_dcs_variant)v : MD_DCS_GPU_HYBRID;
+        size_t oc = md_cuda_dcs_out_count(var, &ref), p;
+        int rep, i, j, k;
+        double err;
+        pi = v - MD_DCS_VARIANT_COUNT;
+        MD_CHECK_OK(md_cuda_dcs_out_dims(var, &ref, d));
+        MD_CHECK(oc == (size_t)d[0] * d[1] * d[2]);
+        MD_CHECK(cudaMalloc((void **)&d_out, oc * sizeof(float)) == cudaSuccess);
+        h = (float *)malloc(2 * oc * sizeof(float));
+        MD_CHECK(h != NULL);
+        for (rep = 0; rep < 2; rep++) {
+            MD_CHECK_OK(md_cuda_poison(d_out, oc, 0));
+            if (pi < 0) MD_CHECK_OK(md_cuda_dcs_device(var, d_xyzq, n, &ref, d_out, 0));
+            else MD_CHECK_OK(md_cuda_dcs_hybrid_device(splits[pi], d_xyzq, n, &ref, d_out, 0));
+            MD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
+            MD_CHECK(cudaMemcpy(h + rep * oc, d_out, oc * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+        }
+        for (p = 0; p < oc; p++) MD_CHECKF(!isnan(h[p]), "%s: padded output element %zu not written",
+                                           md_dcs_variant_name(var), p);
+        for (k = 0; k < ref.n[2]; k++)
+            for (j = 0; j < ref.n[1]; j++)
+                for (i = 0; i < ref.n[0]; i++)
+                    crop[((size_t)k * ref.n[1] + j) * ref.n[0] + i] = h[((size_t)k * d[1] + j) * d[0] + i];
+        err = md_max_rel_error(crop, ref.data, md_grid_count(&ref));
+        printf("  device %-12s%s%d: max rel err %.2e\n", md_dcs_variant_name(var), pi < 0 ? "" : " soft ",
+               pi < 0 ? 0 : splits[pi], err);
+        MD_CHECKF(err <= DCS_TOL, "%s: error %.3e > %.0e", md_dcs_variant_name(var), err, DCS_TOL);
+        /* Same bits on a repeated run, except scatter whose atomics add in any order. */
+        if (var != MD_DCS_GPU_SCATTER)
+            MD_CHECKF(memcmp(h, h + oc, oc * sizeof(float)) == 0, "%s: a repeated run differs", md_dcs_variant_name(var));
+        free(h);
+        h = NULL;
+        cudaFree(d_out);
+        d_out = NULL;
+    }
+    free(crop);
+    cudaFree(d_xyzq);
+    md_grid_free(&ref);
+    md_system_free(&sys);
+}
+
+/* One atom exactly on the only grid point: every rung must give exactly 0 there. */
+static void dcs_gpu_atom_on_point(void) {
+    md_float4 a[1];
+    md_grid g;
+    double origin[3] = {0.3, -0.2, 0.7}, h[3] = {0.1, 0.1, 0.1};
+    int v;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    a[0].x = 0.3f;
+    a[0].y = -0.2f;
+    a[0].z = 0.7f;
+    a[0].w = 0.8f;
+    MD_CHECK_OK(md_grid_alloc(&g, 1, 1, 1, origin, h));
+    for (v = MD_DCS_GPU_SCATTER; v < MD_DCS_VARIANT_COUNT; v++) {
+        g.data[0] = NAN;
+        MD_CHECK_OK(md_cuda_dcs((md_dcs_variant)v, a, 1, &g));
+        MD_CHECKF(g.data[0] == 0.0f, "%s: %g at the atom's own point, want 0", md_dcs_variant_name((md_dcs_variant)v),
+                  (double)g.data[0]);
+    }
+    md_grid_free(&g);
+}
+
+int main(void) {
+    MD_RUN(soft_rsqrt_every_float);
+    MD_RUN(dcs_gpu_bad_arguments);
+    MD_RUN(dcs_gpu_out_count);
+    MD_RUN(dcs_gpu_scatter);
+    MD_RUN(dcs_gpu_gather);
+    MD_RUN(dcs_gpu_const);
+    MD_RUN(dcs_gpu_unroll4);
+    MD_RUN(dcs_gpu_unroll8);
+    MD_RUN(dcs_gpu_l1);
+    MD_RUN(dcs_gpu_shared);
+    MD_RUN(dcs_gpu_hybrid);
+    MD_RUN(dcs_gpu_device_api);
+    MD_RUN(dcs_gpu_atom_on_point);
+    return md_test_summary();
+}
