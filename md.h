@@ -2290,9 +2290,14 @@ MDDEF md_status md_dcs_scatter(const md_float4 *xyzq, int n, md_grid *grid) {
     md_status st = md__dcs_check("md_dcs_scatter", xyzq, n, grid);
     size_t count, p;
     int i, j, k, a;
-    const float hx = (float)grid->spacing[0], hy = (float)grid->spacing[1], hz = (float)grid->spacing[2];
-    const float ox = (float)grid->origin[0], oy = (float)grid->origin[1], oz = (float)grid->origin[2];
-    if (st != MD_OK) return st;
+    float hx, hy, hz, ox, oy, oz;
+    if (st != MD_OK) return st; /* before grid is read: it may be NULL */
+    hx = (float)grid->spacing[0];
+    hy = (float)grid->spacing[1];
+    hz = (float)grid->spacing[2];
+    ox = (float)grid->origin[0];
+    oy = (float)grid->origin[1];
+    oz = (float)grid->origin[2];
     count = md_grid_count(grid);
     for (p = 0; p < count; p++) grid->data[p] = 0.0f;
     for (a = 0; a < n; a++) {
@@ -2316,15 +2321,17 @@ MDDEF md_status md_dcs_scatter(const md_float4 *xyzq, int n, md_grid *grid) {
 
 /* One plane (fixed k) at a time: the plane stays in cache while every atom
  * adds to it; per atom dz^2 is computed once per plane, dy^2 + dz^2 once per
- * row, so the inner loop is one subtraction, one FMA, a sqrt and a divide. */
+ * row, so the inner loop is dx, one multiply-add, a sqrt and a divide. */
 static void md__dcs_plane(const md_float4 *xyzq, int n, md_grid *grid, int k) {
     const int nx = grid->n[0], ny = grid->n[1];
     const float hx = (float)grid->spacing[0], hy = (float)grid->spacing[1];
     const float ox = (float)grid->origin[0], oy = (float)grid->origin[1];
     const float z = (float)(grid->origin[2] + k * grid->spacing[2]);
-    float *plane = grid->data + (size_t)k * nx * ny;
+    const size_t count = (size_t)nx * ny;
+    float *plane = grid->data + (size_t)k * count;
+    size_t p;
     int i, j, a;
-    for (i = 0; i < nx * ny; i++) plane[i] = 0.0f;
+    for (p = 0; p < count; p++) plane[p] = 0.0f;
     for (a = 0; a < n; a++) {
         const float dz = z - xyzq[a].z, dz2 = dz * dz, q = xyzq[a].w;
         const float ax = xyzq[a].x, ay = xyzq[a].y;
@@ -2338,7 +2345,7 @@ static void md__dcs_plane(const md_float4 *xyzq, int n, md_grid *grid, int k) {
             }
         }
     }
-    for (i = 0; i < nx * ny; i++) plane[i] *= (float)MD_COULOMB;
+    for (p = 0; p < count; p++) plane[p] *= (float)MD_COULOMB;
 }
 
 MDDEF md_status md_dcs_rows(const md_float4 *xyzq, int n, md_grid *grid) {
