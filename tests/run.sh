@@ -85,7 +85,16 @@ if [ "$GPU_ONLY" -eq 0 ]; then
 
   echo "== chapter programs (quick ladder, every rung checked)"
   for c in build/chapters/*; do
-    [ -x "$c" ] && check "chapter $(basename "$c") --quick" "$c" --quick
+    [ -x "$c" ] || continue
+    n="chapter $(basename "$c") --quick"; log="$LOG/${n//[^A-Za-z0-9_.-]/_}.log"
+    "$c" --quick > "$log" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && grep -q '^SKIP' "$log"; then  # a GPU chapter on a machine without a GPU
+      : > "$log.result"
+      grep -q 'agree with the reference' "$log" && echo "PASS $n (CPU rungs)" >> "$log.result"
+      echo "SKIP $n (GPU rungs): $(grep -m1 '^SKIP' "$log" | cut -c7-200)" >> "$log.result"
+    elif [ $rc -eq 0 ]; then echo "PASS $n" > "$log.result"
+    else echo "FAIL $n (exit $rc, log $log)" > "$log.result"; tail -n 30 "$log" | sed 's/^/    /'; fi
+    tally "$n" "$log.result" $rc
   done
   for e in tests/examples_*.sh; do [ -f "$e" ] && program "$(basename "$e")" bash "$e"; done
 
