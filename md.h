@@ -340,7 +340,9 @@ MDDEF float md_element_mass(const char *symbol);
  *  Accepts whitespace-separated `ATOM` / `HETATM` lines
  *  `ATOM serial name resName [chain] resSeq x y z q r` (10 or 11 fields; the
  *  numeric fields are counted from the end of the line, so the chain column is
- *  optional; leading blanks are allowed). x y z and r are Angstrom (stored
+ *  optional, and a chain letter run into a 4-digit residue number, as fixed-column
+ *  writers produce for residues 1000-9999 ("A1000"), is read as chain + resSeq;
+ *  leading blanks are allowed). x y z and r are Angstrom (stored
  *  in nm), q is the charge in e, r must be >= 0. Every other line (REMARK,
  *  TER, END, ...) is ignored. At least one atom is required. There is no
  *  box. Errors: MD_ERR_IO (cannot open or read), MD_ERR_PARSE (short line,
@@ -1493,6 +1495,7 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
         for (i = 0;;) {
             double v[5];
             long resid;
+            const char *rs;
             int k;
             if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
             if (!got) break;
@@ -1518,8 +1521,12 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
                               nt);
                 goto fail;
             }
-            if ((st = md__field_long(&L, tok[nt - 6], "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK)
-                goto fail;
+            rs = tok[nt - 6];
+            /* a fixed-column writer runs the chain letter into a 4-digit residue number
+             * ("A1000"): with 10 fields, a letter then a digit is chain + resSeq */
+            if (nt == 10 && isalpha((unsigned char)rs[0]) && (isdigit((unsigned char)rs[1]) || rs[1] == '-'))
+                rs++;
+            if ((st = md__field_long(&L, rs, "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK) goto fail;
             for (k = 0; k < 5; k++)
                 if ((st = md__field_double(&L, tok[nt - 5 + k], need[5 + k], &v[k])) != MD_OK) goto fail;
             if (v[4] < 0.0) {

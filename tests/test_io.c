@@ -118,6 +118,21 @@ static void pqr_reads_with_and_without_chain(void) {
     md_system_free(&s);
 }
 
+/* PDB2PQR writes fixed columns: for residues 1000-9999 the chain letter touches the number. */
+static void pqr_reads_chain_run_into_resseq(void) {
+    const char *text = "ATOM  17001  OH2 HOH W1000      -1.250   2.500   3.000 -0.8340 1.7682\n"
+                       "ATOM  17002  H1  HOH W-999       0.000   0.000   1.000  0.4170 0.0000\n"
+                       "ATOM  17003  H2  HOH Q9        0.000   0.000   1.000  0.4170 0.0000\n";
+    md_system s;
+    MD_CHECK_OK(md_read_pqr_mem(text, strlen(text), "merged.pqr", &s));
+    MD_CHECK(s.n == 3 && s.resid[0] == 1000 && s.resid[1] == -999 && s.resid[2] == 9);
+    MD_CHECK_CLOSE(s.xyzq[0].x, -0.125, 1e-7, 0);
+    md_system_free(&s);
+    /* a resSeq that is a word, not chain + number, is still an error naming the field */
+    text = "ATOM 1 N ALA WX1 1 2 3 0.1 1\n";
+    MD_CHECK_ERROR(md_read_pqr_mem(text, strlen(text), "bad.pqr", &s), MD_ERR_PARSE, "bad.pqr:1: field resSeq");
+}
+
 static void pdb_reads_columns_box_charge_element(void) {
     /*        1         2         3         4         5         6         7         8
      * 345678901234567890123456789012345678901234567890123456789012345678901234567890 */
@@ -571,6 +586,7 @@ int main(void) {
         return 1;
     }
     MD_RUN(pqr_reads_with_and_without_chain);
+    MD_RUN(pqr_reads_chain_run_into_resseq);
     MD_RUN(pdb_reads_columns_box_charge_element);
     MD_RUN(pdb_placeholder_cryst1_means_no_box);
     MD_RUN(xyz_reads_lattice_and_extra_columns);

@@ -1,8 +1,9 @@
 """Write a small box of TIP3P water as PQR: the sample input of potential_map.
 
     python3 examples/potential_map/make_water_pqr.py > examples/potential_map/water.pqr
+    python3 examples/potential_map/make_water_pqr.py --cells 33 > big.pqr   (107,811 atoms)
 
-512 molecules (1,536 atoms) on an 8 x 8 x 8 cubic lattice whose spacing gives
+512 molecules (1,536 atoms) on an 8 x 8 x 8 cubic lattice (--cells N: N^3 molecules) whose spacing gives
 the density of liquid water (0.997 g/cm^3: 30.0 A^3 per molecule, 3.107 A),
 each with a random orientation (numpy seed 2026). TIP3P (Jorgensen,
 Chandrasekhar, Madura, Impey & Klein, J. Chem. Phys. 79, 926 (1983)): rigid
@@ -11,6 +12,8 @@ H +0.417 e. Radii: O 1.7682 A (the Rmin/2 of the TIP3P oxygen in the CHARMM
 force field, the value PDB2PQR writes), H 0 (TIP3P hydrogens have no
 Lennard-Jones site). A lattice is not an equilibrated liquid: the file is an
 input for the potential map, not for dynamics."""
+import argparse
+
 import numpy as np
 
 R_OH = 0.9572                       # Angstrom
@@ -31,24 +34,28 @@ def random_rotation(rng):
 
 
 def main():
+    ap = argparse.ArgumentParser(description="TIP3P water box as PQR on stdout")
+    ap.add_argument("--cells", type=int, default=CELLS, help="molecules per edge (default 8)")
+    cells = ap.parse_args().cells
     rng = np.random.default_rng(2026)
     # molecule frame: O at the origin, the H atoms in the xy plane
     h1 = R_OH * np.array([np.sin(ANGLE / 2), np.cos(ANGLE / 2), 0.0])
     h2 = R_OH * np.array([-np.sin(ANGLE / 2), np.cos(ANGLE / 2), 0.0])
-    print("REMARK   TIP3P water box, %d molecules, lattice %.4f A, seed 2026" % (CELLS**3, SPACING))
+    print("REMARK   TIP3P water box, %d molecules, lattice %.4f A, seed 2026" % (cells**3, SPACING))
     print("REMARK   made by examples/potential_map/make_water_pqr.py")
     serial = 1
     res = 1
-    for k in range(CELLS):
-        for j in range(CELLS):
-            for i in range(CELLS):
+    for k in range(cells):
+        for j in range(cells):
+            for i in range(cells):
                 o = SPACING * (np.array([i, j, k]) + 0.5)
                 rot = random_rotation(rng)
                 for name, pos, q, r in (("OH2", o, Q_O, RADIUS_O),
                                         ("H1", o + rot @ h1, Q_H, RADIUS_H),
                                         ("H2", o + rot @ h2, Q_H, RADIUS_H)):
+                    # serial and residue numbers wrap as in PDB files past 99,999 and 9,999
                     print("ATOM  %5d %-4s HOH W%4d    %8.3f%8.3f%8.3f %7.4f %6.4f"
-                          % (serial, " " + name if len(name) < 4 else name, res,
+                          % (serial % 100000, " " + name if len(name) < 4 else name, res % 10000,
                              pos[0], pos[1], pos[2], q, r))
                     serial += 1
                 res += 1
