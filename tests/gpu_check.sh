@@ -123,11 +123,16 @@ for c in build/chapters/*; do
   else record PASS "$n" "$STEP_T" ""; fi
 done
 
-# ---- the large example: 100,000 atoms on a 128^3 grid, with progress lines ---------------------
+# ---- the large example: a 107,811-atom TIP3P water PQR on a 128^3 grid, with progress lines -----
 if [ -x build/examples/potential_map_gpu ]; then
-  n="example potential_map_gpu (100000 atoms, 128^3)"
-  if run_step "$n" 150 "$OUT/chapters.log" build/examples/potential_map_gpu --random 100000 --grid 128 \
-       --out "$TMPD/random100k.dx"; then
+  n="example potential_map_gpu (107811-atom PQR, 128^3)"
+  if python3 examples/potential_map/make_water_pqr.py --cells 33 > "$TMPD/water33.pqr" 2>> "$OUT/chapters.log"; then
+    input=(--pqr "$TMPD/water33.pqr")
+  else
+    n="example potential_map_gpu (100000 random atoms, 128^3)"; input=(--random 100000)
+  fi
+  if run_step "$n" 150 "$OUT/chapters.log" build/examples/potential_map_gpu "${input[@]}" --grid 128 \
+       --out "$TMPD/map128.dx"; then
     if [ "$STEP_RC" -ne 0 ]; then record FAIL "$n" "$STEP_T" "$STEP_NOTE; $(grep -m1 -E 'FAIL|rror' "$TMPD/step.out" | cut -c1-150)"
     else record PASS "$n" "$STEP_T" "$(tail -n 1 "$TMPD/step.out" | cut -c1-120)"; fi
   fi
