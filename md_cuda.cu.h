@@ -276,7 +276,7 @@ md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_g
 
 /** @brief Number of floats md_cuda_dcs_device() writes for @p variant on a grid shaped like
  *  @p geometry: md_grid_count(geometry), or more for a rung that pads the grid to whole tiles
- *  (MD_DCS_GPU_UNROLL8, _L1, _SHARED, _HYBRID). The padded layout is x fastest with
+ *  (MD_DCS_GPU_UNROLL8, _UNROLL8X2, _L1, _SHARED, _HYBRID). The padded layout is x fastest with
  *  md_cuda_dcs_out_dims() points per row and rows per plane. 0 for a bad argument. */
 size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry);
 

@@ -96,7 +96,8 @@ static int ladder_row(ladder *l, const char *variant, long long size, double tim
     double rate = (time_s > 0.0) ? work / time_s : NAN;
     char frac[16], err[16];
     if (l->rows == 0 && time_s > 0.0) l->base_time = time_s;
-    if (isfinite(ceiling) && ceiling > 0.0 && isfinite(rate)) snprintf(frac, sizeof frac, "%6.1f%%", 100.0 * rate / ceiling);
+    if (isfinite(ceiling) && ceiling > 0.0 && isfinite(rate))
+        snprintf(frac, sizeof frac, rate < 0.01 * ceiling ? "%6.2f%%" : "%6.1f%%", 100.0 * rate / ceiling);
     else snprintf(frac, sizeof frac, "%7s", "-");
     if (isnan(error)) snprintf(err, sizeof err, "%12s", "(reference)");
     else snprintf(err, sizeof err, "%12.2e", error);

@@ -18,7 +18,7 @@
  * is checked (NaN-poisoned output, planes 0, 66, 131 against
  * md_dcs_simple in double, tolerance 1e-4) before it is timed.
  *
- * Wave sweep: gpu_unroll8 on 128 x 128 x nz grids, nz around multiples of the planes one
+ * Wave sweep: gpu_unroll8 on 256 x 256 x nz grids, nz around multiples of the planes one
  * wave of blocks covers (blocks_per_wave / blocks per plane, md_cuda_dcs_launch_shape).
  * Plane 0 of every size is checked against the reference. The rate drops just past each
  * multiple: the last wave runs few blocks on a mostly idle GPU. */
@@ -113,7 +113,7 @@ static int sweep_point(ladder *l, const dcs_gpu_case *c, int nz, int bpw, double
     return ok;
 }
 
-/* gpu_unroll8 on 128 x 128 x nz (quick: the case's nx x ny x 1..3) around multiples of a wave. */
+/* gpu_unroll8 on the case's nx x ny x nz (256 x 256; quick: nz 1..3) around multiples of a wave. */
 static int wave_sweep(ladder *l, const dcs_gpu_case *c, double ceiling, int reps) {
     long long blocks = 0;
     int bpw = 0, per_plane, ppw, failed = 0, m, i, nzs[64], count = 0;

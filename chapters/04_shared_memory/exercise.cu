@@ -6,8 +6,10 @@
  *   a. stage the atoms through shared memory: each block copies a tile of atoms (one per
  *      thread) from global memory, __syncthreads(), loops over the tile, __syncthreads();
  *      mind the threads outside the grid: they must still reach every __syncthreads();
- *   b. the hybrid rsqrt: compute 1 of every P atoms' inverse square root with
- *      md_soft_rsqrtf (md_cuda.cu.h) instead of rsqrtf, and find the P that runs fastest.
+ *   b. the hybrid rsqrt: compute some of the inverse square roots with md_soft_rsqrtf
+ *      (md_cuda.cu.h, FMA pipe) instead of rsqrtf (MUFU): the library gives S of each atom's
+ *      8 points per thread to software (MD_DCS_HYBRID_SOFT); try that, or 1 of every P atoms,
+ *      and find the split that runs fastest.
  * Compare your row with gpu_shared / gpu_hybrid.
  *
  * Contract: d_xyzq holds n atoms (x, y, z in nm, q in e) on the device; d_out holds
