@@ -112,6 +112,15 @@ else
   record FAIL "ceilings" 0 "build/bench/ceilings was not built"
 fi
 
+# ---- the other micro-benchmarks (bench/*.cu): MUFU issue cost, hybrid-rsqrt shapes ------------
+for b in build/bench/*; do
+  [ -x "$b" ] && [ "$(basename "$b")" != ceilings ] || continue
+  n="bench $(basename "$b")"
+  run_step "$n" 120 "$OUT/chapters.log" "$b" || continue
+  if [ "$STEP_RC" -ne 0 ]; then record FAIL "$n" "$STEP_T" "$STEP_NOTE; $(grep -m1 FAIL "$TMPD/step.out" | cut -c1-150)"
+  else record PASS "$n" "$STEP_T" "$(tail -n 1 "$TMPD/step.out" | cut -c1-120)"; fi
+done
+
 # ---- chapters ------------------------------------------------------------------------------
 : > "$OUT/bench.jsonl"
 for c in build/chapters/*; do
