@@ -56,10 +56,15 @@
  *   system   md_system (positions+charges as float4, types, masses,
  *            velocities, orthorhombic box), builders
  *   grid     md_grid (dimensions, origin, spacing, float data)
- *   io       readers (PQR, PDB, XYZ) and writers (XYZ, PDB, OpenDX)
- *   dcs      direct Coulomb sum potential maps: the CPU ladder
- *   rdf      radial distribution functions
- *   bench    benchmark result records and their JSON lines
+ *   io       md_read_pqr, md_read_pdb, md_read_xyz, md_read_dx (and their
+ *            _mem forms), md_xyz_open/next/close (multi-frame XYZ),
+ *            md_write_xyz, md_write_pdb, md_write_dx, md_element_mass
+ *   dcs      md_dcs: direct Coulomb sum potential maps, the CPU ladder
+ *   rdf      md_rdf_init/accumulate/normalize/write_csv: radial distribution
+ *            functions; md_select: atom selections ("name OW", "index 0-9")
+ *   dcd      md_dcd_open/open_mem/next/close, md_dcd_write: DCD trajectories
+ *   traj     md_traj_open/next/close: any trajectory (.dcd, .xyz) by extension
+ *   bench    md_bench_result and md_bench_json: benchmark JSON lines
  *
  * LICENSE: MIT (see the end of this file).
  */
