@@ -263,13 +263,13 @@ static void dcs_gpu_device_api(void) {
             MD_CHECKF(memcmp(h, h + oc, oc * sizeof(float)) == 0, "%s: a repeated run differs", md_dcs_variant_name(var));
         free(h);
         h = NULL;
-        cudaFree(d_out);
+        MD_CHECK(cudaFree(d_out) == cudaSuccess);
         d_out = NULL;
     }
     free(crop);
-    cudaFree(d_xyzq);
     md_grid_free(&ref);
     md_system_free(&sys);
+    MD_CHECK(cudaFree(d_xyzq) == cudaSuccess);
 }
 
 /* One atom exactly on the only grid point: every rung must give exactly 0 there. */

@@ -108,7 +108,13 @@ static int sweep_point(ladder *l, const dcs_gpu_case *c, int nz, int bpw, double
         if (f) fclose(f);
         else ok = 0;
     }
-    cudaFree(r.d_out);
+    {
+        cudaError_t fe = cudaFree(r.d_out);
+        if (fe != cudaSuccess) {
+            printf("  sweep nz %d: FAIL cudaFree: %s\n", nz, cudaGetErrorString(fe));
+            ok = 0;
+        }
+    }
     free(h);
     return ok;
 }

@@ -218,8 +218,13 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
     }
     failed = ladder_end(&l);
     md_cuda_rdf_plan_destroy(&plan);
-    cudaFree(d_xyz);
-    cudaFree(d_hist);
+    {
+        cudaError_t e1 = cudaFree(d_xyz), e2 = cudaFree(d_hist);
+        if (e1 != cudaSuccess || e2 != cudaSuccess) {
+            printf("FAIL cudaFree: %s\n", cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+            failed = 1;
+        }
+    }
     free(h_hist);
     md_rdf_free(&ref);
     md_rdf_free(&g);
