@@ -2640,7 +2640,7 @@ MDDEF md_status md_rdf_accumulate(md_rdf_variant variant, md_rdf *r, const md_fl
     }
     for (i = 0; i < nthreads; i++)
         for (k = 0; k < r->nbins; k++) r->counts[k] += h[(size_t)i * r->nbins + k];
-    md_rdf_add_frame(r, box, pairs, centers);
+    (void)md_rdf_add_frame(r, box, pairs, centers); /* r and box were checked above: cannot fail */
     md_free(h);
     if (wb != wa) md_free(wb);
     md_free(wa);
