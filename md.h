@@ -1481,6 +1481,21 @@ static md_status md__no_atoms(const md__lines *L) {
     return md__lerr(L, MD_ERR_PARSE, "ATOM", "no ATOM or HETATM records in %ld lines", L->line);
 }
 
+/* The PQR and PDB readers read the lines twice. Pass 0 counts the atom records
+ * (md__count_atom); at the end of pass 0 there must be one and *s is allocated
+ * for them; at the end of pass 1 (which fills *s) the types are assigned. */
+static md_status md__count_atom(const md__lines *L, int *n) {
+    if (*n == INT_MAX) return md__lerr(L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
+    ++*n;
+    return MD_OK;
+}
+
+static md_status md__end_pass(const md__lines *L, int pass, int n, md_system *s) {
+    if (pass == 1) return md__assign_types(s);
+    if (n == 0) return md__no_atoms(L);
+    return md_system_alloc(s, n);
+}
+
 MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, md_system *sys) {
     static const char *const need[10] = {"record", "serial", "name", "resName", "resSeq",
                                          "x",      "y",      "z",    "q",       "r"};
@@ -1504,11 +1519,7 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
             nt = md__split(L.buf, tok, 12);
             if (nt == 0 || (strcmp(tok[0], "ATOM") != 0 && strcmp(tok[0], "HETATM") != 0)) continue;
             if (pass == 0) {
-                if (n == INT_MAX) {
-                    st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
-                    goto fail;
-                }
-                n++;
+                if ((st = md__count_atom(&L, &n)) != MD_OK) goto fail;
                 continue;
             }
             if (nt < 10) {
@@ -1542,15 +1553,8 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
             s.mass[i] = md__atom_mass(s.name[i].s, s.resname[i].s, NULL);
             i++;
         }
-        if (pass == 0) {
-            if (n == 0) {
-                st = md__no_atoms(&L);
-                goto fail;
-            }
-            if ((st = md_system_alloc(&s, n)) != MD_OK) goto fail;
-        }
+        if ((st = md__end_pass(&L, pass, n, &s)) != MD_OK) goto fail;
     }
-    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
     md_free(L.buf);
     *sys = s;
     return MD_OK;
@@ -1644,11 +1648,7 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
             }
             if (!md__is_atom_record(L.buf)) continue;
             if (pass == 0) {
-                if (n == INT_MAX) {
-                    st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
-                    goto fail;
-                }
-                n++;
+                if ((st = md__count_atom(&L, &n)) != MD_OK) goto fail;
                 continue;
             }
             for (k = 0; k < 3; k++) {
@@ -1677,15 +1677,8 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
             s.mass[i] = md__atom_mass(nm, rn, md__cols(&L, 77, 78, element));
             i++;
         }
-        if (pass == 0) {
-            if (n == 0) {
-                st = md__no_atoms(&L);
-                goto fail;
-            }
-            if ((st = md_system_alloc(&s, n)) != MD_OK) goto fail;
-        }
+        if ((st = md__end_pass(&L, pass, n, &s)) != MD_OK) goto fail;
     }
-    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
     for (k = 0; k < 3; k++) s.box[k] = box[k];
     md_free(L.buf);
     *sys = s;
