@@ -161,7 +161,8 @@ MDDEF double md_median(double *v, int n);
 /** @brief Largest |out[i] - ref[i]| / max_i |ref[i]| over @p n values: the error measure
  *  every check uses. Potential maps change sign, so the error is relative to the largest
  *  magnitude rather than point by point. Any NaN in @p out gives +infinity (so an unwritten,
- *  NaN-poisoned element fails every tolerance); an all-zero @p ref gives the absolute error. */
+ *  NaN-poisoned element fails every tolerance), and so does a NaN or infinite value in
+ *  @p ref (a broken reference passes no check); an all-zero @p ref gives the absolute error. */
 MDDEF double md_max_rel_error(const float *out, const float *ref, size_t n);
 
 /** @brief Allocate @p count * @p size bytes with MD_MALLOC, checking the product for overflow.
@@ -879,8 +880,10 @@ MDDEF double md_max_rel_error(const float *out, const float *ref, size_t n) {
     double scale = 0.0, worst = 0.0;
     size_t i;
     if (!out || !ref) return INFINITY;
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        if (!isfinite(ref[i])) return INFINITY;
         if (fabs((double)ref[i]) > scale) scale = fabs((double)ref[i]);
+    }
     if (scale == 0.0) scale = 1.0;
     for (i = 0; i < n; i++) {
         double e;

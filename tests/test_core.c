@@ -183,6 +183,12 @@ static void max_rel_error_measure(void) {
     out[2] = NAN;
     MD_CHECK(isinf(md_max_rel_error(out, ref, 4)));
     MD_CHECK(md_max_rel_error(ref, ref, 4) == 0.0);
+    /* a broken reference (NaN or infinite) fails too, even where out matches it elsewhere */
+    out[2] = 0.5f;
+    ref[0] = NAN;
+    MD_CHECK(isinf(md_max_rel_error(out, ref, 4)));
+    ref[0] = INFINITY;
+    MD_CHECK(isinf(md_max_rel_error(out, ref, 4)));
 }
 
 static void bench_json_line(void) {
