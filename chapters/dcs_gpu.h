@@ -180,6 +180,18 @@ done:
     return st == MD_OK && err <= DCS_GPU_TOL;
 }
 
+/* The chapter's case: with --quick 4001 atoms on 37 x 29 x 11 points (not a multiple of a
+ * block, a tile, a constant chunk or the unroll factor), else natoms on nx x ny x nz.
+ * Returns 0, or 1 after printing FAIL. */
+static int dcs_gpu_case_setup(dcs_gpu_case *c, const ladder_opts *o, int natoms, int nx, int ny, int nz) {
+    md_status st = o->quick ? dcs_gpu_case_make(c, 4001, 37, 29, 11) : dcs_gpu_case_make(c, natoms, nx, ny, nz);
+    if (st != MD_OK) {
+        printf("FAIL: %s\n", md_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 /* Common start of the GPU chapters: parse options, check the device, measure the ceiling.
  * Returns -1 to go on, else the exit status (SKIP and --help exit 0). */
 static int dcs_gpu_begin(ladder *l, ladder_opts *o, int argc, char **argv, const char *usage, const char *chapter,
