@@ -88,25 +88,10 @@ static int sweep_point(ladder *l, const dcs_gpu_case *c, int nz, int bpw, double
     printf("  %5d %8lld %6.3f %5d %11.3f %14.4g %7.1f%% %10.2e  %s\n", nz, blocks,
            bpw_now > 0 ? (double)blocks / bpw_now : NAN, waves, ok ? 1e3 * t : NAN, rate,
            isfinite(ceiling) && ok ? 100.0 * rate / ceiling : NAN, err, ok ? "ok" : "FAIL");
-    if (ok && l->opts.json) {
-        char name[64], line[1024];
-        md_bench_result b;
-        FILE *f = fopen(l->opts.json, "a");
+    if (ok) {
+        char name[64];
         snprintf(name, sizeof name, "sweep_%d", nz);
-        memset(&b, 0, sizeof b);
-        b.chapter = l->chapter;
-        b.variant = name;
-        b.size = (long long)work;
-        b.size_unit = l->size_unit;
-        b.time_s = t;
-        b.rate = rate;
-        b.unit = l->unit;
-        b.ceiling = ceiling;
-        b.error = err;
-        b.device = l->device;
-        if (f && md_bench_json(line, sizeof line, &b) < (int)sizeof line) fprintf(f, "%s\n", line);
-        if (f) fclose(f);
-        else ok = 0;
+        ok = ladder_json(l, name, (long long)work, t, rate, ceiling, err);
     }
     {
         cudaError_t fe = cudaFree(r.d_out);
