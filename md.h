@@ -56,10 +56,15 @@
  *   system   md_system (positions+charges as float4, types, masses,
  *            velocities, orthorhombic box), builders
  *   grid     md_grid (dimensions, origin, spacing, float data)
- *   io       readers (PQR, PDB, XYZ) and writers (XYZ, PDB, OpenDX)
- *   dcs      direct Coulomb sum potential maps: the CPU ladder
- *   rdf      radial distribution functions
- *   bench    benchmark result records and their JSON lines
+ *   io       md_read_pqr, md_read_pdb, md_read_xyz, md_read_dx (and their
+ *            _mem forms), md_xyz_open/next/close (multi-frame XYZ),
+ *            md_write_xyz, md_write_pdb, md_write_dx, md_element_mass
+ *   dcs      md_dcs: direct Coulomb sum potential maps, the CPU ladder
+ *   rdf      md_rdf_init/accumulate/normalize/write_csv: radial distribution
+ *            functions; md_select: atom selections ("name OW", "index 0-9")
+ *   dcd      md_dcd_open/open_mem/next/close, md_dcd_write: DCD trajectories
+ *   traj     md_traj_open/next/close: any trajectory (.dcd, .xyz) by extension
+ *   bench    md_bench_result and md_bench_json: benchmark JSON lines
  *
  * LICENSE: MIT (see the end of this file).
  */
@@ -156,7 +161,8 @@ MDDEF double md_median(double *v, int n);
 /** @brief Largest |out[i] - ref[i]| / max_i |ref[i]| over @p n values: the error measure
  *  every check uses. Potential maps change sign, so the error is relative to the largest
  *  magnitude rather than point by point. Any NaN in @p out gives +infinity (so an unwritten,
- *  NaN-poisoned element fails every tolerance); an all-zero @p ref gives the absolute error. */
+ *  NaN-poisoned element fails every tolerance), and so does a NaN or infinite value in
+ *  @p ref (a broken reference passes no check); an all-zero @p ref gives the absolute error. */
 MDDEF double md_max_rel_error(const float *out, const float *ref, size_t n);
 
 /** @brief Allocate @p count * @p size bytes with MD_MALLOC, checking the product for overflow.
@@ -876,8 +882,10 @@ MDDEF double md_max_rel_error(const float *out, const float *ref, size_t n) {
     double scale = 0.0, worst = 0.0;
     size_t i;
     if (!out || !ref) return INFINITY;
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        if (!isfinite(ref[i])) return INFINITY;
         if (fabs((double)ref[i]) > scale) scale = fabs((double)ref[i]);
+    }
     if (scale == 0.0) scale = 1.0;
     for (i = 0; i < n; i++) {
         double e;
@@ -1478,6 +1486,21 @@ static md_status md__no_atoms(const md__lines *L) {
     return md__lerr(L, MD_ERR_PARSE, "ATOM", "no ATOM or HETATM records in %ld lines", L->line);
 }
 
+/* The PQR and PDB readers read the lines twice. Pass 0 counts the atom records
+ * (md__count_atom); at the end of pass 0 there must be one and *s is allocated
+ * for them; at the end of pass 1 (which fills *s) the types are assigned. */
+static md_status md__count_atom(const md__lines *L, int *n) {
+    if (*n == INT_MAX) return md__lerr(L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
+    ++*n;
+    return MD_OK;
+}
+
+static md_status md__end_pass(const md__lines *L, int pass, int n, md_system *s) {
+    if (pass == 1) return md__assign_types(s);
+    if (n == 0) return md__no_atoms(L);
+    return md_system_alloc(s, n);
+}
+
 MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, md_system *sys) {
     static const char *const need[10] = {"record", "serial", "name", "resName", "resSeq",
                                          "x",      "y",      "z",    "q",       "r"};
@@ -1502,11 +1525,7 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
             nt = md__split(L.buf, tok, 12);
             if (nt == 0 || (strcmp(tok[0], "ATOM") != 0 && strcmp(tok[0], "HETATM") != 0)) continue;
             if (pass == 0) {
-                if (n == INT_MAX) {
-                    st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
-                    goto fail;
-                }
-                n++;
+                if ((st = md__count_atom(&L, &n)) != MD_OK) goto fail;
                 continue;
             }
             if (nt < 10) {
@@ -1544,15 +1563,8 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
             s.mass[i] = md__atom_mass(s.name[i].s, s.resname[i].s, NULL);
             i++;
         }
-        if (pass == 0) {
-            if (n == 0) {
-                st = md__no_atoms(&L);
-                goto fail;
-            }
-            if ((st = md_system_alloc(&s, n)) != MD_OK) goto fail;
-        }
+        if ((st = md__end_pass(&L, pass, n, &s)) != MD_OK) goto fail;
     }
-    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
     md_free(L.buf);
     *sys = s;
     return MD_OK;
@@ -1646,11 +1658,7 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
             }
             if (!md__is_atom_record(L.buf)) continue;
             if (pass == 0) {
-                if (n == INT_MAX) {
-                    st = md__lerr(&L, MD_ERR_RANGE, "ATOM", "more than %d atoms", INT_MAX);
-                    goto fail;
-                }
-                n++;
+                if ((st = md__count_atom(&L, &n)) != MD_OK) goto fail;
                 continue;
             }
             for (k = 0; k < 3; k++) {
@@ -1679,15 +1687,8 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
             s.mass[i] = md__atom_mass(nm, rn, md__cols(&L, 77, 78, element));
             i++;
         }
-        if (pass == 0) {
-            if (n == 0) {
-                st = md__no_atoms(&L);
-                goto fail;
-            }
-            if ((st = md_system_alloc(&s, n)) != MD_OK) goto fail;
-        }
+        if ((st = md__end_pass(&L, pass, n, &s)) != MD_OK) goto fail;
     }
-    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
     for (k = 0; k < 3; k++) s.box[k] = box[k];
     md_free(L.buf);
     *sys = s;
@@ -2642,7 +2643,7 @@ MDDEF md_status md_rdf_accumulate(md_rdf_variant variant, md_rdf *r, const md_fl
     }
     for (i = 0; i < nthreads; i++)
         for (k = 0; k < r->nbins; k++) r->counts[k] += h[(size_t)i * r->nbins + k];
-    md_rdf_add_frame(r, box, pairs, centers);
+    (void)md_rdf_add_frame(r, box, pairs, centers); /* r and box were checked above: cannot fail */
     md_free(h);
     if (wb != wa) md_free(wb);
     md_free(wa);

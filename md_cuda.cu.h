@@ -21,11 +21,18 @@
  *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
  *
  * CONTENTS
- *   core      error conversion, device availability and info, poison fill
- *   timing    event timer, benchmark helper (warm-up, L2 flush, median)
- *   ceilings  micro-benchmarks of the units that bound the kernels
- *   dcs       direct Coulomb sum: the GPU rungs
- *   rdf       radial distribution functions: the GPU rungs
+ *   core      md_cuda_error, MD_CUDA_TRY, MD_CUDA_TRY_LAUNCH, md_cuda_available,
+ *             md_cuda_get_device_info, md_cuda_poison (NaN fill)
+ *   timing    md_cuda_timer_create/start/stop/destroy, md_cuda_bench (warm-up,
+ *             L2 flush, median)
+ *   ceilings  md_cuda_measure_ceilings, md_cuda_ceiling_rsqrt/fma/dram/
+ *             smem_atomic/launch, md_cuda_ceilings_json: micro-benchmarks of the
+ *             units that bound the kernels
+ *   dcs       md_cuda_dcs (host arrays), md_cuda_dcs_device (device-resident,
+ *             for timing), md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
+ *             md_cuda_dcs_hybrid_device: direct Coulomb sum, the GPU rungs
+ *   rdf       md_cuda_rdf_plan_create/destroy, md_cuda_rdf_accumulate,
+ *             md_cuda_rdf_max_bins: radial distribution functions, the GPU rungs
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H

@@ -33,7 +33,7 @@ typedef struct dcs_gpu_case {
 } dcs_gpu_case;
 
 static void dcs_gpu_case_free(dcs_gpu_case *c) {
-    if (c->d_xyzq) cudaFree(c->d_xyzq);
+    if (c->d_xyzq) (void)cudaFree(c->d_xyzq); /* teardown: nothing left to report to */
     free(c->ref);
     md_grid_free(&c->grid);
     md_system_free(&c->sys);
@@ -168,10 +168,28 @@ static int dcs_gpu_rung(ladder *l, const dcs_gpu_case *c, const char *name, md_d
     }
     ladder_row(l, name, (long long)work, t, work, ceiling, err, DCS_GPU_TOL);
 done:
-    cudaFree(r.d_out);
+    {
+        cudaError_t fe = cudaFree(r.d_out);
+        if (fe != cudaSuccess && st == MD_OK) {
+            st = md_cuda_error(fe, "cudaFree(d_out)", __FILE__, __LINE__);
+            ladder_row_error(l, name, md_last_error());
+        }
+    }
     free(h);
     free(sample);
     return st == MD_OK && err <= DCS_GPU_TOL;
+}
+
+/* The chapter's case: with --quick 4001 atoms on 37 x 29 x 11 points (not a multiple of a
+ * block, a tile, a constant chunk or the unroll factor), else natoms on nx x ny x nz.
+ * Returns 0, or 1 after printing FAIL. */
+static int dcs_gpu_case_setup(dcs_gpu_case *c, const ladder_opts *o, int natoms, int nx, int ny, int nz) {
+    md_status st = o->quick ? dcs_gpu_case_make(c, 4001, 37, 29, 11) : dcs_gpu_case_make(c, natoms, nx, ny, nz);
+    if (st != MD_OK) {
+        printf("FAIL: %s\n", md_last_error());
+        return 1;
+    }
+    return 0;
 }
 
 /* Common start of the GPU chapters: parse options, check the device, measure the ceiling.

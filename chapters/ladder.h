@@ -90,6 +90,9 @@ static void ladder_begin(ladder *l, const ladder_opts *o, const char *chapter, c
  * the reference, md_max_rel_error (NaN: this rung is the reference). tol: the rung passes if
  * error <= tol. A failed rung is printed with FAIL and counted, and its rate
  * is not written to JSON (a fast rate for a wrong result is never reported). */
+static int ladder_json(ladder *l, const char *variant, long long size, double time_s, double rate, double ceiling,
+                       double error);
+
 static int ladder_row(ladder *l, const char *variant, long long size, double time_s, double work,
                       double ceiling, double error, double tol) {
     int ok = isnan(error) || error <= tol;
@@ -111,29 +114,36 @@ static int ladder_row(ladder *l, const char *variant, long long size, double tim
         printf("    FAIL %s: error %.3e exceeds tolerance %.1e\n", variant, error, tol);
         return 0;
     }
-    if (l->opts.json) {
-        FILE *f = fopen(l->opts.json, "a");
-        md_bench_result r;
-        char line[1024];
-        memset(&r, 0, sizeof r);
-        r.chapter = l->chapter;
-        r.variant = variant;
-        r.size = size;
-        r.size_unit = l->size_unit;
-        r.time_s = time_s;
-        r.rate = rate;
-        r.unit = l->unit;
-        r.ceiling = ceiling;
-        r.error = error;
-        r.device = l->device;
-        if (!f) {
-            fprintf(stderr, "cannot append to %s\n", l->opts.json);
-            l->failed++;
-            return 0;
-        }
-        if (md_bench_json(line, sizeof line, &r) < (int)sizeof line) fprintf(f, "%s\n", line);
-        fclose(f);
+    return ladder_json(l, variant, size, time_s, rate, ceiling, error);
+}
+
+/* With --json FILE, append one md_bench line for a passed measurement (the table's
+ * chapter, units and device); a file that cannot be appended to counts as a failure.
+ * Returns 1 if all went well (or there is no --json). */
+static int ladder_json(ladder *l, const char *variant, long long size, double time_s, double rate, double ceiling,
+                       double error) {
+    FILE *f;
+    md_bench_result r;
+    char line[1024];
+    if (!l->opts.json) return 1;
+    memset(&r, 0, sizeof r);
+    r.chapter = l->chapter;
+    r.variant = variant;
+    r.size = size;
+    r.size_unit = l->size_unit;
+    r.time_s = time_s;
+    r.rate = rate;
+    r.unit = l->unit;
+    r.ceiling = ceiling;
+    r.error = error;
+    r.device = l->device;
+    if (!(f = fopen(l->opts.json, "a"))) {
+        fprintf(stderr, "cannot append to %s\n", l->opts.json);
+        l->failed++;
+        return 0;
     }
+    if (md_bench_json(line, sizeof line, &r) < (int)sizeof line) fprintf(f, "%s\n", line);
+    fclose(f);
     return 1;
 }
 
@@ -200,6 +210,7 @@ static void ladder__unused(void) {
     (void)ladder_parse;
     (void)ladder_begin;
     (void)ladder_row;
+    (void)ladder_json;
     (void)ladder_row_error;
     (void)ladder_row_skip;
     (void)ladder_end;

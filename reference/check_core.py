@@ -26,13 +26,16 @@ for seed in (0, 1234, 2**63 + 5):
     g = Xoshiro256ss(seed)
     nxt = [int(r[1]) for r in rows if r[0] == "next"]
     ref = [g.next() for _ in nxt]
-    report(f"xoshiro256** seed {seed}", nxt == ref, f"{nxt[:2]} vs {ref[:2]}")
+    # dump_core prints 8 next, 4 uniform, 4 normal and 5 atoms: the counts are checked too, so a
+    # dump that printed nothing cannot pass by comparing empty lists
+    report(f"xoshiro256** seed {seed}", len(nxt) == 8 and nxt == ref, f"{len(nxt)} values: {nxt[:2]} vs {ref[:2]}")
     uni = [float(r[1]) for r in rows if r[0] == "uniform"]
     ref = [g.uniform() for _ in uni]
-    report(f"uniform seed {seed}", all(abs(a - b) <= 1e-15 * max(1.0, abs(b)) for a, b in zip(uni, ref)))
+    report(f"uniform seed {seed}", len(uni) == 4 and all(abs(a - b) <= 1e-15 * max(1.0, abs(b)) for a, b in zip(uni, ref)),
+           f"{uni} vs {ref}")
     nor = [float(r[1]) for r in rows if r[0] == "normal"]
     ref = [g.normal() for _ in nor]
-    report(f"normal seed {seed}", all(abs(a - b) <= 1e-13 * max(1.0, abs(b)) for a, b in zip(nor, ref)),
+    report(f"normal seed {seed}", len(nor) == 4 and all(abs(a - b) <= 1e-13 * max(1.0, abs(b)) for a, b in zip(nor, ref)),
            f"{nor} vs {ref}")
     atoms = [[float(v) for v in r[1:]] for r in rows if r[0] == "atom"]
     ref = random_charges(len(atoms), (2.5, 3.0, 3.5), 0.8, seed)

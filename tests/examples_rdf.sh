@@ -2,7 +2,8 @@
 # examples/rdf on a DCD made by reference/dump_rdf: the CSV has a header and one line per
 # bin, and g(r) of this uniform random frame averages 1 within 0.1 over 0.5..1.5 nm
 # (1500 atoms: each bin's g has a Poisson error of a few percent, 40 bins averaged);
-# bad input (box below 2 rmax, empty selection, missing file) exits 1 with a clear message.
+# bad input (box below 2 rmax, empty selection, missing file) exits 1 with a clear message;
+# a malformed --bins or --rmax exits 2 naming the option.
 set -u
 cd "$(dirname "$0")/.."
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
@@ -27,3 +28,8 @@ if ! build/examples/rdf "$t/traj_le.dcd" "$t/x.csv" --a "name OW" > "$t/log" 2>&
 then ok "examples/rdf refuses an empty selection"; else bad "examples/rdf selection" "$(cat "$t/log")"; fi
 if ! build/examples/rdf "$t/none.dcd" "$t/x.csv" > "$t/log" 2>&1 && grep -q "none.dcd" "$t/log"
 then ok "examples/rdf names a missing file"; else bad "examples/rdf missing" "$(cat "$t/log")"; fi
+if ! build/examples/rdf "$t/traj_le.dcd" "$t/x.csv" --bins 12x > "$t/log" 2>&1 && grep -q -- "--bins: not a number ('12x')" "$t/log" &&
+   ! build/examples/rdf "$t/traj_le.dcd" "$t/x.csv" --bins 0 > "$t/log" 2>&1 && grep -q -- "--bins: must be a whole number" "$t/log" &&
+   ! build/examples/rdf "$t/traj_le.dcd" "$t/x.csv" --rmax 1.2.3 > "$t/log" 2>&1 && grep -q -- "--rmax: not a number" "$t/log" &&
+   [ ! -e "$t/x.csv" ]
+then ok "examples/rdf refuses a malformed --bins or --rmax"; else bad "examples/rdf options" "$(cat "$t/log")"; fi

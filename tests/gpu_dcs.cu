@@ -207,6 +207,7 @@ static void dcs_gpu_gather(void) { check_rung(MD_DCS_GPU_GATHER); }
 static void dcs_gpu_const(void) { check_rung(MD_DCS_GPU_CONST); }
 static void dcs_gpu_unroll4(void) { check_rung(MD_DCS_GPU_UNROLL4); }
 static void dcs_gpu_unroll8(void) { check_rung(MD_DCS_GPU_UNROLL8); }
+static void dcs_gpu_unroll8x2(void) { check_rung(MD_DCS_GPU_UNROLL8X2); }
 static void dcs_gpu_l1(void) { check_rung(MD_DCS_GPU_L1); }
 static void dcs_gpu_shared(void) { check_rung(MD_DCS_GPU_SHARED); }
 static void dcs_gpu_hybrid(void) { check_rung(MD_DCS_GPU_HYBRID); }
@@ -263,13 +264,13 @@ static void dcs_gpu_device_api(void) {
             MD_CHECKF(memcmp(h, h + oc, oc * sizeof(float)) == 0, "%s: a repeated run differs", md_dcs_variant_name(var));
         free(h);
         h = NULL;
-        cudaFree(d_out);
+        MD_CHECK(cudaFree(d_out) == cudaSuccess);
         d_out = NULL;
     }
     free(crop);
-    cudaFree(d_xyzq);
     md_grid_free(&ref);
     md_system_free(&sys);
+    MD_CHECK(cudaFree(d_xyzq) == cudaSuccess);
 }
 
 /* One atom exactly on the only grid point: every rung must give exactly 0 there. */
@@ -302,6 +303,7 @@ int main(void) {
     MD_RUN(dcs_gpu_const);
     MD_RUN(dcs_gpu_unroll4);
     MD_RUN(dcs_gpu_unroll8);
+    MD_RUN(dcs_gpu_unroll8x2);
     MD_RUN(dcs_gpu_l1);
     MD_RUN(dcs_gpu_shared);
     MD_RUN(dcs_gpu_hybrid);

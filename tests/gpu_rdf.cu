@@ -28,7 +28,7 @@ static md_float4 *upload(const md_system *s) {
     md_float4 *d = NULL;
     if (cudaMalloc((void **)&d, (size_t)s->n * sizeof(md_float4)) != cudaSuccess) return NULL;
     if (cudaMemcpy(d, s->xyzq, (size_t)s->n * sizeof(md_float4), cudaMemcpyHostToDevice) != cudaSuccess) {
-        cudaFree(d);
+        (void)cudaFree(d);
         return NULL;
     }
     return d;
@@ -100,8 +100,8 @@ static void every_rung_equals_cpu(void) {
     }
     free(sa);
     free(sb);
-    cudaFree(d);
     md_system_free(&s);
+    MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
 /* Many bins: 60000 (more than a per-warp histogram can hold in shared memory on any GPU:
@@ -149,8 +149,8 @@ static void passes_and_many_bins(void) {
     md_cuda_rdf_plan_destroy(&p);
     md_rdf_free(&g);
     md_rdf_free(&ref);
-    cudaFree(d);
     md_system_free(&s);
+    MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
 /* A low pair bound per launch (5000 pairs) splits one frame into many launches whose
@@ -181,8 +181,8 @@ static void split_launches_equal_cpu(void) {
         md_cuda_rdf_plan_destroy(&p);
         md_rdf_free(&g);
     }
-    cudaFree(d);
     md_system_free(&s);
+    MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
 /* The overflow case. A: na coincident atoms at one point, B: nb coincident atoms 0.5 nm away
@@ -237,9 +237,9 @@ static void overflow_bin_over_2_32(void) {
         md_rdf_free(&g);
     }
     free(selb);
-    cudaFree(d);
     md_rdf_free(&one);
     md_system_free(&s);
+    MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
 /* Bad input: a CPU rung, a mismatched accumulator, a box below 2 rmax, a NaN coordinate;
@@ -266,8 +266,8 @@ static void gpu_bad_input(void) {
     md_cuda_rdf_plan_destroy(&p);
     md_rdf_free(&g);
     md_rdf_free(&wrong);
-    cudaFree(d);
     md_system_free(&s);
+    MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
 int main(void) {

@@ -134,5 +134,4 @@ static int md_test_summary(void) {
     return md_test__failed ? 1 : 0;
 }
 
-/** Largest |out - ref| / max|ref| over n values; NaN (any NaN in out) fails as +inf. */
 #endif /* MD_TEST_H */

@@ -113,7 +113,7 @@ static void builders_reject_bad_input(void) {
 static void fcc_lattice_geometry_and_temperature(void) {
     md_system s;
     md_fcc_desc d;
-    double p[3] = {0, 0, 0}, dmin = 1e9;
+    double p[3] = {0, 0, 0}, dmin = 1e9, ke = 0.0;
     int i, j;
     memset(&d, 0, sizeof d);
     d.cells = 3;
@@ -127,7 +127,13 @@ static void fcc_lattice_geometry_and_temperature(void) {
         p[0] += s.mass[i] * s.vel[i].x;
         p[1] += s.mass[i] * s.vel[i].y;
         p[2] += s.mass[i] * s.vel[i].z;
+        ke += 0.5 * s.mass[i] * ((double)s.vel[i].x * s.vel[i].x + (double)s.vel[i].y * s.vel[i].y +
+                                 (double)s.vel[i].z * s.vel[i].z);
     }
+    /* The temperature again from the definition, not from md_system_temperature: equipartition
+     * KE = (3n - 3) kB T / 2 with the COM momentum removed (3 degrees of freedom fewer).
+     * Tolerance 1e-4: the velocities are stored as float (relative rounding 6e-8 each). */
+    MD_CHECK_CLOSE(2.0 * ke / ((3.0 * s.n - 3.0) * 0.00831446261815324), 120.0, 1e-4, 0);
     MD_CHECK_CLOSE(p[0], 0.0, 0, 1e-3);
     MD_CHECK_CLOSE(p[1], 0.0, 0, 1e-3);
     MD_CHECK_CLOSE(p[2], 0.0, 0, 1e-3);
@@ -156,7 +162,7 @@ static void grid_layout_and_errors(void) {
     MD_CHECK(g.data == NULL);
     MD_CHECK_ERROR(md_grid_alloc(&g, 0, 4, 5, o, h), MD_ERR_INVALID_ARGUMENT, "field n");
     MD_CHECK_ERROR(md_grid_alloc(&g, 3, 4, 5, o, bad), MD_ERR_RANGE, "field spacing");
-    MD_CHECK_ERROR(md_grid_alloc(&g, 1 << 30, 1 << 30, 1 << 30, o, h), MD_ERR_OUT_OF_MEMORY, "");
+    MD_CHECK_ERROR(md_grid_alloc(&g, 1 << 30, 1 << 30, 1 << 30, o, h), MD_ERR_OUT_OF_MEMORY, "field n: point count overflows"); /* 2^90 points */
 }
 
 static void alloc_array_detects_overflow(void) {
@@ -177,6 +183,12 @@ static void max_rel_error_measure(void) {
     out[2] = NAN;
     MD_CHECK(isinf(md_max_rel_error(out, ref, 4)));
     MD_CHECK(md_max_rel_error(ref, ref, 4) == 0.0);
+    /* a broken reference (NaN or infinite) fails too, even where out matches it elsewhere */
+    out[2] = 0.5f;
+    ref[0] = NAN;
+    MD_CHECK(isinf(md_max_rel_error(out, ref, 4)));
+    ref[0] = INFINITY;
+    MD_CHECK(isinf(md_max_rel_error(out, ref, 4)));
 }
 
 static void bench_json_line(void) {

@@ -48,11 +48,11 @@ static void poison(md_grid *g) {
 
 /* The independent reference: atoms outer, points inner, double throughout.
  * An atom within sqrt(MD_DCS_MIN_R2) of a point adds nothing to it. */
-static void reference_dcs(const md_float4 *xyzq, int n, const md_grid *g, float *out) {
+static int reference_dcs(const md_float4 *xyzq, int n, const md_grid *g, float *out) {
     size_t c = md_grid_count(g), p;
     double *acc = (double *)calloc(c, sizeof *acc);
     int a, i, j, k;
-    if (!acc) return;
+    if (!acc) return 0; /* out of memory: the caller fails the test */
     for (a = 0; a < n; a++)
         for (p = 0, k = 0; k < g->n[2]; k++)
             for (j = 0; j < g->n[1]; j++)
@@ -65,6 +65,7 @@ static void reference_dcs(const md_float4 *xyzq, int n, const md_grid *g, float 
                 }
     for (p = 0; p < c; p++) out[p] = (float)acc[p];
     free(acc);
+    return 1;
 }
 
 /* n random atoms in the grid's box widened by 0.2 nm on each side (so some lie
@@ -131,7 +132,12 @@ static int random_case(int nx, int ny, int nz, const double o[3], const double h
         md_grid_free(&g);
         return 0;
     }
-    reference_dcs(atoms, n, &g, ref);
+    if (!reference_dcs(atoms, n, &g, ref)) {
+        free(atoms);
+        free(ref);
+        md_grid_free(&g);
+        return 0;
+    }
     snprintf(what, sizeof what, "%dx%dx%d grid, %d atoms, seed %llu", nx, ny, nz, n,
              (unsigned long long)seed);
     ok = check_rungs(atoms, n, &g, ref, what);
@@ -214,7 +220,7 @@ static void atoms_on_grid_points_skip_self(void) {
     }
     ref = (float *)malloc(md_grid_count(&g) * sizeof *ref);
     MD_CHECK(ref != NULL);
-    reference_dcs(atoms, 6, &g, ref);
+    MD_CHECK(reference_dcs(atoms, 6, &g, ref));
     for (r = 0; r < CPU_RUNGS; r++) {
         poison(&g);
         MD_CHECK_OK(md_dcs(cpu_rungs[r], atoms, 6, &g));
@@ -251,7 +257,7 @@ static void tolerance_catches_a_missing_atom(void) {
     atoms = random_atoms(200, &g, 12);
     ref = (float *)malloc(md_grid_count(&g) * sizeof *ref);
     MD_CHECK(atoms && ref);
-    reference_dcs(atoms, 200, &g, ref);
+    MD_CHECK(reference_dcs(atoms, 200, &g, ref));
     for (r = 0; r < CPU_RUNGS; r++) {
         double err;
         poison(&g);
@@ -324,7 +330,7 @@ static void bad_arguments_are_rejected(void) {
 }
 
 static void variant_names(void) {
-    int v;
+    int v, w;
     MD_CHECK(strcmp(md_dcs_variant_name(MD_DCS_CPU_SIMPLE), "cpu_simple") == 0);
     MD_CHECK(strcmp(md_dcs_variant_name(MD_DCS_CPU_ROWS_OMP), "cpu_rows_omp") == 0);
     MD_CHECK(strcmp(md_dcs_variant_name(MD_DCS_VARIANT_COUNT), "unknown") == 0);
@@ -332,8 +338,12 @@ static void variant_names(void) {
     for (v = 0; v < CPU_RUNGS; v++) MD_CHECK(!md_dcs_variant_is_gpu(cpu_rungs[v]));
     MD_CHECK(md_dcs_variant_is_gpu(MD_DCS_GPU_SCATTER));
     MD_CHECK(!md_dcs_variant_is_gpu(MD_DCS_VARIANT_COUNT));
-    for (v = 0; v < MD_DCS_VARIANT_COUNT; v++) /* names are distinct */
+    for (v = 0; v < MD_DCS_VARIANT_COUNT; v++) { /* every rung is named, and the names are distinct */
         MD_CHECK(strcmp(md_dcs_variant_name((md_dcs_variant)v), "unknown") != 0);
+        for (w = v + 1; w < MD_DCS_VARIANT_COUNT; w++)
+            MD_CHECKF(strcmp(md_dcs_variant_name((md_dcs_variant)v), md_dcs_variant_name((md_dcs_variant)w)) != 0,
+                      "rungs %d and %d share the name %s", v, w, md_dcs_variant_name((md_dcs_variant)v));
+    }
 }
 
 int main(void) {

@@ -401,16 +401,18 @@ static void bad_nul_bytes(void) {
 
 static const char *const names[6] = {"O", "H", "C", "Na", "Cl", "X"};
 
-static void random_system(md_system *s, int n, uint64_t seed, int with_box) {
+static md_status random_system(md_system *s, int n, uint64_t seed, int with_box) {
     double box[3] = {3.1, 4.2, 5.3};
     int i;
-    md_build_random_charges(s, n, box, 1.0, seed);
+    md_status st = md_build_random_charges(s, n, box, 1.0, seed);
+    if (st != MD_OK) return st;
     for (i = 0; i < n; i++) {
         snprintf(s->name[i].s, sizeof s->name[i].s, "%s", names[i % 6]);
         s->mass[i] = md_element_mass(names[i % 6]);
         s->xyzq[i].x -= 1.0f; /* some negative coordinates */
     }
     if (!with_box) s->box[0] = s->box[1] = s->box[2] = 0.0;
+    return MD_OK;
 }
 
 /* XYZ prints Angstrom with 6 decimals: error <= 5e-7 A = 5e-8 nm, plus float rounding of the nm
@@ -420,7 +422,7 @@ static void xyz_round_trip(void) {
     md_system a, b;
     const char *path = tmp_path("rt.xyz");
     int i;
-    random_system(&a, 257, 11, 1);
+    MD_CHECK_OK(random_system(&a, 257, 11, 1));
     MD_CHECK_OK(md_write_xyz(path, &a, "random system, seed 11", 0));
     MD_CHECK(!file_exists(tmp_path("rt.xyz.tmp")));
     MD_CHECK_OK(md_read_xyz(path, &b));
@@ -446,7 +448,7 @@ static void xyz_multi_frame(void) {
     FILE *fp;
     remove(path);
     for (k = 0; k < 3; k++) {
-        random_system(&f[k], 10 + k, 14 + (uint64_t)k, k != 1);
+        MD_CHECK_OK(random_system(&f[k], 10 + k, 14 + (uint64_t)k, k != 1));
         MD_CHECK_OK(md_write_xyz(path, &f[k], "frame", k > 0));
     }
     memset(&frame, 0, sizeof frame);
@@ -485,7 +487,7 @@ static void pdb_round_trip(void) {
     md_system a, b;
     const char *path = tmp_path("rt.pdb");
     int i;
-    random_system(&a, 123, 12, 1);
+    MD_CHECK_OK(random_system(&a, 123, 12, 1));
     for (i = 0; i < a.n; i++) {
         a.xyzq[i].w = (float)(i % 5 - 2);
         a.resid[i] = i / 3 + 1;
@@ -556,7 +558,7 @@ static void writers_leave_no_half_files(void) {
     FILE *f;
     size_t n;
     MD_CHECK(write_bytes(path, "old contents\n", 13));
-    random_system(&a, 4, 11, 1);
+    MD_CHECK_OK(random_system(&a, 4, 11, 1));
     a.xyzq[2].y = NAN;
     MD_CHECK_ERROR(md_write_xyz(path, &a, NULL, 0), MD_ERR_RANGE, "keep.xyz: field xyzq: atom 2");
     MD_CHECK_ERROR(md_write_pdb(path, &a), MD_ERR_RANGE, "keep.xyz: field xyzq: atom 2");

@@ -150,9 +150,9 @@ static void ideal_gas_gives_one(void) {
  * 12 at a/sqrt2, 6 at a, 24 at a sqrt(3/2), 12 at a sqrt2, 24 at a sqrt(5/2). */
 static int fcc_shell(int m2) {
     int i, j, k, c = 0;
-    for (i = -4; i <= 4; i++)
-        for (j = -4; j <= 4; j++)
-            for (k = -4; k <= 4; k++)
+    for (i = -6; i <= 6; i++) /* |i|, |j|, |k| <= 6 holds every vector with m2 <= 36 */
+        for (j = -6; j <= 6; j++)
+            for (k = -6; k <= 6; k++)
                 if (((i + j + k) & 1) == 0 && i * i + j * j + k * k == m2) c++;
     return c;
 }
@@ -591,14 +591,21 @@ static void dcd_reads_independent_files(void) {
 }
 
 /* The usage snippet quoted in tutorials/05_histograms.md, verbatim, on an FCC crystal
- * (md_build_fcc defaults: 864 argon atoms, box 3.43 nm); its statuses are not checked
- * in the snippet, so its results are: one frame, 300 bins, no pair closer than the
- * first shell (g = 0 in bin 0), neighbours counted by rmax, and the CSV written. */
+ * (md_build_fcc defaults: 864 argon atoms, lattice a = 0.5719 nm, box 3.43 nm); its
+ * statuses are not checked in the snippet, so its results are: one frame, 300 bins, no
+ * pair closer than the first shell (g = 0 in bin 0), n(rmax) equal to the number of
+ * lattice neighbours within 1.5 nm counted by fcc_shell (shells at a/2 sqrt(m2) for
+ * m2 = 2 .. 26; the next, m2 = 28, lies at 1.513 nm), and the CSV written (removed
+ * first, so an earlier test's file cannot stand in for it). */
 static void tutorial_snippet(void) {
     md_system sys;
-    double g[300], n[300];
+    double g[300], n[300], want = 0.0;
+    int m2;
     FILE *f;
     make_tmpdir();
+    remove("build/test-tmp/rdf.csv");
+    for (m2 = 2; 0.5 * 0.5719 * sqrt((double)m2) < 1.5; m2 += 2) want += fcc_shell(m2);
+    MD_CHECK(m2 == 28);
     MD_CHECK_OK(md_build_fcc(&sys, NULL));
     {
     md_rdf r;
@@ -609,7 +616,8 @@ static void tutorial_snippet(void) {
     MD_CHECK(r.frames == 1 && r.nbins == 300);
     md_rdf_free(&r);
     }
-    MD_CHECK(n[299] > 0 && g[0] == 0.0);
+    MD_CHECK(g[0] == 0.0);
+    MD_CHECK_CLOSE(n[299], want, 1e-12, 0); /* exact integers over exact integers */
     MD_CHECK((f = fopen("build/test-tmp/rdf.csv", "r")) != NULL);
     fclose(f);
     md_system_free(&sys);

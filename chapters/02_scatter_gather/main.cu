@@ -30,12 +30,7 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     reps = o.reps ? o.reps : (o.quick ? 3 : 11);
     /* --quick: 4001 atoms (not a multiple of a block) on 37 x 29 x 11 points */
-    if (o.quick) rc = dcs_gpu_case_make(&c, 4001, 37, 29, 11) != MD_OK;
-    else rc = dcs_gpu_case_make(&c, 4000, 128, 128, 32) != MD_OK;
-    if (rc) {
-        printf("FAIL: %s\n", md_last_error());
-        return 1;
-    }
+    if (dcs_gpu_case_setup(&c, &o, 4000, 128, 128, 32)) return 1;
     printf("system: %d atoms, %d x %d x %d grid\n", c.sys.n, c.grid.n[0], c.grid.n[1], c.grid.n[2]);
     dcs_cpu_baseline(&l, &c);
     /* scatter: every point takes n atomics in turn; at most 3 timed runs */

@@ -88,27 +88,18 @@ static int sweep_point(ladder *l, const dcs_gpu_case *c, int nz, int bpw, double
     printf("  %5d %8lld %6.3f %5d %11.3f %14.4g %7.1f%% %10.2e  %s\n", nz, blocks,
            bpw_now > 0 ? (double)blocks / bpw_now : NAN, waves, ok ? 1e3 * t : NAN, rate,
            isfinite(ceiling) && ok ? 100.0 * rate / ceiling : NAN, err, ok ? "ok" : "FAIL");
-    if (ok && l->opts.json) {
-        char name[64], line[1024];
-        md_bench_result b;
-        FILE *f = fopen(l->opts.json, "a");
+    if (ok) {
+        char name[64];
         snprintf(name, sizeof name, "sweep_%d", nz);
-        memset(&b, 0, sizeof b);
-        b.chapter = l->chapter;
-        b.variant = name;
-        b.size = (long long)work;
-        b.size_unit = l->size_unit;
-        b.time_s = t;
-        b.rate = rate;
-        b.unit = l->unit;
-        b.ceiling = ceiling;
-        b.error = err;
-        b.device = l->device;
-        if (f && md_bench_json(line, sizeof line, &b) < (int)sizeof line) fprintf(f, "%s\n", line);
-        if (f) fclose(f);
-        else ok = 0;
+        ok = ladder_json(l, name, (long long)work, t, rate, ceiling, err);
     }
-    cudaFree(r.d_out);
+    {
+        cudaError_t fe = cudaFree(r.d_out);
+        if (fe != cudaSuccess) {
+            printf("  sweep nz %d: FAIL cudaFree: %s\n", nz, cudaGetErrorString(fe));
+            ok = 0;
+        }
+    }
     free(h);
     return ok;
 }
@@ -167,12 +158,7 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     reps = o.reps ? o.reps : (o.quick ? 3 : 11);
     /* --quick: 4001 atoms (two constant chunks) on 37 x 29 x 11 points */
-    if (o.quick) rc = dcs_gpu_case_make(&c, 4001, 37, 29, 11) != MD_OK;
-    else rc = dcs_gpu_case_make(&c, 4000, 256, 256, 132) != MD_OK;
-    if (rc) {
-        printf("FAIL: %s\n", md_last_error());
-        return 1;
-    }
+    if (dcs_gpu_case_setup(&c, &o, 4000, 256, 256, 132)) return 1;
     printf("system: %d atoms, %d x %d x %d grid\n", c.sys.n, c.grid.n[0], c.grid.n[1], c.grid.n[2]);
     dcs_gpu_rung(&l, &c, "gpu_gather", MD_DCS_GPU_GATHER, 0, NULL, ceiling, reps);
     dcs_gpu_rung(&l, &c, "gpu_const", MD_DCS_GPU_CONST, 0, NULL, ceiling, reps);

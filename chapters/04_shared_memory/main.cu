@@ -37,12 +37,7 @@ int main(int argc, char **argv) {
     if (rc >= 0) return rc;
     reps = o.reps ? o.reps : (o.quick ? 3 : 11);
     /* --quick: 4001 atoms (not a multiple of a tile or a chunk, odd) on 37 x 29 x 11 */
-    if (o.quick) rc = dcs_gpu_case_make(&c, 4001, 37, 29, 11) != MD_OK;
-    else rc = dcs_gpu_case_make(&c, 4000, 256, 256, 132) != MD_OK;
-    if (rc) {
-        printf("FAIL: %s\n", md_last_error());
-        return 1;
-    }
+    if (dcs_gpu_case_setup(&c, &o, 4000, 256, 256, 132)) return 1;
     printf("system: %d atoms, %d x %d x %d grid; MD_DCS_HYBRID_SOFT %d\n", c.sys.n, c.grid.n[0], c.grid.n[1],
            c.grid.n[2], MD_DCS_HYBRID_SOFT);
     dcs_gpu_rung(&l, &c, "gpu_unroll8x2", MD_DCS_GPU_UNROLL8X2, 0, NULL, ceiling, reps);

@@ -177,11 +177,14 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
                 ladder_row_skip(&l, name, "this frame's counts could overflow a 32-bit bin in one launch");
                 continue;
             }
-            (void)md_cuda_poison((float *)d_hist, NBINS, 0);
         }
-        /* check first, on a poisoned plan, then time */
-        (void)md_cuda_poison((float *)plan.d_a, 4 * (size_t)plan.na, 0);
-        (void)md_cuda_poison((float *)plan.d_h64, 2 * ((size_t)NBINS + 1), 0);
+        /* check first, on a poisoned plan (and exercise histogram), then time */
+        if ((v == 4 && md_cuda_poison((float *)d_hist, NBINS, 0) != MD_OK) ||
+            md_cuda_poison((float *)plan.d_a, 4 * (size_t)plan.na, 0) != MD_OK ||
+            md_cuda_poison((float *)plan.d_h64, 2 * ((size_t)NBINS + 1), 0) != MD_OK) {
+            ladder_row_error(&l, name, md_last_error());
+            continue;
+        }
         if (v == 4) {
             md_status st;
             gpu_ctx prep = gc;
@@ -218,8 +221,13 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
     }
     failed = ladder_end(&l);
     md_cuda_rdf_plan_destroy(&plan);
-    cudaFree(d_xyz);
-    cudaFree(d_hist);
+    {
+        cudaError_t e1 = cudaFree(d_xyz), e2 = cudaFree(d_hist);
+        if (e1 != cudaSuccess || e2 != cudaSuccess) {
+            printf("FAIL cudaFree: %s\n", cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
+            failed = 1;
+        }
+    }
     free(h_hist);
     md_rdf_free(&ref);
     md_rdf_free(&g);

@@ -164,8 +164,15 @@ int main(int argc, char **argv) {
         if (md_write_dx(out, &grid, comment) != MD_OK) goto fail;
         printf("wrote %s\n", out);
     }
-    cudaFree(d_xyzq);
-    cudaFree(d_out);
+    {
+        cudaError_t e1 = cudaFree(d_xyzq), e2 = cudaFree(d_out);
+        d_xyzq = NULL;
+        d_out = NULL;
+        if (e1 != cudaSuccess || e2 != cudaSuccess) {
+            md_cuda_error(e1 != cudaSuccess ? e1 : e2, "cudaFree", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
     md_free(sum);
     md_free(h_out);
     md_grid_free(&grid);
@@ -174,8 +181,8 @@ int main(int argc, char **argv) {
 fail:
     fprintf(stderr, "potential_map_gpu: %s\n", md_last_error());
 fail_quiet:
-    if (d_xyzq) cudaFree(d_xyzq);
-    if (d_out) cudaFree(d_out);
+    if (d_xyzq) (void)cudaFree(d_xyzq); /* already failing: the first error is the one reported */
+    if (d_out) (void)cudaFree(d_out);
     md_free(sum);
     md_free(h_out);
     md_grid_free(&grid);

@@ -28,10 +28,22 @@ static md_status read_top(const char *path, md_system *s) {
     return md_set_error(MD_ERR_UNSUPPORTED, path, 0, NULL, "topology must be .pdb, .pqr or .xyz");
 }
 
+/* A whole-string number for option @p opt: 1, or 0 after printing why. */
+static int parse_number(const char *opt, const char *text, double *v) {
+    char *end;
+    *v = strtod(text, &end);
+    if (end == text || *end != '\0') {
+        fprintf(stderr, "error: %s: not a number ('%s')\n", opt, text);
+        return 0;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv) {
     const char *traj = NULL, *out = NULL, *sel_a = "all", *sel_b = NULL, *top = NULL;
     double rmax = 0.0;
-    int nbins = 200, i, got, *ia = NULL, *ib = NULL, na = 0, nb = 0, frames = 0;
+    int nbins = 200, i, got, *ia = NULL, *ib = NULL, na = 0, nb = 0, frames = 0, rc = 1;
+    double v;
     md_traj t;
     md_system frame, topo;
     md_rdf r;
@@ -43,8 +55,16 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--a") == 0 && i + 1 < argc) sel_a = argv[++i];
         else if (strcmp(argv[i], "--b") == 0 && i + 1 < argc) sel_b = argv[++i];
-        else if (strcmp(argv[i], "--rmax") == 0 && i + 1 < argc) rmax = atof(argv[++i]);
-        else if (strcmp(argv[i], "--bins") == 0 && i + 1 < argc) nbins = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--rmax") == 0 && i + 1 < argc) {
+            if (!parse_number("--rmax", argv[++i], &rmax)) return 2;
+        } else if (strcmp(argv[i], "--bins") == 0 && i + 1 < argc) {
+            if (!parse_number("--bins", argv[++i], &v)) return 2;
+            if (!(v >= 1 && v <= 67108864) || v != (double)(int)v) { /* md_rdf_init takes 0 as the default */
+                fprintf(stderr, "error: --bins: must be a whole number from 1 to 2^26 ('%s')\n", argv[i]);
+                return 2;
+            }
+            nbins = (int)v;
+        }
         else if (strcmp(argv[i], "--top") == 0 && i + 1 < argc) top = argv[++i];
         else if (argv[i][0] == '-') return usage(argv[0]);
         else if (!traj) traj = argv[i];
@@ -84,20 +104,14 @@ int main(int argc, char **argv) {
     if ((st = md_rdf_write_csv(out, &r)) != MD_OK) goto fail;
     printf("%s: %d frames, |A| = %d, |B| = %d, rmax %.4g nm, %d bins -> %s\n", traj, frames, na, ib ? nb : na,
            rmax, nbins, out);
-    md_traj_close(&t);
-    md_rdf_free(&r);
-    md_free(ia);
-    md_free(ib);
-    md_system_free(&frame);
-    md_system_free(&topo);
-    return 0;
+    rc = 0;
 fail:
-    fprintf(stderr, "error: %s\n", md_last_error());
+    if (rc) fprintf(stderr, "error: %s\n", md_last_error());
     md_traj_close(&t);
     md_rdf_free(&r);
     md_free(ia);
     md_free(ib);
     md_system_free(&frame);
     md_system_free(&topo);
-    return 1;
+    return rc;
 }
