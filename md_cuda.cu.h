@@ -1121,18 +1121,23 @@ static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dyd
  * is computed once per atom and row and reused for the U points of the row. If both atoms
  * are farther than 1e-5 nm from every row, no point can be closer either (r^2 >= dy^2 + dz^2),
  * so the inner loop needs no select: per atom-eval one FADD, one FFMA for r^2, one rsqrt,
- * one FFMA for the sum. HYB is a mask over u: the points whose bit is set get their rsqrt from
- * md_soft_rsqrtf (FMA pipe), the others from MUFU. */
+ * one FFMA for the sum. The rare pair with an atom on a row takes the careful path first and
+ * then runs the same body with charge 0 and dy^2 + dz^2 = 1 (adding exactly nothing), so the
+ * body is not inside a branch: the compiler schedules it across iterations (bench/hybrid_rule.cu
+ * measures the difference): the hybrid rungs do this; the MUFU-only rungs, faster with a
+ * plain if/else (and the one-row ones need it to fit 32 registers), skip the body instead. HYB is a mask over u: the points whose bit is set get their rsqrt
+ * from md_soft_rsqrtf (FMA pipe), the others from MUFU. */
 template <int U, int R, int HYB, int SRC>
 static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a0, int a1, const float (&x)[U],
                                                           const float (&y)[R], float z, float (&acc)[R][U]) {
     int a = a0;
     for (; a + 2 <= a1; a += 2) {
         float4 at[2];
-        float d2[2][R], dmin = 3.0e38f;
+        float d2[2][R], q[2], dmin = 3.0e38f;
 #pragma unroll
         for (int s = 0; s < 2; s++) {
             at[s] = md__dcs_load_atom<SRC>(p, a + s);
+            q[s] = at[s].w;
             const float dz = z - at[s].z, dz2 = dz * dz;
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -1141,23 +1146,29 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
                 dmin = fminf(dmin, d2[s][r]);
             }
         }
-        if (dmin >= MD_DCS_MIN_R2) {
-#pragma unroll
-            for (int s = 0; s < 2; s++)
-#pragma unroll
-                for (int r = 0; r < R; r++)
-#pragma unroll
-                    for (int u = 0; u < U; u++) {
-                        const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
-                        const float rinv = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
-                        acc[r][u] = fmaf(at[s].w, rinv, acc[r][u]);
-                    }
-        } else {
+        if (!(dmin >= MD_DCS_MIN_R2)) {
 #pragma unroll
             for (int s = 0; s < 2; s++)
 #pragma unroll
                 for (int r = 0; r < R; r++) md__dcs_atom_careful<U>(at[s], d2[s][r], x, acc[r]);
+            if (HYB == 0) continue; /* the MUFU-only rungs: an if/else measured faster */
+#pragma unroll
+            for (int s = 0; s < 2; s++) {
+#pragma unroll
+                for (int r = 0; r < R; r++) d2[s][r] = 1.0f;
+                q[s] = 0.0f;
+            }
         }
+#pragma unroll
+        for (int s = 0; s < 2; s++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
+                    const float rinv = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                    acc[r][u] = fmaf(q[s], rinv, acc[r][u]);
+                }
     }
     for (; a < a1; a++) { /* the last atom of an odd count */
         const float4 at = md__dcs_load_atom<SRC>(p, a);

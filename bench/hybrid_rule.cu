@@ -1,0 +1,166 @@
+/* bench/hybrid_rule.cu - what the MD_DCS_MIN_R2 rule costs inside the hybrid loop (tutorial 04).
+ *
+ *   build/bench/hybrid_rule         one line per way of applying the rule
+ *
+ * The 8 x 4 points-per-thread hybrid shape (2 of 8 points per atom in software, 4 resident
+ * blocks per SM), 3072 random atoms from md.h's constant buffer, 256 x 256 x 132 points. Per
+ * pair of atoms the loads and dy^2 + dz^2 come first, then the rule is applied three ways:
+ *   none        no rule (the atoms are random: none sits on a grid point)
+ *   ifelse      the library's structure: minimum of dy^2 + dz^2, if/else to a careful path
+ *   branchfree  charge 0 and dy^2 + dz^2 = 1 for an atom on a row, careful path beside it
+ * and, for comparison, the same with every rsqrt on MUFU. All must agree (max rel error vs
+ * the first); the rate against the measured MUFU ceiling is the point. No GPU: SKIP. */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#include "md_cuda.cu.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+template <int HYB, int MODE>
+__global__ void __launch_bounds__(128, 4) rule_kernel(int n, float h, int onx, int ony, float *out) {
+    enum { U = 8, R = 4 };
+    const int i0 = blockIdx.x * (U * 16) + threadIdx.x, j0 = blockIdx.y * (8 * R) + threadIdx.y, k = blockIdx.z;
+    const float z = (float)k * h;
+    float x[U], y[R], acc[R][U];
+#pragma unroll
+    for (int u = 0; u < U; u++) x[u] = (float)(i0 + 16 * u) * h;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        y[r] = (float)(j0 + 8 * r) * h;
+#pragma unroll
+        for (int u = 0; u < U; u++) acc[r][u] = 0.0f;
+    }
+    for (int a = 0; a + 2 <= n; a += 2) {
+        float4 at[2];
+        float d2[2][R], q[2], dmin = 3.0e38f;
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            at[s] = md__dcs_catoms[a + s];
+            q[s] = at[s].w;
+            const float dz = z - at[s].z, dz2 = dz * dz;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float dy = y[r] - at[s].y;
+                d2[s][r] = fmaf(dy, dy, dz2);
+                dmin = fminf(dmin, d2[s][r]);
+            }
+        }
+        if (MODE != 0 && !(dmin >= MD_DCS_MIN_R2)) { /* careful path: a select per point */
+#pragma unroll
+            for (int s = 0; s < 2; s++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
+                        acc[r][u] = fmaf(at[s].w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, acc[r][u]);
+                    }
+            if (MODE == 1) continue;
+            q[0] = q[1] = 0.0f; /* MODE 2: the fast body below adds nothing for these atoms */
+#pragma unroll
+            for (int s = 0; s < 2; s++)
+#pragma unroll
+                for (int r = 0; r < R; r++) d2[s][r] = 1.0f;
+        }
+#pragma unroll
+        for (int s = 0; s < 2; s++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
+                    const float ri = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                    acc[r][u] = fmaf(q[s], ri, acc[r][u]);
+                }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int u = 0; u < U; u++) out[((size_t)k * ony + j0 + 8 * r) * onx + i0 + 16 * u] = acc[r][u];
+}
+
+typedef struct way {
+    const char *name;
+    void (*launch)(int n, float *d, int nx, int ny, int nz, cudaStream_t s);
+} way;
+
+template <int HYB, int MODE> static void way_launch(int n, float *d, int nx, int ny, int nz, cudaStream_t s) {
+    rule_kernel<HYB, MODE><<<dim3(nx / 128, ny / 32, nz), dim3(16, 8), 0, s>>>(n, 0.1f, nx, ny, d);
+}
+
+typedef struct run_ctx {
+    const way *w;
+    float *d;
+    int n, nx, ny, nz;
+} run_ctx;
+
+static md_status run_way(void *ctx, cudaStream_t s) {
+    const run_ctx *c = (const run_ctx *)ctx;
+    c->w->launch(c->n, c->d, c->nx, c->ny, c->nz, s);
+    MD_CUDA_TRY_LAUNCH("rule_kernel");
+    return MD_OK;
+}
+
+int main(void) {
+    static const way ways[] = {
+        {"hybrid none", way_launch<3, 0>},  {"hybrid ifelse", way_launch<3, 1>}, {"hybrid branchfree", way_launch<3, 2>},
+        {"mufu none", way_launch<0, 0>},    {"mufu ifelse", way_launch<0, 1>},   {"mufu branchfree", way_launch<0, 2>},
+    };
+    const int n = MD_DCS_CONST_CHUNK, nx = 256, ny = 256, nz = 132;
+    const size_t count = (size_t)nx * ny * nz;
+    md_float4 *atoms = (md_float4 *)malloc((size_t)n * sizeof(md_float4));
+    float *d = NULL, *h = (float *)malloc(count * sizeof(float)), *ref = (float *)malloc(count * sizeof(float));
+    double ceiling, t, err;
+    md_rng rng;
+    cudaError_t e;
+    int i;
+    if (!md_cuda_available()) {
+        printf("SKIP: %s\n", md_last_error());
+        free(atoms); free(h); free(ref);
+        return 0;
+    }
+    if (!atoms || !h || !ref) {
+        printf("FAIL: out of memory\n");
+        free(atoms); free(h); free(ref);
+        return 1;
+    }
+    md_rng_seed(&rng, 5);
+    for (i = 0; i < n; i++) {
+        atoms[i].x = (float)(25.5 * md_rng_uniform(&rng));
+        atoms[i].y = (float)(25.5 * md_rng_uniform(&rng));
+        atoms[i].z = (float)(13.1 * md_rng_uniform(&rng));
+        atoms[i].w = (float)(2.0 * md_rng_uniform(&rng) - 1.0);
+    }
+    if ((e = cudaMemcpyToSymbol(md__dcs_catoms, atoms, (size_t)n * sizeof *atoms)) != cudaSuccess ||
+        (e = cudaMalloc((void **)&d, count * sizeof(float))) != cudaSuccess) {
+        md_cuda_error(e, "cudaMemcpyToSymbol/cudaMalloc", __FILE__, __LINE__);
+        goto fail;
+    }
+    if (md_cuda_ceiling_rsqrt(&ceiling) != MD_OK) goto fail;
+    printf("MUFU rsqrt ceiling %.4g /s; %d atoms on %d x %d x %d points, 8 x 4 points per thread\n", ceiling, n,
+           nx, ny, nz);
+    for (i = 0; i < (int)(sizeof ways / sizeof ways[0]); i++) {
+        run_ctx c = {&ways[i], d, n, nx, ny, nz};
+        md_cuda_bench_desc bd = {0, 7, 0, 0};
+        if (md_cuda_bench(run_way, &c, &bd, &t) != MD_OK) goto fail;
+        if ((e = cudaMemcpy(i == 0 ? ref : h, d, count * sizeof(float), cudaMemcpyDeviceToHost)) != cudaSuccess) {
+            md_cuda_error(e, "cudaMemcpy", __FILE__, __LINE__);
+            goto fail;
+        }
+        err = i == 0 ? 0.0 : md_max_rel_error(h, ref, count);
+        printf("%-18s %8.3f ms %10.4g atom-evals/s %6.3f x ceiling  max rel err vs first %.2e\n", ways[i].name,
+               1e3 * t, (double)n * count / t, (double)n * count / t / ceiling, err);
+        if (!(err <= 1e-5)) {
+            printf("FAIL: %s disagrees with the first\n", ways[i].name);
+            break;
+        }
+    }
+    (void)cudaFree(d);
+    free(atoms); free(h); free(ref);
+    return i == (int)(sizeof ways / sizeof ways[0]) ? 0 : 1;
+fail:
+    printf("FAIL: %s\n", md_last_error());
+    if (d) (void)cudaFree(d);
+    free(atoms); free(h); free(ref);
+    return 1;
+}
