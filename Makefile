@@ -65,7 +65,7 @@ $(BUILD)/examples/%: examples/%/main.cu $(HEADERS) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
 $(BUILD)/reference/%: reference/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
-$(BUILD)/bench/%: bench/%.cu $(HEADERS) | $(BUILD)
+$(BUILD)/bench/%: bench/%.cu $(HEADERS) $(wildcard bench/*.h) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
 $(BUILD)/fuzz/%: tests/fuzz/%.c md.h | $(BUILD)
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. $< -o $@ -lm

@@ -1151,12 +1151,15 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
             for (int s = 0; s < 2; s++)
 #pragma unroll
                 for (int r = 0; r < R; r++) md__dcs_atom_careful<U>(at[s], d2[s][r], x, acc[r]);
-            if (HYB == 0) continue; /* the MUFU-only rungs: an if/else measured faster */
+            if (HYB != 0) { /* the hybrid rungs: the body below adds nothing for these atoms */
 #pragma unroll
-            for (int s = 0; s < 2; s++) {
+                for (int s = 0; s < 2; s++) {
 #pragma unroll
-                for (int r = 0; r < R; r++) d2[s][r] = 1.0f;
-                q[s] = 0.0f;
+                    for (int r = 0; r < R; r++) d2[s][r] = 1.0f;
+                    q[s] = 0.0f;
+                }
+            } else {
+                continue; /* the MUFU-only rungs: an if/else measured faster */
             }
         }
 #pragma unroll

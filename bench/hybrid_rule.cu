@@ -13,8 +13,7 @@
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
-#include <stdio.h>
-#include <stdlib.h>
+#include "hybrid_bench.h" /* the shared harness */
 
 template <int HYB, int MODE>
 __global__ void __launch_bounds__(128, 4) rule_kernel(int n, float h, int onx, int ony, float *out) {
@@ -79,88 +78,14 @@ __global__ void __launch_bounds__(128, 4) rule_kernel(int n, float h, int onx, i
         for (int u = 0; u < U; u++) out[((size_t)k * ony + j0 + 8 * r) * onx + i0 + 16 * u] = acc[r][u];
 }
 
-typedef struct way {
-    const char *name;
-    void (*launch)(int n, float *d, int nx, int ny, int nz, cudaStream_t s);
-} way;
-
 template <int HYB, int MODE> static void way_launch(int n, float *d, int nx, int ny, int nz, cudaStream_t s) {
     rule_kernel<HYB, MODE><<<dim3(nx / 128, ny / 32, nz), dim3(16, 8), 0, s>>>(n, 0.1f, nx, ny, d);
 }
 
-typedef struct run_ctx {
-    const way *w;
-    float *d;
-    int n, nx, ny, nz;
-} run_ctx;
-
-static md_status run_way(void *ctx, cudaStream_t s) {
-    const run_ctx *c = (const run_ctx *)ctx;
-    c->w->launch(c->n, c->d, c->nx, c->ny, c->nz, s);
-    MD_CUDA_TRY_LAUNCH("rule_kernel");
-    return MD_OK;
-}
-
 int main(void) {
-    static const way ways[] = {
+    static const hb_entry ways[] = {
         {"hybrid none", way_launch<3, 0>},  {"hybrid ifelse", way_launch<3, 1>}, {"hybrid branchfree", way_launch<3, 2>},
         {"mufu none", way_launch<0, 0>},    {"mufu ifelse", way_launch<0, 1>},   {"mufu branchfree", way_launch<0, 2>},
     };
-    const int n = MD_DCS_CONST_CHUNK, nx = 256, ny = 256, nz = 132;
-    const size_t count = (size_t)nx * ny * nz;
-    md_float4 *atoms = (md_float4 *)malloc((size_t)n * sizeof(md_float4));
-    float *d = NULL, *h = (float *)malloc(count * sizeof(float)), *ref = (float *)malloc(count * sizeof(float));
-    double ceiling, t, err;
-    md_rng rng;
-    cudaError_t e;
-    int i;
-    if (!md_cuda_available()) {
-        printf("SKIP: %s\n", md_last_error());
-        free(atoms); free(h); free(ref);
-        return 0;
-    }
-    if (!atoms || !h || !ref) {
-        printf("FAIL: out of memory\n");
-        free(atoms); free(h); free(ref);
-        return 1;
-    }
-    md_rng_seed(&rng, 5);
-    for (i = 0; i < n; i++) {
-        atoms[i].x = (float)(25.5 * md_rng_uniform(&rng));
-        atoms[i].y = (float)(25.5 * md_rng_uniform(&rng));
-        atoms[i].z = (float)(13.1 * md_rng_uniform(&rng));
-        atoms[i].w = (float)(2.0 * md_rng_uniform(&rng) - 1.0);
-    }
-    if ((e = cudaMemcpyToSymbol(md__dcs_catoms, atoms, (size_t)n * sizeof *atoms)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d, count * sizeof(float))) != cudaSuccess) {
-        md_cuda_error(e, "cudaMemcpyToSymbol/cudaMalloc", __FILE__, __LINE__);
-        goto fail;
-    }
-    if (md_cuda_ceiling_rsqrt(&ceiling) != MD_OK) goto fail;
-    printf("MUFU rsqrt ceiling %.4g /s; %d atoms on %d x %d x %d points, 8 x 4 points per thread\n", ceiling, n,
-           nx, ny, nz);
-    for (i = 0; i < (int)(sizeof ways / sizeof ways[0]); i++) {
-        run_ctx c = {&ways[i], d, n, nx, ny, nz};
-        md_cuda_bench_desc bd = {0, 7, 0, 0};
-        if (md_cuda_bench(run_way, &c, &bd, &t) != MD_OK) goto fail;
-        if ((e = cudaMemcpy(i == 0 ? ref : h, d, count * sizeof(float), cudaMemcpyDeviceToHost)) != cudaSuccess) {
-            md_cuda_error(e, "cudaMemcpy", __FILE__, __LINE__);
-            goto fail;
-        }
-        err = i == 0 ? 0.0 : md_max_rel_error(h, ref, count);
-        printf("%-18s %8.3f ms %10.4g atom-evals/s %6.3f x ceiling  max rel err vs first %.2e\n", ways[i].name,
-               1e3 * t, (double)n * count / t, (double)n * count / t / ceiling, err);
-        if (!(err <= 1e-5)) {
-            printf("FAIL: %s disagrees with the first\n", ways[i].name);
-            break;
-        }
-    }
-    (void)cudaFree(d);
-    free(atoms); free(h); free(ref);
-    return i == (int)(sizeof ways / sizeof ways[0]) ? 0 : 1;
-fail:
-    printf("FAIL: %s\n", md_last_error());
-    if (d) (void)cudaFree(d);
-    free(atoms); free(h); free(ref);
-    return 1;
+    return hb_run_table(ways, (int)(sizeof ways / sizeof ways[0]), ", 8 x 4 points per thread", 18);
 }

@@ -12,8 +12,7 @@
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
-#include <stdio.h>
-#include <stdlib.h>
+#include "hybrid_bench.h" /* the shared harness */
 
 template <int R, int M0, int M1, int B>
 __global__ void __launch_bounds__(128, B) shape_kernel(int n, float h, int onx, int ony, float *out) {
@@ -52,30 +51,12 @@ __global__ void __launch_bounds__(128, B) shape_kernel(int n, float h, int onx, 
         for (int u = 0; u < U; u++) out[((size_t)k * ony + j0 + 8 * r) * onx + i0 + 16 * u] = acc[r][u];
 }
 
-typedef struct shape {
-    const char *name;
-    void (*launch)(int n, float *d, int nx, int ny, int nz, cudaStream_t s);
-} shape;
-
 template <int R, int M0, int M1, int B> static void shape_launch(int n, float *d, int nx, int ny, int nz, cudaStream_t s) {
     shape_kernel<R, M0, M1, B><<<dim3(nx / 128, ny / (8 * R), nz), dim3(16, 8), 0, s>>>(n, 0.1f, nx, ny, d);
 }
 
-typedef struct run_ctx {
-    const shape *sh;
-    float *d;
-    int n, nx, ny, nz;
-} run_ctx;
-
-static md_status run_shape(void *ctx, cudaStream_t s) {
-    const run_ctx *c = (const run_ctx *)ctx;
-    c->sh->launch(c->n, c->d, c->nx, c->ny, c->nz, s);
-    MD_CUDA_TRY_LAUNCH("shape_kernel");
-    return MD_OK;
-}
-
 int main(void) {
-    static const shape shapes[] = {
+    static const hb_entry shapes[] = {
         {"8x1 mufu B8", shape_launch<1, 0, 0, 8>},      {"8x2 mufu B8", shape_launch<2, 0, 0, 8>},
         {"8x2 mufu B4", shape_launch<2, 0, 0, 4>},      {"8x4 mufu B4", shape_launch<4, 0, 0, 4>},
         {"8x2 soft 1/2 B8", shape_launch<2, 1, 3, 8>},  {"8x4 soft 1/1 B4", shape_launch<4, 1, 1, 4>},
@@ -84,66 +65,5 @@ int main(void) {
         {"8x4 soft 0x03 B5", shape_launch<4, 3, 3, 5>}, {"8x4 soft 0x03 B3", shape_launch<4, 3, 3, 3>},
         {"8x4 soft 2/3 B4", shape_launch<4, 3, 7, 4>},  {"8x4 soft 3/3 B4", shape_launch<4, 7, 7, 4>},
     };
-    const int n = MD_DCS_CONST_CHUNK, nx = 256, ny = 256, nz = 132;
-    const size_t count = (size_t)nx * ny * nz;
-    md_float4 *atoms = NULL;
-    float *d = NULL, *h = NULL, *ref = NULL;
-    double ceiling, t, err;
-    md_rng rng;
-    size_t i;
-    cudaError_t e;
-    if (!md_cuda_available()) {
-        printf("SKIP: %s\n", md_last_error());
-        return 0;
-    }
-    atoms = (md_float4 *)malloc((size_t)n * sizeof *atoms);
-    h = (float *)malloc(count * sizeof(float));
-    ref = (float *)malloc(count * sizeof(float));
-    if (!atoms || !h || !ref) {
-        printf("FAIL: out of memory\n");
-        return 1;
-    }
-    md_rng_seed(&rng, 5);
-    for (i = 0; i < (size_t)n; i++) {
-        atoms[i].x = (float)(25.5 * md_rng_uniform(&rng));
-        atoms[i].y = (float)(25.5 * md_rng_uniform(&rng));
-        atoms[i].z = (float)(13.1 * md_rng_uniform(&rng));
-        atoms[i].w = (float)(2.0 * md_rng_uniform(&rng) - 1.0);
-    }
-    if ((e = cudaMemcpyToSymbol(md__dcs_catoms, atoms, (size_t)n * sizeof *atoms)) != cudaSuccess ||
-        (e = cudaMalloc((void **)&d, count * sizeof(float))) != cudaSuccess) {
-        md_cuda_error(e, "cudaMemcpyToSymbol/cudaMalloc", __FILE__, __LINE__);
-        goto fail;
-    }
-    if (md_cuda_ceiling_rsqrt(&ceiling) != MD_OK) goto fail;
-    printf("MUFU rsqrt ceiling %.4g /s; %d atoms on %d x %d x %d points\n", ceiling, n, nx, ny, nz);
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        run_ctx c = {&shapes[s], d, n, nx, ny, nz};
-        md_cuda_bench_desc bd = {0, 7, 0, 0};
-        if (md_cuda_bench(run_shape, &c, &bd, &t) != MD_OK) goto fail;
-        if ((e = cudaMemcpy(s == 0 ? ref : h, d, count * sizeof(float), cudaMemcpyDeviceToHost)) != cudaSuccess) {
-            md_cuda_error(e, "cudaMemcpy", __FILE__, __LINE__);
-            goto fail;
-        }
-        err = s == 0 ? 0.0 : md_max_rel_error(h, ref, count);
-        printf("%-20s %8.3f ms %10.4g atom-evals/s %6.3f x ceiling  max rel err vs first %.2e\n", shapes[s].name,
-               1e3 * t, (double)n * count / t, (double)n * count / t / ceiling, err);
-        if (!(err <= 1e-5)) {
-            printf("FAIL: %s disagrees with the first shape\n", shapes[s].name);
-            goto fail_quiet;
-        }
-    }
-    (void)cudaFree(d);
-    free(atoms);
-    free(h);
-    free(ref);
-    return 0;
-fail:
-    printf("FAIL: %s\n", md_last_error());
-fail_quiet:
-    if (d) (void)cudaFree(d);
-    free(atoms);
-    free(h);
-    free(ref);
-    return 1;
+    return hb_run_table(shapes, (int)(sizeof shapes / sizeof shapes[0]), "", 20);
 }
