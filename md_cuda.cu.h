@@ -1159,7 +1159,7 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
                     q[s] = 0.0f;
                 }
             } else {
-                continue; /* the MUFU-only rungs: an if/else measured faster */
+                continue; /* the MUFU-only rungs: the 8 x 2 ones ran ~10% faster so */
             }
         }
 #pragma unroll
