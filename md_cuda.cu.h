@@ -241,31 +241,37 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 #endif
 
 /** @brief Software reciprocal square root on the FMA pipe, for normal positive @p x
- *  (every r^2 >= MD_DCS_MIN_R2 the kernels see).
+ *  (every r^2 the hybrid kernel keeps, MD_DCS_MIN_R2 and up).
  *
- *  A bit-level initial guess (magic constant 0x5F1FFFF9), one modified Newton step
- *  y *= 1.68191391 - 0.703952253 x y^2 (Moroz et al., "Fast calculation of inverse square
- *  root with the use of magic constant", 2018: relative error <= 8.8e-4), then one
- *  third-order (Householder) step y += y e (1/2 + 3/8 e) with e = 1 - x y^2, written as a
- *  final FMA so it rounds once. Cost: 2 integer + 9 FP32 instructions, no MUFU.
- *  Max relative error over every float in [MD_DCS_MIN_R2, 1e6]: 7.43e-8 (1.25 x 2^-24),
- *  checked by tests/gpu_dcs.cu on the CPU. Compiled for host and device alike. */
+ *  A bit-level initial guess y0 = bits(M - ceil(bits(x) / 2)) with the magic constant
+ *  M = 0x5F2FF000 (IADD3 and SHF.R on the integer pipe), then one fifth-order Householder step with minimax
+ *  coefficients: with t = x y0^2 (which lies in [0.8745, 0.9918] for every float),
+ *  1/sqrt(x) = y0 t^(-1/2) ~ y0 (1 + P(t - tc)), P a degree-4 polynomial fitted to
+ *  t^(-1/2) - 1 over that interval (tutorials/scripts/soft_rsqrt_design.py derives M, tc and
+ *  the coefficients; approximation error 1.5e-8). The final FMA y0 + y0 P rounds once.
+ *  Cost: 2 integer + 7 FP32 instructions, no MUFU.
+ *  Max relative error over every float in [MD_DCS_MIN_R2, 1e6]: 9.10e-8 (1.53 x 2^-24; MUFU.RSQ
+ *  is specified to 2 ulp), checked by tests/gpu_dcs.cu on the CPU; the device build is
+ *  checked bit for bit against the host build. */
 static inline __host__ __device__ float md_soft_rsqrtf(float x) {
-    unsigned int i;
-    float y, t, e;
+    unsigned int b;
+    float y, w, u, p;
 #ifdef __CUDA_ARCH__
-    i = 0x5F1FFFF9u - (__float_as_uint(x) >> 1);
-    y = __uint_as_float(i);
+    b = __float_as_uint(x);
 #else
-    memcpy(&i, &x, sizeof i);
-    i = 0x5F1FFFF9u - (i >> 1);
-    memcpy(&y, &i, sizeof y);
+    memcpy(&b, &x, sizeof b);
 #endif
-    t = (0.703952253f * x) * y;
-    y = y * fmaf(-t, y, 1.68191391f);
-    t = x * y;
-    e = fmaf(-t, y, 1.0f);
-    return fmaf(y, e * fmaf(0.375f, e, 0.5f), y);
+    b = (0xBE5FE000u - b) >> 1; /* M - ceil(bits(x) / 2), M = 0x5F2FF000 */
+#ifdef __CUDA_ARCH__
+    y = __uint_as_float(b);
+#else
+    memcpy(&y, &b, sizeof y);
+#endif
+    w = x * y;
+    u = fmaf(w, y, -9.331159592e-01f); /* t - tc */
+    p = fmaf(fmaf(fmaf(fmaf(3.751776516e-01f, u, -3.997197151e-01f), u, 4.458512664e-01f), u,
+                  -5.547094345e-01f), u, 3.521889821e-02f);
+    return fmaf(y, p, y);
 }
 
 /** @brief Compute the potential map (kJ mol^-1 e^-1) of @p n charges @p xyzq (host array,
@@ -1118,15 +1124,16 @@ static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dyd
 }
 
 /* Atoms [a0, a1) on a thread's U x R points (x[u], y[r], z), two atoms at a time. dy^2 + dz^2
- * is computed once per atom and row and reused for the U points of the row. If both atoms
- * are farther than 1e-5 nm from every row, no point can be closer either (r^2 >= dy^2 + dz^2),
- * so the inner loop needs no select: per atom-eval one FADD, one FFMA for r^2, one rsqrt,
- * one FFMA for the sum. The rare pair with an atom on a row takes the careful path first and
- * then runs the same body with charge 0 and dy^2 + dz^2 = 1 (adding exactly nothing), so the
- * body is not inside a branch: the compiler schedules it across iterations (bench/hybrid_rule.cu
- * measures the difference): the hybrid rungs do this; the MUFU-only rungs, faster with a
- * plain if/else (and the one-row ones need it to fit 32 registers), skip the body instead. HYB is a mask over u: the points whose bit is set get their rsqrt
- * from md_soft_rsqrtf (FMA pipe), the others from MUFU. */
+ * is computed once per atom and row and reused for the U points of the row. Per atom-eval the
+ * body costs one FADD (dx), one FFMA for r^2, one rsqrt and one FFMA for the sum.
+ * The MD_DCS_MIN_R2 rule, two ways:
+ *  - the MUFU-only rungs (HYB == 0) test the pair of atoms once per row: if both are farther
+ *    than 1e-5 nm from every row, no point can be closer either (r^2 >= dy^2 + dz^2) and the
+ *    body needs no select; the rare pair with an atom on a row takes the careful path instead;
+ *  - the hybrid rungs (HYB != 0) test nothing here: md__dcs_fixup_kernel rewrites, after the
+ *    sum, the few points that lie within 1e-4 nm of an atom, so the loop is the body alone.
+ * HYB is a mask over u: the points whose bit is set get their rsqrt from md_soft_rsqrtf (FMA
+ * pipe), the others from MUFU. */
 template <int U, int R, int HYB, int SRC>
 static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a0, int a1, const float (&x)[U],
                                                           const float (&y)[R], float z, float (&acc)[R][U]) {
@@ -1143,24 +1150,15 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
             for (int r = 0; r < R; r++) {
                 const float dy = y[r] - at[s].y;
                 d2[s][r] = fmaf(dy, dy, dz2);
-                dmin = fminf(dmin, d2[s][r]);
+                if (HYB == 0) dmin = fminf(dmin, d2[s][r]);
             }
         }
-        if (!(dmin >= MD_DCS_MIN_R2)) {
+        if (HYB == 0 && !(dmin >= MD_DCS_MIN_R2)) {
 #pragma unroll
             for (int s = 0; s < 2; s++)
 #pragma unroll
                 for (int r = 0; r < R; r++) md__dcs_atom_careful<U>(at[s], d2[s][r], x, acc[r]);
-            if (HYB != 0) { /* the hybrid rungs: the body below adds nothing for these atoms */
-#pragma unroll
-                for (int s = 0; s < 2; s++) {
-#pragma unroll
-                    for (int r = 0; r < R; r++) d2[s][r] = 1.0f;
-                    q[s] = 0.0f;
-                }
-            } else {
-                continue; /* the MUFU-only rungs: the 8 x 2 ones ran ~10% faster so */
-            }
+            continue;
         }
 #pragma unroll
         for (int s = 0; s < 2; s++)
@@ -1231,6 +1229,55 @@ md__dcs_unroll_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, f
                 out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * acc[r][u];
             }
         }
+}
+
+/* Points closer than this (nm^2) to an atom are recomputed by md__dcs_fixup_kernel: 100 x
+ * MD_DCS_MIN_R2, so the float rounding of r^2 cannot hide a point the rule applies to. */
+#define MD__DCS_NEAR_R2 1e-8f
+/* The hybrid rungs move the rule out of their loop only on grids whose every spacing is at
+ * least this (nm): then a point other than the one nearest an atom is at least 5e-4 nm from
+ * it, far outside MD__DCS_NEAR_R2. Finer grids run the same shape with MUFU and the rule. */
+#define MD__DCS_FIXUP_MIN_H 1e-3f
+
+/* The grid index nearest to coordinate c along one axis, clamped to the (padded) output. */
+static __device__ __forceinline__ int md__dcs_nearest(float c, float o, float h, int n) {
+    return (int)fminf(fmaxf(rintf((c - o) / h), 0.0f), (float)(n - 1));
+}
+
+/* After a hybrid sum, whose loop has no MD_DCS_MIN_R2 test (a point on an atom holds inf, NaN
+ * or a huge value there), rewrite the points the rule applies to. One thread per atom looks
+ * at the output point (padding included) nearest to it, with r^2 computed as the main kernel
+ * computes it; if that is below MD__DCS_NEAR_R2, the thread's warp recomputes the point over
+ * all n atoms with the rule and overwrites it. With every spacing >= MD__DCS_FIXUP_MIN_H no
+ * other point can be that close. Two atoms on one point rewrite it with the same bits. */
+__global__ void md__dcs_fixup_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, float *out) {
+    const int a = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31;
+    int i = 0, j = 0, k = 0, near = 0;
+    if (a < n) {
+        const float4 at = atoms[a];
+        i = md__dcs_nearest(at.x, g.ox, g.hx, g.onx);
+        j = md__dcs_nearest(at.y, g.oy, g.hy, g.ony);
+        k = md__dcs_nearest(at.z, g.oz, g.hz, g.nz);
+        const float dz = fmaf((float)k, g.hz, g.oz) - at.z, dy = fmaf((float)j, g.hy, g.oy) - at.y;
+        const float dx = fmaf((float)i, g.hx, g.ox) - at.x;
+        near = fmaf(dx, dx, fmaf(dy, dy, dz * dz)) < MD__DCS_NEAR_R2;
+    }
+    for (unsigned int todo = __ballot_sync(0xffffffffu, near); todo != 0; todo &= todo - 1) {
+        const int src = __ffs(todo) - 1;
+        const int pi = __shfl_sync(0xffffffffu, i, src), pj = __shfl_sync(0xffffffffu, j, src);
+        const int pk = __shfl_sync(0xffffffffu, k, src);
+        const float x = fmaf((float)pi, g.hx, g.ox), y = fmaf((float)pj, g.hy, g.oy);
+        const float z = fmaf((float)pk, g.hz, g.oz);
+        float v = 0.0f;
+        for (int b = lane; b < n; b += 32) {
+            const float4 at = atoms[b];
+            const float dz = z - at.z, dy = y - at.y, dx = x - at.x;
+            const float r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
+            v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+        }
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) out[((size_t)pk * g.ony + pj) * g.onx + pi] = (float)MD_COULOMB * v;
+    }
 }
 
 static int md__dcs_padded(md_dcs_variant v) {
@@ -1347,21 +1394,29 @@ static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom 
 #define MD__DCS_L1 8, 2, 0, MD__DCS_SRC_L1, 1, 4
 #define MD__DCS_SHARED 8, 2, 0, MD__DCS_SRC_SHARED, 1, 4
 #define MD__DCS_HYBRID(soft) 8, 4, ((1 << (soft)) - 1), MD__DCS_SRC_CONST, 1, 4
+#define MD__DCS_HYBRID_FINE 8, 4, 0, MD__DCS_SRC_CONST, 1, 4
 
 /* The hybrid splits compiled in (software rsqrts per atom among a thread's 8 points);
  * MD_DCS_HYBRID_SOFT must be one of them. */
 static const int md__dcs_hybrid_splits[] = {1, 2, 3};
 
+/* The hybrid rung: the sum without the rule, then md__dcs_fixup_kernel; on a grid finer than
+ * MD__DCS_FIXUP_MIN_H, the same 8 x 4 shape with MUFU alone and the rule in the loop. */
 static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
                                        cudaStream_t s) {
-    switch (soft) {
-    case 1: return md__dcs_unroll_launch<MD__DCS_HYBRID(1)>(a, n, g, o, s);
-    case 2: return md__dcs_unroll_launch<MD__DCS_HYBRID(2)>(a, n, g, o, s);
-    case 3: return md__dcs_unroll_launch<MD__DCS_HYBRID(3)>(a, n, g, o, s);
-    default: break;
-    }
-    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
-                        "%d software rsqrts of 8 is not compiled in (1, 2 or 3)", soft);
+    md_status st;
+    if (soft < 1 || soft > 3)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
+                            "%d software rsqrts of 8 is not compiled in (1, 2 or 3)", soft);
+    if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))
+        return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s);
+    if (soft == 1) st = md__dcs_unroll_launch<MD__DCS_HYBRID(1)>(a, n, g, o, s);
+    else if (soft == 2) st = md__dcs_unroll_launch<MD__DCS_HYBRID(2)>(a, n, g, o, s);
+    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(3)>(a, n, g, o, s);
+    if (st != MD_OK) return st;
+    md__dcs_fixup_kernel<<<(n + 127) / 128, 128, 0, s>>>(a, n, g, o);
+    MD_CUDA_TRY_LAUNCH("md__dcs_fixup_kernel");
+    return MD_OK;
 }
 
 int md_cuda_dcs_hybrid_splits(int *splits, int cap) {

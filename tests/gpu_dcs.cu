@@ -13,8 +13,8 @@
  * accumulation, error growing like n * 2^-24 in the worst case = 5e-4 of the largest term,
  * typically sqrt(n) * 2^-24); the reference accumulates in double. The float CPU rung
  * md_dcs_rows on the same systems is checked with the same tolerance as a control, and the
- * hybrid rung (1 rsqrt in every MD_DCS_HYBRID_PERIOD from md_soft_rsqrtf, max relative
- * error 7.4e-8, no worse than MUFU) is held to the same tolerance. */
+ * hybrid rung (a quarter of the rsqrts from md_soft_rsqrtf, max relative error 9.1e-8, no
+ * worse than MUFU) is held to the same tolerance. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
@@ -55,7 +55,8 @@ static void soft_rsqrt_every_float(void) {
     printf("  md_soft_rsqrtf: max relative error %.3e (%.2f x 2^-24) over %lld floats in [%g, %g]\n",
            worst, worst * 16777216.0, count, (double)lo, (double)hi);
     MD_CHECKF(bad == 0, "%lld results are not finite positive floats", bad);
-    /* 2 x 2^-24 = 1.19e-7: the target is "about 2 ulp"; measured 7.43e-8 when written. */
+    /* 2 x 2^-24 = 1.19e-7 (one ulp at the bottom of a binade; MUFU.RSQ is specified to 2 ulp);
+     * measured 9.10e-8 when written. */
     MD_CHECKF(worst <= 2.0 / 16777216.0, "max relative error %.3e > 2^-23", worst);
 }
 
@@ -273,6 +274,113 @@ static void dcs_gpu_device_api(void) {
     MD_CHECK(cudaFree(d_xyzq) == cudaSuccess);
 }
 
+/* The device build of md_soft_rsqrtf (IMAD.HI initial guess) gives the same bits as the host
+ * build the CPU test checks, on every 61st float from MD_DCS_MIN_R2 to 1e6. */
+__global__ void soft_rsqrt_kernel(unsigned int b0, unsigned int stride, long long count, float *y) {
+    const long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (t < count) y[t] = md_soft_rsqrtf(__uint_as_float(b0 + (unsigned int)(t * stride)));
+}
+
+static void soft_rsqrt_device_bits(void) {
+    const float lo = MD_DCS_MIN_R2, hi = 1e6f;
+    const unsigned int stride = 61;
+    unsigned int blo, bhi;
+    long long count, t, differ = 0;
+    float *d_y = NULL, *y = NULL;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    memcpy(&blo, &lo, sizeof blo);
+    memcpy(&bhi, &hi, sizeof bhi);
+    count = ((long long)bhi - blo) / stride + 1;
+    y = (float *)malloc((size_t)count * sizeof *y);
+    MD_CHECK(y != NULL);
+    MD_CHECK(cudaMalloc((void **)&d_y, (size_t)count * sizeof *d_y) == cudaSuccess);
+    MD_CHECK_OK(md_cuda_poison(d_y, (size_t)count, 0));
+    soft_rsqrt_kernel<<<(unsigned int)((count + 255) / 256), 256>>>(blo, stride, count, d_y);
+    MD_CHECK(cudaGetLastError() == cudaSuccess);
+    MD_CHECK(cudaMemcpy(y, d_y, (size_t)count * sizeof *y, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (t = 0; t < count; t++) {
+        unsigned int b = blo + (unsigned int)(t * stride);
+        float x, h;
+        memcpy(&x, &b, sizeof x);
+        h = md_soft_rsqrtf(x);
+        differ += memcmp(&h, &y[t], sizeof h) != 0;
+    }
+    printf("  md_soft_rsqrtf: device and host differ on %lld of %lld floats\n", differ, count);
+    MD_CHECKF(differ == 0, "%lld device results differ from the host build", differ);
+    MD_CHECK(cudaFree(d_y) == cudaSuccess);
+    free(y);
+}
+
+/* The hybrid rung moves the MD_DCS_MIN_R2 rule out of its loop (md__dcs_fixup_kernel). Its
+ * hard cases: two atoms on one point, an uncharged atom on a point (0 x inf in the loop), an
+ * atom on a point of the padding, and a grid finer than the fix-up allows (the fallback).
+ * The whole padded output of every split is compared with md_dcs_simple on the padded grid. */
+static void dcs_gpu_hybrid_rule(void) {
+    const double fine[3] = {5e-4, 7e-4, 6e-4};
+    int pass, np, splits[16];
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    np = md_cuda_dcs_hybrid_splits(splits, 16);
+    for (pass = 0; pass < 2; pass++) {
+        md_system sys;
+        md_grid ref, padded;
+        md_float4 *d_xyzq = NULL;
+        float *d_out = NULL, *h = NULL;
+        int d[3], n = 500, pi, ii;
+        size_t oc, p;
+        MD_CHECK_OK(make_case(&sys, &ref, n, 37, 29, 11, 301 + pass));
+        if (pass == 1) { /* a grid finer than MD__DCS_FIXUP_MIN_H near 0, the atoms shrunk around it */
+            const double o[3] = {1.3e-3, -2.1e-3, 0.7e-3};
+            for (ii = 0; ii < n; ii++) {
+                sys.xyzq[ii].x = (float)(o[0] + (sys.xyzq[ii].x - ref.origin[0]) * 0.01);
+                sys.xyzq[ii].y = (float)(o[1] + (sys.xyzq[ii].y - ref.origin[1]) * 0.01);
+                sys.xyzq[ii].z = (float)(o[2] + (sys.xyzq[ii].z - ref.origin[2]) * 0.01);
+            }
+            for (ii = 0; ii < 3; ii++) {
+                ref.origin[ii] = o[ii];
+                ref.spacing[ii] = fine[ii];
+            }
+        }
+        MD_CHECK_OK(md_cuda_dcs_out_dims(MD_DCS_GPU_HYBRID, &ref, d));
+        MD_CHECK_OK(md_grid_alloc(&padded, d[0], d[1], d[2], ref.origin, ref.spacing));
+        /* atoms 0 and 1 on one point, atom 2 uncharged on a point, atom 3 on the last point
+         * of the padding */
+        for (ii = 0; ii < 4; ii++) {
+            const int i = ii == 3 ? d[0] - 1 : 4 + (ii == 2), j = ii == 3 ? d[1] - 1 : 5, k = ii == 3 ? d[2] - 1 : 6;
+            sys.xyzq[ii].x = (float)(ref.origin[0] + i * ref.spacing[0]);
+            sys.xyzq[ii].y = (float)(ref.origin[1] + j * ref.spacing[1]);
+            sys.xyzq[ii].z = (float)(ref.origin[2] + k * ref.spacing[2]);
+        }
+        sys.xyzq[2].w = 0.0f;
+        MD_CHECK_OK(md_dcs_simple(sys.xyzq, n, &padded));
+        oc = md_grid_count(&padded);
+        MD_CHECK(oc == md_cuda_dcs_out_count(MD_DCS_GPU_HYBRID, &ref));
+        MD_CHECK(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq) == cudaSuccess);
+        MD_CHECK(cudaMemcpy(d_xyzq, sys.xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
+        MD_CHECK(cudaMalloc((void **)&d_out, oc * sizeof(float)) == cudaSuccess);
+        h = (float *)malloc(oc * sizeof(float));
+        MD_CHECK(h != NULL);
+        for (pi = 0; pi < np; pi++) {
+            double err;
+            long long bad = 0;
+            MD_CHECK_OK(md_cuda_poison(d_out, oc, 0));
+            MD_CHECK_OK(md_cuda_dcs_hybrid_device(splits[pi], d_xyzq, n, &ref, d_out, 0));
+            MD_CHECK(cudaMemcpy(h, d_out, oc * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+            for (p = 0; p < oc; p++) bad += !isfinite(h[p]);
+            err = md_max_rel_error(h, padded.data, oc);
+            printf("  hybrid soft %d, %s grid, padded %dx%dx%d: %lld not finite, max rel err %.2e\n", splits[pi],
+                   pass ? "fine (fallback)" : "normal", d[0], d[1], d[2], bad, err);
+            MD_CHECKF(bad == 0, "soft %d: %lld output elements are not finite", splits[pi], bad);
+            MD_CHECKF(err <= DCS_TOL, "soft %d: error %.3e > %.0e", splits[pi], err, DCS_TOL);
+        }
+        free(h);
+        MD_CHECK(cudaFree(d_out) == cudaSuccess);
+        MD_CHECK(cudaFree(d_xyzq) == cudaSuccess);
+        md_grid_free(&padded);
+        md_grid_free(&ref);
+        md_system_free(&sys);
+    }
+}
+
 /* One atom exactly on the only grid point: every rung must give exactly 0 there. */
 static void dcs_gpu_atom_on_point(void) {
     md_float4 a[1];
@@ -308,6 +416,8 @@ int main(void) {
     MD_RUN(dcs_gpu_shared);
     MD_RUN(dcs_gpu_hybrid);
     MD_RUN(dcs_gpu_device_api);
+    MD_RUN(soft_rsqrt_device_bits);
+    MD_RUN(dcs_gpu_hybrid_rule);
     MD_RUN(dcs_gpu_atom_on_point);
     return md_test_summary();
 }
