@@ -210,7 +210,7 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
  *   MD_DCS_GPU_UNROLL8X2  md__dcs_unroll_kernel<MD__DCS_UNROLL8X2>  8 points in each of 2 rows
  *   MD_DCS_GPU_L1         md__dcs_unroll_kernel<MD__DCS_L1>         8 x 2, atoms via __ldg
  *   MD_DCS_GPU_SHARED     md__dcs_unroll_kernel<MD__DCS_SHARED>     8 x 2, atom tiles in shared memory
- *   MD_DCS_GPU_HYBRID     md__dcs_unroll_kernel<MD__DCS_HYBRID(S)>  8 x 4, S of 8 rsqrts by md_soft_rsqrtf
+ *   MD_DCS_GPU_HYBRID     md__dcs_unroll_kernel<MD__DCS_HYBRID(S)>  8 x 4, S of 64 rsqrts by md_soft_rsqrtf
  * Run one: build/chapters/02_scatter_gather, 03_coalesced_unrolled, 04_shared_memory;
  * check all: build/tests/gpu_dcs. Work is counted in atom-evals (atoms x grid points). */
 
@@ -232,12 +232,13 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 #include <string.h> /* memcpy in md_soft_rsqrtf's host path */
 
 #ifndef MD_DCS_HYBRID_SOFT
-/** @brief MD_DCS_GPU_HYBRID computes, for every atom, the inverse square roots of
- *  MD_DCS_HYBRID_SOFT of a thread's 8 points along x in software (md_soft_rsqrtf, FMA pipe)
- *  and the other 8 - MD_DCS_HYBRID_SOFT with MUFU rsqrt. One of md_cuda_dcs_hybrid_splits();
- *  define it before including to choose another. The default, 2 (a quarter in software), was
- *  the fastest split measured on an H200 (tutorials/04_shared_memory.md). */
-#define MD_DCS_HYBRID_SOFT 2
+/** @brief MD_DCS_GPU_HYBRID computes MD_DCS_HYBRID_SOFT of every 64 inverse square roots in
+ *  software (md_soft_rsqrtf, FMA pipe) and the rest with MUFU rsqrt. A thread of the hybrid
+ *  kernel takes two atoms at a time on its 8 x 4 points: 64 atom-evals, of which a fixed mask
+ *  chooses the software ones. One of md_cuda_dcs_hybrid_splits() (8, 16, 19 or 24); define it
+ *  before including to choose another. The default, 19 (30%), was the fastest split measured
+ *  on an H100 (tutorials/04_shared_memory.md, bench/hybrid_masks.cu). */
+#define MD_DCS_HYBRID_SOFT 19
 #endif
 
 /** @brief Software reciprocal square root on the FMA pipe, for normal positive @p x
@@ -311,12 +312,12 @@ md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, in
 md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
                                    int *blocks_per_wave);
 
-/** @brief The hybrid splits compiled in (how many of a thread's 8 points per atom get their
+/** @brief The hybrid splits compiled in (how many of every 64 atom-evals of a thread get their
  *  rsqrt in software): writes up to @p cap of them to @p splits and returns how many there are. */
 int md_cuda_dcs_hybrid_splits(int *splits, int cap);
 
-/** @brief md_cuda_dcs_device() of the hybrid rung with a chosen split: for every atom, @p soft
- *  of a thread's 8 points get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt.
+/** @brief md_cuda_dcs_device() of the hybrid rung with a chosen split: @p soft of every 64
+ *  atom-evals of a thread get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt.
  *  @p soft must be one of md_cuda_dcs_hybrid_splits(); the output is shaped as for
  *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_SOFT. */
 md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
@@ -1132,9 +1133,10 @@ static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dyd
  *    body needs no select; the rare pair with an atom on a row takes the careful path instead;
  *  - the hybrid rungs (HYB != 0) test nothing here: md__dcs_fixup_kernel rewrites, after the
  *    sum, the few points that lie within 1e-4 nm of an atom, so the loop is the body alone.
- * HYB is a mask over u: the points whose bit is set get their rsqrt from md_soft_rsqrtf (FMA
- * pipe), the others from MUFU. */
-template <int U, int R, int HYB, int SRC>
+ * HYB is a 64-bit mask over (atom of the pair s, row r, point u), bit (s R + r) U + u (mod 64):
+ * the evals whose bit is set get their rsqrt from md_soft_rsqrtf (FMA pipe), the others from
+ * MUFU. */
+template <int U, int R, unsigned long long HYB, int SRC>
 static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a0, int a1, const float (&x)[U],
                                                           const float (&y)[R], float z, float (&acc)[R][U]) {
     int a = a0;
@@ -1167,7 +1169,8 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
-                    const float rinv = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                    const float rinv = ((HYB >> (((s * R + r) * U + u) & 63)) & 1) ? md_soft_rsqrtf(r2)
+                                                                                  : md__rsqrt_mufu(r2);
                     acc[r][u] = fmaf(q[s], rinv, acc[r][u]);
                 }
     }
@@ -1191,7 +1194,7 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
  * or shared-memory tiles that the block stages together. MINB: resident blocks per SM the
  * launch bounds ask for (16: at most 32 registers a thread; 4: up to 128, room for the
  * 2-row and 4-row accumulators and the independent chains that keep MUFU busy). */
-template <int U, int R, int HYB, int SRC, int PAD, int MINB>
+template <int U, int R, unsigned long long HYB, int SRC, int PAD, int MINB>
 __global__ void __launch_bounds__(MD_DCS_BLOCK_X *MD_DCS_BLOCK_Y, MINB)
 md__dcs_unroll_kernel(const float4 *__restrict__ atoms, int n, md__dcs_geom g, float *out, int accumulate) {
     const int i0 = blockIdx.x * (U * MD_DCS_BLOCK_X) + threadIdx.x;
@@ -1368,7 +1371,7 @@ static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g
 }
 
 /* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
-template <int U, int R, int HYB, int SRC, int PAD, int MINB>
+template <int U, int R, unsigned long long HYB, int SRC, int PAD, int MINB>
 static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                        cudaStream_t s) {
     const dim3 block(MD_DCS_BLOCK_X, MD_DCS_BLOCK_Y);
@@ -1393,26 +1396,35 @@ static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom 
 #define MD__DCS_UNROLL8X2 8, 2, 0, MD__DCS_SRC_CONST, 1, 4
 #define MD__DCS_L1 8, 2, 0, MD__DCS_SRC_L1, 1, 4
 #define MD__DCS_SHARED 8, 2, 0, MD__DCS_SRC_SHARED, 1, 4
-#define MD__DCS_HYBRID(soft) 8, 4, ((1 << (soft)) - 1), MD__DCS_SRC_CONST, 1, 4
+/* The hybrid's masks: bit (s R + r) U + u set = atom s of the pair, row r, point u takes
+ * md_soft_rsqrtf. 8 of 64: u = 7; 16: u = 0 and 7; 19: u = 0 and 7, and u = 3 in rows 2 (first
+ * atom), 0 and 2 (second atom); 24: u = 0, 3 and 7. The instruction mix depends only on the
+ * count, but where the software points sit changes the schedule the compiler builds, by up to
+ * 10%: bench/hybrid_masks.cu times the placements these were chosen from. */
+#define MD__DCS_HYBRID_MASK(soft)                                                                    \
+    ((soft) == 8 ? 0x8080808080808080ull : (soft) == 16 ? 0x8181818181818181ull                      \
+                                         : (soft) == 19 ? 0x8189818981898181ull : 0x8989898989898989ull)
+#define MD__DCS_HYBRID(soft) 8, 4, MD__DCS_HYBRID_MASK(soft), MD__DCS_SRC_CONST, 1, 4
 #define MD__DCS_HYBRID_FINE 8, 4, 0, MD__DCS_SRC_CONST, 1, 4
 
-/* The hybrid splits compiled in (software rsqrts per atom among a thread's 8 points);
+/* The hybrid splits compiled in (software rsqrts per 64 atom-evals of a thread);
  * MD_DCS_HYBRID_SOFT must be one of them. */
-static const int md__dcs_hybrid_splits[] = {1, 2, 3};
+static const int md__dcs_hybrid_splits[] = {8, 16, 19, 24};
 
 /* The hybrid rung: the sum without the rule, then md__dcs_fixup_kernel; on a grid finer than
  * MD__DCS_FIXUP_MIN_H, the same 8 x 4 shape with MUFU alone and the rule in the loop. */
 static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
                                        cudaStream_t s) {
     md_status st;
-    if (soft < 1 || soft > 3)
+    if (soft != 8 && soft != 16 && soft != 19 && soft != 24)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
-                            "%d software rsqrts of 8 is not compiled in (1, 2 or 3)", soft);
+                            "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
     if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))
         return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s);
-    if (soft == 1) st = md__dcs_unroll_launch<MD__DCS_HYBRID(1)>(a, n, g, o, s);
-    else if (soft == 2) st = md__dcs_unroll_launch<MD__DCS_HYBRID(2)>(a, n, g, o, s);
-    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(3)>(a, n, g, o, s);
+    if (soft == 8) st = md__dcs_unroll_launch<MD__DCS_HYBRID(8)>(a, n, g, o, s);
+    else if (soft == 16) st = md__dcs_unroll_launch<MD__DCS_HYBRID(16)>(a, n, g, o, s);
+    else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s);
+    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s);
     if (st != MD_OK) return st;
     md__dcs_fixup_kernel<<<(n + 127) / 128, 128, 0, s>>>(a, n, g, o);
     MD_CUDA_TRY_LAUNCH("md__dcs_fixup_kernel");

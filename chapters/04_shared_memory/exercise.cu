@@ -7,8 +7,8 @@
  *      thread) from global memory, __syncthreads(), loops over the tile, __syncthreads();
  *      mind the threads outside the grid: they must still reach every __syncthreads();
  *   b. the hybrid rsqrt: compute some of the inverse square roots with md_soft_rsqrtf
- *      (md_cuda.cu.h, FMA pipe) instead of rsqrtf (MUFU): the library gives S of each atom's
- *      8 points per thread to software (MD_DCS_HYBRID_SOFT); try that, or 1 of every P atoms,
+ *      (md_cuda.cu.h, FMA pipe) instead of rsqrtf (MUFU): the library gives 19 of every 64
+ *      rsqrts to software (MD_DCS_HYBRID_SOFT); try 1 of every P atoms, or S of 8 points,
  *      and find the split that runs fastest.
  * Compare your row with gpu_shared / gpu_hybrid.
  *

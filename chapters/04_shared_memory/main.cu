@@ -9,8 +9,8 @@
  *   gpu_unroll8x2  chapter 03's best: 8 x 2 points per thread, atoms in __constant__ memory
  *   gpu_l1         the same, atoms read from global memory through L1 (__ldg)
  *   gpu_shared     the same, atom tiles of MD_DCS_SHARED_TILE staged in shared memory
- *   gpu_hybrid     8 x 4 points, constant memory, MD_DCS_HYBRID_SOFT of each atom's 8
- *                  rsqrts along x in software (md_soft_rsqrtf on the FMA pipe)
+ *   gpu_hybrid     8 x 4 points, constant memory, MD_DCS_HYBRID_SOFT of every 64 rsqrts
+ *                  in software (md_soft_rsqrtf on the FMA pipe), no MIN_R2 test in the loop
  *   hybrid_sN      the same for every compiled split N (md_cuda_dcs_hybrid_splits): the
  *                  tuning sweep for MD_DCS_HYBRID_SOFT
  *   exercise       your kernel in exercise.cu (it starts as an unroll-8 constant-memory kernel)
