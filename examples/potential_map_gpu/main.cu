@@ -4,7 +4,7 @@
  *   potential_map_gpu --pqr protein.pqr --out potential.dx
  *   potential_map_gpu --random 100000 --out random.dx        100,000 random charges
  *   options: --grid N (points per edge, default 128)  --margin NM (default 1.0)
- *            --variant gpu_unroll8|gpu_hybrid|...     --chunks K (progress steps, default 10)
+ *            --variant gpu_hybrid (default)|gpu_l1|...  --chunks K (progress steps, default 10)
  *
  * The grid covers the atoms' bounding box plus the margin. The atoms go to the GPU once;
  * the map is computed chunk of atoms by chunk of atoms (each chunk one md_cuda_dcs_device
@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     long nrandom = 0;
     int n = 128, chunks = 10, i, v, c, d[3];
     double margin = 1.0, lo[3], hi[3], origin[3], h[3], t0, t_gpu = 0.0, *sum = NULL, err;
-    md_dcs_variant variant = MD_DCS_GPU_UNROLL8;
+    md_dcs_variant variant = MD_DCS_GPU_HYBRID; /* the fastest rung (tutorial 04) */
     md_system sys;
     md_grid grid, probe;
     md_rng rng;
