@@ -13,7 +13,7 @@
  * accumulation, error growing like n * 2^-24 in the worst case = 5e-4 of the largest term,
  * typically sqrt(n) * 2^-24); the reference accumulates in double. The float CPU rung
  * md_dcs_rows on the same systems is checked with the same tolerance as a control, and the
- * hybrid rung (a quarter of the rsqrts from md_soft_rsqrtf, max relative error 9.1e-8, no
+ * hybrid rung (19 of every 64 rsqrts from md_soft_rsqrtf, max relative error 9.1e-8, no
  * worse than MUFU) is held to the same tolerance. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
