@@ -1411,12 +1411,18 @@ static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom 
  * MD_DCS_HYBRID_SOFT must be one of them. */
 static const int md__dcs_hybrid_splits[] = {8, 16, 19, 24};
 
+static int md__dcs_hybrid_compiled(int soft) {
+    for (size_t i = 0; i < sizeof md__dcs_hybrid_splits / sizeof md__dcs_hybrid_splits[0]; i++)
+        if (md__dcs_hybrid_splits[i] == soft) return 1;
+    return 0;
+}
+
 /* The hybrid rung: the sum without the rule, then md__dcs_fixup_kernel; on a grid finer than
  * MD__DCS_FIXUP_MIN_H, the same 8 x 4 shape with MUFU alone and the rule in the loop. */
 static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
                                        cudaStream_t s) {
     md_status st;
-    if (soft != 8 && soft != 16 && soft != 19 && soft != 24)
+    if (!md__dcs_hybrid_compiled(soft))
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
                             "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
     if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))

@@ -14,11 +14,6 @@
 #include "md_cuda.cu.h"
 #include <stdio.h>
 
-static __device__ __forceinline__ float mu_rsq(float x) {
-    float y;
-    asm volatile("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 /* 1/sqrt(x) through MUFU.RSQ64H: rebias the float's exponent into a double's high word. */
 static __device__ __forceinline__ float mu_rsq64h(float x) {
     const int hi = (int)(__float_as_uint(x) >> 3) + ((1023 - 127) << 20);
@@ -40,7 +35,7 @@ template <int MIX> __global__ void mu_kernel(const float *in, float *out, int it
     for (int it = 0; it < iters; it++) {
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            if (MIX == 0 || (MIX >= 2 && !(i & 1))) x[i] = mu_rsq(x[i]) + c;
+            if (MIX == 0 || (MIX >= 2 && !(i & 1))) x[i] = md__rsqrt_mufu(x[i]) + c;
             else if (MIX == 1 || MIX == 2) x[i] = mu_rsq64h(x[i]) + c;
             else x[i] = mu_ex2(-x[i]) + c; /* MIX 3: converges, 2^-x < 1 for x > c > 0 */
         }
