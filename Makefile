@@ -122,7 +122,16 @@ ceilings: need-nvcc
 bench: gpu
 	@bash tests/gpu_check.sh --bench-only
 
-docs:
+# The main page is the manual at the top of each header, taken from the header itself, so
+# there is one copy of it (Doxygen would keep the " * " of each line in a verbatim block).
+MANUAL = awk 'NR == 1 { sub(/^\/\* ?/, "") } /^ \*\// { exit } { sub(/^ \* ?/, ""); sub(/^ \*$$/, ""); print }'
+$(BUILD)/docs/mainpage.dox: md.h md_cuda.cu.h Makefile
+	@mkdir -p $(BUILD)/docs
+	@{ echo '/** @mainpage md.h'; echo 'The manuals at the top of the two headers.'; \
+	   echo '@section manual_md_h md.h'; echo '@verbatim'; $(MANUAL) md.h; echo '@endverbatim'; \
+	   echo '@section manual_md_cuda_h md_cuda.cu.h'; echo '@verbatim'; $(MANUAL) md_cuda.cu.h; echo '@endverbatim'; \
+	   echo '*/'; } > $@
+docs: $(BUILD)/docs/mainpage.dox
 	@command -v doxygen >/dev/null 2>&1 || { echo "make docs: doxygen not found: run 'make setup' (or apt-get install doxygen)" >&2; exit 1; }
 	@mkdir -p $(BUILD)
 	@doxygen Doxyfile > $(BUILD)/doxygen.log 2> $(BUILD)/doxygen.warnings; \
