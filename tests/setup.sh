@@ -43,6 +43,10 @@ LOG=build/test-logs/setup.log
 : > "$LOG"
 
 have() { command -v "$1" >/dev/null 2>&1; }
+# PEP 668: pip may not install into this python3 (Debian's own), outside a virtual environment
+externally_managed() {
+  python3 -c 'import sys, sysconfig, os; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) and sys.prefix == sys.base_prefix else 1)'
+}
 say() { [ "$CHECK_ONLY" = 1 ] && printf '  %-9s %s\n' "$1" "$2"; }
 join() { local IFS=' '; echo "$*"; }
 
@@ -79,8 +83,7 @@ need_cmd clang clang
 need_cmd clang++ clang
 need_cmd doxygen doxygen
 if have python3; then say ok python3; else say missing "python3 (Debian packages python3 python3-pip python3-venv)"; apt_missing+=(python3 python3-pip python3-venv); fi
-if have python3 && ! python3 -c 'import pip' >/dev/null 2>&1 &&
-   ! python3 -c 'import sys, sysconfig, os; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) and sys.prefix == sys.base_prefix else 1)'; then
+if have python3 && ! python3 -c 'import pip' >/dev/null 2>&1 && ! externally_managed; then
   say missing "pip for $(command -v python3) (Debian package python3-pip)"; apt_missing+=(python3-pip)
 fi
 mapfile -t apt_missing < <(printf '%s\n' "${apt_missing[@]}" | awk 'NF && !seen[$0]++')
@@ -126,7 +129,7 @@ if have python3; then
   done
   if [ ${#py_missing[@]} -gt 0 ] && [ "$CHECK_ONLY" = 0 ]; then
     PY=python3
-    if python3 -c 'import sys, sysconfig, os; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) and sys.prefix == sys.base_prefix else 1)'; then
+    if externally_managed; then
       # PEP 668: pip may not write into this python; a virtual environment that sees its packages
       if [ ! -x .venv/bin/python3 ]; then
         echo "setup: $(command -v python3) is externally managed (PEP 668): making .venv"
@@ -172,7 +175,9 @@ fi
 if [ ${#py_missing[@]} -gt 0 ]; then
   [ ${#apt_missing[@]} -gt 0 ] && msg="$msg; and"
   msg="$msg Python packages $(join "${py_missing[@]}")"
-  if [ "$CHECK_ONLY" = 1 ] || [ -z "$PIP_WHY" ]; then msg="$msg (python3 -m pip install -r reference/requirements.txt)"
+  if [ "$CHECK_ONLY" = 1 ] && have python3 && externally_managed && [ ! -x .venv/bin/python3 ]; then
+    msg="$msg ($(command -v python3) is externally managed: 'bash tests/setup.sh' makes .venv and installs them there)"
+  elif [ "$CHECK_ONLY" = 1 ] || [ -z "$PIP_WHY" ]; then msg="$msg (python3 -m pip install -r reference/requirements.txt)"
   else msg="$msg ($PIP_WHY; python3 -m pip install -r reference/requirements.txt)"; fi
 fi
 echo "$msg" >&2
