@@ -6,7 +6,8 @@
 #   bash tests/setup.sh           install what is missing
 #   bash tests/setup.sh --check   install nothing: list every need (ok / missing / optional),
 #                                 exit 1 if a required one is missing
-#   MD_NO_INSTALL=1 make test     the set-up only checks; a missing need stops the run
+#   MD_NO_INSTALL=1 make test     the set-up only checks (silently); a missing need stops the
+#                                 run with the one line below
 #
 # Required (Debian package, or PyPI name from reference/requirements.txt):
 #   gcc, g++, make (build-essential), pkg-config, git
@@ -28,11 +29,11 @@
 # goes to build/test-logs/setup.log.
 set -u
 cd "$(dirname "$0")/.."
-CHECK_ONLY=0
+CHECK_ONLY=0 LIST=0
 [ "${MD_NO_INSTALL:-0}" = 1 ] && CHECK_ONLY=1
 for a in "$@"; do
   case "$a" in
-    --check) CHECK_ONLY=1 ;;
+    --check) CHECK_ONLY=1 LIST=1 ;;
     -h|--help) sed -n '2,/^set -u/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup: unknown argument '$a' (try --help)" >&2; exit 2 ;;
   esac
@@ -47,7 +48,7 @@ have() { command -v "$1" >/dev/null 2>&1; }
 externally_managed() {
   python3 -c 'import sys, sysconfig, os; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) and sys.prefix == sys.base_prefix else 1)'
 }
-say() { [ "$CHECK_ONLY" = 1 ] && printf '  %-9s %s\n' "$1" "$2"; }
+say() { [ "$LIST" = 1 ] && printf '  %-9s %s\n' "$1" "$2"; }
 join() { local IFS=' '; echo "$*"; }
 
 # ---- how to install -----------------------------------------------------------------------
@@ -152,7 +153,7 @@ else
 fi
 
 # ---- optional -----------------------------------------------------------------------------------
-if [ "$CHECK_ONLY" = 1 ]; then
+if [ "$LIST" = 1 ]; then
   if have nvcc || [ -x /usr/local/cuda/bin/nvcc ]; then say ok nvcc
   else say optional "nvcc not found: the GPU code is not built, GPU tests SKIP (the CUDA toolkit)"; fi
   if have valgrind; then say ok valgrind
@@ -162,14 +163,14 @@ fi
 # ---- verdict: nothing, or one line ------------------------------------------------------------
 mapfile -t apt_missing < <(printf '%s\n' "${apt_missing[@]}" | awk 'NF && !seen[$0]++')
 if [ ${#apt_missing[@]} -eq 0 ] && [ ${#py_missing[@]} -eq 0 ]; then
-  [ "$CHECK_ONLY" = 1 ] && echo "setup: everything make test needs is installed"
+  [ "$LIST" = 1 ] && echo "setup: everything make test needs is installed"
   exit 0
 fi
 msg="setup: missing"
 if [ ${#apt_missing[@]} -gt 0 ]; then
   msg="$msg Debian packages $(join "${apt_missing[@]}")"
-  if [ "$CHECK_ONLY" = 1 ]; then msg="$msg (apt-get install them, or run 'bash tests/setup.sh')"
-  elif [ -n "$APT_WHY" ]; then msg="$msg (${APT_WHY/PKGS/$(join "${apt_missing[@]}")})"
+  if [ -n "$APT_WHY" ]; then msg="$msg (${APT_WHY/PKGS/$(join "${apt_missing[@]}")})"
+  elif [ "$CHECK_ONLY" = 1 ]; then msg="$msg (apt-get install them, or run 'bash tests/setup.sh')"
   else msg="$msg (apt-get install failed: no registry? see $LOG)"; fi
 fi
 if [ ${#py_missing[@]} -gt 0 ]; then
