@@ -113,7 +113,7 @@ if [ "$GPU_ONLY" -eq 0 ]; then
   echo "== README drop-in example"
   check "README drop-in example" bash tests/readme_example.sh
   check "make install + pkg-config" bash tests/install_check.sh
-  program "tutorial code quotes exist in the sources" python3 tutorials/scripts/check_quotes.py
+  program "tutorial quotes are in the sources, as quoted" python3 tutorials/scripts/check_quotes.py
 
   echo "== nvcc compile of every .cu file (-arch=sm_90)"
   if command -v "$NVCC" >/dev/null 2>&1; then
