@@ -367,10 +367,14 @@ static void bad_boxes(void) {
         "CRYST1   30.000    0.000   50.000  90.00  90.00  90.00 P 1           1\n"
         "ATOM      1  O   HOH     1       1.000   2.000   3.000\n",
         MD_ERR_RANGE, "zerobox.pdb:1: field b: box edge must be > 0");
-    BAD(PDB, "tric.pdb",
-        "CRYST1   30.000   40.000   50.000  90.00 109.47  90.00 P 1           1\n"
+    BAD(PDB, "flat.pdb",
+        "CRYST1   30.000   40.000   50.000  90.00 180.00  90.00 P 1           1\n"
         "ATOM      1  O   HOH     1       1.000   2.000   3.000\n",
-        MD_ERR_UNSUPPORTED, "tric.pdb:1: field beta: is 109.47 degrees");
+        MD_ERR_RANGE, "flat.pdb:1: field beta: angle must be within (0, 180) degrees (got 180)");
+    BAD(PDB, "partbox.pdb",
+        "CRYST1   30.000    0.000    0.000  90.00  90.00  90.00 P 1           1\n"
+        "ATOM      1  O   HOH     1       1.000   2.000   3.000\n",
+        MD_ERR_RANGE, "partbox.pdb:1: field b: box edge must be > 0");
     BAD(PDB, "dup.pdb",
         "CRYST1   30.000   40.000   50.000  90.00  90.00  90.00 P 1           1\n"
         "ATOM      1  O   HOH     1       1.000   2.000   3.000\n"
