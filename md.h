@@ -1742,11 +1742,18 @@ static md_status md__assign_types(md_system *s, const md_name *key) {
 /* An atom line must end with an end of line: a file cut short inside its last number
  * ("0.17" cut to "0.1") looks complete otherwise. */
 static md_status md__check_eol(const md__lines *L, const char *field) {
+    char tail[24];
+    size_t k, n = L->len < 20 ? L->len : 20;
     if (L->eol) return MD_OK;
+    for (k = 0; k < n; k++) { /* the line's last characters (md__split may have put NULs in it) */
+        char c = L->buf[L->len - n + k];
+        tail[k] = c ? c : ' ';
+    }
+    tail[n] = '\0';
     return md__lerr(L, MD_ERR_PARSE, field,
-                    "the file ends inside this line (no end of line after '%.20s'): it may be cut "
+                    "the file ends inside this line (no end of line after '%s'): it may be cut "
                     "short; if the file is complete, end its last line with a newline",
-                    L->len > 20 ? L->buf + L->len - 20 : L->buf);
+                    tail);
 }
 
 /* Bonds as pairs of atom indices: sorted so bond[2k] < bond[2k+1], pairs in increasing

@@ -1,4 +1,7 @@
 /* Tests of md.h's file I/O: PQR, PDB, XYZ and OpenDX readers and writers.
+ * (PSF, DCD frames and topologies on trajectories: tests/test_topology.c.)
+ * Fixtures from real tools' layouts are read from tests/data/ (MD_TEST_DATA; run from
+ * the repository root, as tests/run.sh does).
  *
  * Every bad-input case is checked twice (file reader and _mem reader): the
  * status, a message naming "file:line: field F", and the output left
@@ -193,6 +196,222 @@ static void element_masses(void) {
     MD_CHECK(md_element_mass("Cl") == 35.45f && md_element_mass("CL") == 35.45f);
     MD_CHECK(md_element_mass("Ar") == 39.948f && md_element_mass("k") == 39.098f);
     MD_CHECK(md_element_mass("Xx") == 0.0f && md_element_mass("") == 0.0f && md_element_mass(NULL) == 0.0f);
+}
+
+/* ---- committed fixtures (tests/data/, written by tests/data/make_fixtures.py in the layouts of
+ * the tools named there); expected values are the fixture's own numbers ---- */
+
+#ifndef MD_TEST_DATA
+#define MD_TEST_DATA "tests/data/"
+#endif
+
+/* Read a fixture into memory (NUL-terminated) for the _mem readers. */
+static char *fixture_text(const char *name, size_t *len) {
+    char path[256];
+    FILE *f;
+    char *buf;
+    long n;
+    snprintf(path, sizeof path, MD_TEST_DATA "%s", name);
+    if (!(f = fopen(path, "rb"))) return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (char *)malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    *len = (size_t)n;
+    return buf;
+}
+
+/* PDB2PQR writes the insertion code right after resSeq ("36A"), and runs the chain letter into
+ * 4-digit residue numbers ("W1000"). */
+static void pqr_pdb2pqr_insertion_codes(void) {
+    static const char chain[8] = {'A', 'A', 'A', 'A', 'A', 'W', 'I', 'I'}, icode[8] = {0, 0, 'A', 'A', 'B', 0, 0, 0};
+    static const int resid[8] = {35, 35, 36, 36, 36, 1000, 1001, 1002};
+    static const char *const element[8] = {"N", "C", "N", "C", "N", "O", "Na", "Cl"};
+    md_system s, m;
+    size_t len;
+    char *text = fixture_text("pdb2pqr_icode.pqr", &len);
+    int i;
+    MD_CHECK(text != NULL);
+    MD_CHECK_OK(md_read_pqr(MD_TEST_DATA "pdb2pqr_icode.pqr", &s));
+    MD_CHECK_OK(md_read_pqr_mem(text, len, "pdb2pqr_icode.pqr", &m));
+    free(text);
+    MD_CHECK(s.n == 8 && m.n == 8);
+    for (i = 0; i < 8; i++) {
+        MD_CHECKF(s.chain[i] == chain[i] && s.icode[i] == icode[i] && s.resid[i] == resid[i],
+                  "atom %d: chain %c icode %c resid %d", i, s.chain[i], s.icode[i], s.resid[i]);
+        MD_CHECKF(strcmp(s.element[i].s, element[i]) == 0, "atom %d: element %s", i, s.element[i].s);
+        MD_CHECK(m.icode[i] == s.icode[i] && m.chain[i] == s.chain[i] && m.xyzq[i].w == s.xyzq[i].w);
+    }
+    MD_CHECK_CLOSE(s.xyzq[4].y, -1.0, 1e-7, 0);
+    MD_CHECK_CLOSE(s.xyzq[4].w, -0.4157, 1e-7, 0);
+    MD_CHECK_CLOSE(s.radius[7], 0.247, 1e-7, 0);
+    MD_CHECK(s.mass[6] == 22.990f && s.mass[7] == 35.45f); /* NA in NA, CL in CL: the ions */
+    md_system_free(&s);
+    md_system_free(&m);
+    MD_CHECK_OK(md_read_pqr(MD_TEST_DATA "pdb2pqr_nochain.pqr", &s));
+    MD_CHECK(s.n == 5 && s.chain[0] == 0 && s.chain[4] == 0);
+    MD_CHECK(s.resid[2] == 36 && s.icode[2] == 'A' && s.icode[4] == 'B' && s.icode[1] == 0);
+    md_system_free(&s);
+}
+
+/* An RCSB-style PDB: alternate locations, insertion codes, chains, the element column, a
+ * formal charge "0" as older writers put it, two models with CONECT records after them. */
+static void pdb_altloc_icode_charge0_conect(void) {
+    static const char altloc[6] = {0, 'A', 'B', 0, 0, 0}, icode[6] = {0, 0, 0, 'A', 'B', 0};
+    static const char chain[6] = {'A', 'A', 'A', 'A', 'A', 'B'};
+    static const float q[6] = {0, 0, 0, 0, -1, 2};
+    static const int resid[6] = {35, 35, 35, 36, 36, 401};
+    md_system s;
+    int i;
+    MD_CHECK_OK(md_read_pdb(MD_TEST_DATA "altloc_icode.pdb", &s));
+    MD_CHECK(s.n == 6); /* the first model */
+    for (i = 0; i < 6; i++) {
+        MD_CHECKF(s.altloc[i] == altloc[i] && s.icode[i] == icode[i] && s.chain[i] == chain[i],
+                  "atom %d: altloc %d icode %d chain %d", i, s.altloc[i], s.icode[i], s.chain[i]);
+        MD_CHECKF(s.xyzq[i].w == q[i] && s.resid[i] == resid[i], "atom %d: q %g resid %d", i, s.xyzq[i].w,
+                  s.resid[i]);
+        MD_CHECK_CLOSE(s.xyzq[i].x, 0.1 * (i + 1.125), 1e-7, 0); /* model 1, not model 2's 9.000 */
+    }
+    MD_CHECK(strcmp(s.element[5].s, "Zn") == 0 && s.mass[5] == 65.38f && strcmp(s.name[5].s, "ZN") == 0);
+    MD_CHECK(strcmp(s.element[1].s, "C") == 0 && s.mass[1] == 12.011f);
+    /* CONECT 1-2 1-3, 2-1 (the same bond), 5-6: three bonds, 0-based, sorted */
+    MD_CHECK(s.nbond == 3 && s.bond[0] == 0 && s.bond[1] == 1 && s.bond[2] == 0 && s.bond[3] == 2 &&
+             s.bond[4] == 4 && s.bond[5] == 5);
+    MD_CHECK_CLOSE(s.box[2], 6.0, 1e-15, 0);
+    md_system_free(&s);
+}
+
+/* CHARMM-GUI-style PDB without element columns: ions get the ion's mass, not the first letter's;
+ * the heme's FE is iron and its NA nitrogen; a protein CA is carbon. */
+static void pdb_ion_masses_without_element_column(void) {
+    static const char *const element[14] = {"N", "C", "Fe", "N", "Na", "Cl", "K", "Ca", "Zn", "Mg", "Na", "Cl", "K", "Cl"};
+    static const float mass[14] = {14.007f, 12.011f, 55.845f, 14.007f, 22.990f, 35.45f, 39.098f,
+                                   40.078f, 65.38f,  24.305f, 22.990f, 35.45f,  39.098f, 35.45f};
+    md_system s;
+    int i;
+    MD_CHECK_OK(md_read_pdb(MD_TEST_DATA "charmm_ions.pdb", &s));
+    MD_CHECK(s.n == 14);
+    for (i = 0; i < 14; i++)
+        MD_CHECKF(strcmp(s.element[i].s, element[i]) == 0 && s.mass[i] == mass[i], "atom %d (%s in %s): %s %g", i,
+                  s.name[i].s, s.resname[i].s, s.element[i].s, s.mass[i]);
+    MD_CHECK(strcmp(s.segid[0].s, "PROA") == 0 && strcmp(s.segid[4].s, "IONS") == 0 && s.chain[4] == 0);
+    md_system_free(&s);
+}
+
+/* The guessing rules one by one (md_guess_element's documentation). */
+static void guess_element_rules(void) {
+    MD_CHECK(strcmp(md_guess_element("CL", "CLA"), "Cl") == 0 && strcmp(md_guess_element("CLA", "CLA"), "Cl") == 0);
+    MD_CHECK(strcmp(md_guess_element("CL", "CL-"), "Cl") == 0 && strcmp(md_guess_element("NA", "SOD"), "Na") == 0);
+    MD_CHECK(strcmp(md_guess_element("NA", "NA+"), "Na") == 0 && strcmp(md_guess_element("SOD", "ION"), "Na") == 0);
+    MD_CHECK(strcmp(md_guess_element("POT", "POT"), "K") == 0 && strcmp(md_guess_element("K", "K"), "K") == 0);
+    MD_CHECK(strcmp(md_guess_element("MG", "MG"), "Mg") == 0 && strcmp(md_guess_element("CAL", "CAL"), "Ca") == 0);
+    MD_CHECK(strcmp(md_guess_element("CA", "CA"), "Ca") == 0 && strcmp(md_guess_element("ZN", "ZN2"), "Zn") == 0);
+    MD_CHECK(strcmp(md_guess_element("Na+", "Na+"), "Na") == 0 && strcmp(md_guess_element("I", "IOD"), "I") == 0);
+    /* not ions: the residue is not an ion, or the atom is not named like the ion */
+    MD_CHECK(strcmp(md_guess_element("CA", "ALA"), "C") == 0 && strcmp(md_guess_element("NA", "HEM"), "N") == 0);
+    MD_CHECK(strcmp(md_guess_element("CD", "LEU"), "C") == 0 && strcmp(md_guess_element("OW", "NA"), "O") == 0);
+    /* two-letter element names, the first letter, leading digits, unknown */
+    MD_CHECK(strcmp(md_guess_element("CL12", "LIG"), "Cl") == 0 && strcmp(md_guess_element("FE", "HEM"), "Fe") == 0);
+    MD_CHECK(strcmp(md_guess_element("SE", "MSE"), "Se") == 0 && strcmp(md_guess_element("BR1", NULL), "Br") == 0);
+    MD_CHECK(strcmp(md_guess_element("1HB", "ALA"), "H") == 0 && strcmp(md_guess_element("HG21", "ILE"), "H") == 0);
+    MD_CHECK(strcmp(md_guess_element("XQ", ""), "") == 0 && strcmp(md_guess_element("", "NA"), "") == 0);
+    MD_CHECK(strcmp(md_guess_element(NULL, NULL), "") == 0);
+}
+
+/* VMD, NAMD and MDAnalysis write "no cell" as CRYST1 0 0 0: no box, no error. */
+static void pdb_zero_cell_is_no_box(void) {
+    md_system s;
+    int k;
+    MD_CHECK_OK(md_read_pdb(MD_TEST_DATA "vmd_nocell.pdb", &s));
+    MD_CHECK(s.n == 1 && strcmp(s.segid[0].s, "WAT") == 0 && s.chain[0] == 'W');
+    for (k = 0; k < 3; k++) MD_CHECK(s.box[k] == 0.0);
+    for (k = 0; k < 6; k++) MD_CHECK(s.cell[k] == 0.0);
+    md_system_free(&s);
+}
+
+/* A truncated octahedron: the atoms are read, the box stays zero, the cell is recorded and the
+ * status is MD_WARN_CELL (the caller can accept it). md_write_pdb writes the cell back. */
+static void pdb_octahedron_cell_is_a_warning(void) {
+    md_system s, b;
+    const char *path = tmp_path("octa.pdb");
+    int k;
+    memset(&s, 0, sizeof s);
+    MD_CHECK_ERROR(md_read_pdb(MD_TEST_DATA "octahedron.pdb", &s), MD_WARN_CELL,
+                   "octahedron.pdb:1: field alpha: the CRYST1 cell is not orthorhombic");
+    MD_CHECK(strstr(md_last_error(), "109.47 109.47 109.47 degrees") != NULL);
+    MD_CHECK(s.n == 2 && s.box[0] == 0.0 && s.box[1] == 0.0 && s.box[2] == 0.0);
+    MD_CHECK_CLOSE(s.xyzq[1].x, 0.1957, 1e-7, 0);
+    for (k = 0; k < 3; k++) MD_CHECK_CLOSE(s.cell[k], 7.7, 1e-15, 0);
+    for (k = 3; k < 6; k++) MD_CHECK(s.cell[k] == 109.47);
+    MD_CHECK(md_read_topology(MD_TEST_DATA "octahedron.pdb", &b) == MD_WARN_CELL && b.n == 2);
+    md_system_free(&b);
+    MD_CHECK_OK(md_write_pdb(path, &s));
+    MD_CHECK(md_read_pdb(path, &b) == MD_WARN_CELL);
+    for (k = 0; k < 6; k++) MD_CHECK_CLOSE(b.cell[k], s.cell[k], 1e-12, 0);
+    md_system_free(&b);
+    md_system_free(&s);
+}
+
+/* Names longer than the old 7 characters are kept whole; longer than MD_NAME_MAX is an error. */
+static void long_names_are_kept_or_refused(void) {
+    md_system s;
+    MD_CHECK_OK(md_read_pqr(MD_TEST_DATA "long_names.pqr", &s));
+    MD_CHECK(s.n == 2 && strcmp(s.name[0].s, "C1AB2CD3") == 0 && strcmp(s.name[1].s, "O1P_LONG") == 0);
+    MD_CHECK(s.type[0] == 0 && s.type[1] == 1);
+    md_system_free(&s);
+    BAD(PQR, "name16.pqr", "ATOM 1 ABCDEFGHIJKLMNOP ALA 1 1.0 2.0 3.0 0.1 1.5\n", MD_ERR_RANGE,
+        "name16.pqr:1: field name: 'ABCDEFGHIJKLMNOP' is longer than 15 characters");
+    BAD(PQR, "res16.pqr", "ATOM 1 N RESIDUENAMEOF16X 1 1.0 2.0 3.0 0.1 1.5\n", MD_ERR_RANGE,
+        "res16.pqr:1: field resName");
+    BAD(XYZ, "sym16.xyz", "1\n\nSYMBOLOFSIXTEEN1 1 2 3\n", MD_ERR_RANGE, "sym16.xyz:3: field symbol");
+}
+
+/* A file cut inside its last number is an error naming the line and field, whichever reader. */
+static void cut_last_line_is_an_error(void) {
+    md_system s;
+    md_xyz_reader r;
+    int got;
+    size_t len;
+    char *text;
+    memset(&s, 0, sizeof s);
+    MD_CHECK_ERROR(md_read_pqr(MD_TEST_DATA "cut_number.pqr", &s), MD_ERR_PARSE,
+                   "cut_number.pqr:2: field r: the file ends inside this line");
+    MD_CHECK(s.n == 0);
+    MD_CHECK_ERROR(md_read_xyz(MD_TEST_DATA "cut_number.xyz", &s), MD_ERR_PARSE,
+                   "cut_number.xyz:4: field z: the file ends inside this line (no end of line after 'H 1.957 2.000 0.1')");
+    text = fixture_text("cut_number.xyz", &len);
+    MD_CHECK(text != NULL);
+    MD_CHECK_ERROR(md_read_xyz_mem(text, len, "cut.xyz", &s), MD_ERR_PARSE, "cut.xyz:4: field z");
+    free(text);
+    MD_CHECK_OK(md_xyz_open(&r, MD_TEST_DATA "cut_number.xyz"));
+    MD_CHECK_ERROR(md_xyz_next(&r, &s, &got), MD_ERR_PARSE, "cut_number.xyz:4: field z");
+    MD_CHECK(got == 0 && s.n == 0);
+    md_xyz_close(&r);
+    /* with the end of line the same text is fine; a CR LF file cut after its CR is complete */
+    MD_CHECK_OK(md_read_xyz_mem("1\n\nH 1 2 0.1\n", strlen("1\n\nH 1 2 0.1\n"), "ok.xyz", &s));
+    md_system_free(&s);
+    MD_CHECK_OK(md_read_xyz_mem("1\r\n\r\nH 1 2 0.1\r", strlen("1\r\n\r\nH 1 2 0.1\r"), "cr.xyz", &s));
+    md_system_free(&s);
+    BAD(XYZ, "cut6.xyz", "1\n\nH 1 2 3 4.5 6", MD_ERR_PARSE, "cut6.xyz:3: field column 6");
+    BAD(PDB, "cut.pdb", "ATOM      1  N   GLY A   1      11.104   6.134  -6.504  1.00  0.", MD_ERR_PARSE,
+        "cut.pdb:1: field tempFactor: the file ends inside this line");
+    BAD(PDB, "cutconect.pdb", "ATOM      1  N   GLY A   1      11.104   6.134  -6.504\nCONECT    1    2", MD_ERR_PARSE,
+        "cutconect.pdb:2: field CONECT: the file ends inside this line");
+    BAD(DX, "cut.dx",
+        "object 1 class gridpositions counts 1 1 2\norigin 0 0 0\ndelta 1 0 0\n"
+        "delta 0 1 0\ndelta 0 0 1\nobject 3 class array type double rank 0 items 2 data follows\n1.5 0.1",
+        MD_ERR_PARSE, "cut.dx:7: field data: the file ends inside this line");
+    /* a full 80-column PDB record is complete without an end of line */
+    MD_CHECK_OK(md_read_pdb_mem("ATOM      1  N   GLY A   1      11.104   6.134  -6.504  1.00  0.00           N1-", 80,
+                                "full.pdb", &s));
+    MD_CHECK(s.xyzq[0].w == -1.0f);
+    md_system_free(&s);
 }
 
 /* ---- long lines: a line longer than any fixed buffer is read whole ---- */
@@ -497,17 +716,37 @@ static void pdb_round_trip(void) {
         a.resid[i] = i / 3 + 1;
         snprintf(a.resname[i].s, sizeof a.resname[i].s, "%s", i % 2 ? "SOL" : "LIG");
     }
+    a.nbond = 40;
+    a.bond = (int *)md_alloc_array(80, sizeof(int));
+    MD_CHECK(a.bond != NULL);
+    for (i = 0; i < a.n; i++) {
+        a.chain[i] = (char)(i % 3 ? 'A' + i % 26 : 0);
+        a.icode[i] = (char)(i % 4 == 1 ? 'A' + i % 5 : 0);
+        a.altloc[i] = (char)(i % 7 == 2 ? 'B' : 0);
+        snprintf(a.segid[i].s, sizeof a.segid[i].s, "%s", i % 2 ? "PROA" : "W1");
+    }
+    for (i = 0; i < a.nbond; i++) { /* distinct pairs, sorted, first < second */
+        a.bond[2 * i] = 3 * i;
+        a.bond[2 * i + 1] = 3 * i + 1 + i % 2;
+    }
     MD_CHECK_OK(md_write_pdb(path, &a));
     MD_CHECK(!file_exists(tmp_path("rt.pdb.tmp")));
     MD_CHECK_OK(md_read_pdb(path, &b));
-    MD_CHECK(b.n == a.n);
+    MD_CHECK(b.n == a.n && b.nbond == a.nbond);
+    for (i = 0; i < 2 * a.nbond; i++) MD_CHECK(b.bond[i] == a.bond[i]);
     for (i = 0; i < a.n; i++) {
         MD_CHECK_CLOSE(b.xyzq[i].x, a.xyzq[i].x, 0, 5.1e-5);
         MD_CHECK_CLOSE(b.xyzq[i].y, a.xyzq[i].y, 0, 5.1e-5);
         MD_CHECK_CLOSE(b.xyzq[i].z, a.xyzq[i].z, 0, 5.1e-5);
         MD_CHECK(b.xyzq[i].w == a.xyzq[i].w && b.resid[i] == a.resid[i] && b.mass[i] == a.mass[i]);
         MD_CHECK(strcmp(a.name[i].s, b.name[i].s) == 0 && strcmp(a.resname[i].s, b.resname[i].s) == 0);
+        MD_CHECKF(b.chain[i] == a.chain[i] && b.icode[i] == a.icode[i] && b.altloc[i] == a.altloc[i] &&
+                      strcmp(b.segid[i].s, a.segid[i].s) == 0,
+                  "atom %d: chain/icode/altloc/segid", i);
     }
+    /* a name PDB has no room for is refused, not cut */
+    snprintf(a.name[5].s, sizeof a.name[5].s, "%s", "LONGER");
+    MD_CHECK_ERROR(md_write_pdb(path, &a), MD_ERR_RANGE, "field name: atom 5: 'LONGER' is longer than the PDB's 4 columns");
     /* box printed %9.3f Angstrom: 5e-5 nm */
     for (i = 0; i < 3; i++) MD_CHECK_CLOSE(b.box[i], a.box[i], 0, 5e-5);
     md_system_free(&a);
@@ -597,6 +836,14 @@ int main(void) {
     MD_RUN(pdb_placeholder_cryst1_means_no_box);
     MD_RUN(xyz_reads_lattice_and_extra_columns);
     MD_RUN(element_masses);
+    MD_RUN(pqr_pdb2pqr_insertion_codes);
+    MD_RUN(pdb_altloc_icode_charge0_conect);
+    MD_RUN(pdb_ion_masses_without_element_column);
+    MD_RUN(guess_element_rules);
+    MD_RUN(pdb_zero_cell_is_no_box);
+    MD_RUN(pdb_octahedron_cell_is_a_warning);
+    MD_RUN(long_names_are_kept_or_refused);
+    MD_RUN(cut_last_line_is_an_error);
     MD_RUN(long_lines_are_read_whole);
     MD_RUN(bad_missing_and_empty_files);
     MD_RUN(bad_no_atoms);
