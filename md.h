@@ -408,8 +408,9 @@ MDDEF float md_element_mass(const char *symbol);
  *  2. CHARMM ion atom names in any residue: SOD Na, POT K, CLA Cl, CAL Ca, LIT Li,
  *     RUB Rb, CES Cs, BAR Ba.
  *  3. After any leading digits, a name starting with CL, BR, FE, ZN, MG, MN, CU or SE
- *     is that element (CL1 chlorine, FE heme iron, SE selenomethionine); these two letters
- *     never begin a carbon or nitrogen name in the PDB's or CHARMM's naming.
+ *     is that element (CL1 chlorine, FE heme iron, SE selenomethionine). Other two-letter
+ *     starts are not read as elements, since proteins use them for carbons, nitrogens
+ *     and hydrogens (CA, CD, CE, NA, NE, HG).
  *  4. Otherwise the first letter after leading digits, if it is an element of the table
  *     (H C N O S P F I K B): "1HB" hydrogen, "CA" in ALA carbon, "NA" in HEM nitrogen.
  *  The element column of a PDB, when present, always wins over these guesses. */
@@ -498,10 +499,10 @@ MDDEF md_status md_read_xyz_mem(const char *data, size_t len, const char *name, 
  *  type is a type name (X-PLOR, NAMD) or a CHARMM type number, kept as text in
  *  md_system::type_name either way. An atom line of 8 fields is read as one with a blank
  *  segid (fixed-column files) when its second field is a residue number and its third is
- *  not, else as a line without IMOVE. resid may carry an
- *  insertion code ("36A"). IDs must run 1, 2, ..., N. Charges are e, masses amu, both as
- *  written (mass >= 0). A PSF holds no coordinates: positions are zero; copy the topology
- *  onto frames with md_system_copy_topology. Bonds are checked (IDs in 1..N, no atom
+ *  not, else as a line without IMOVE. resid may carry an insertion code ("36A"). IDs must
+ *  run 1, 2, ..., N. Charges are e, masses amu, both as written (mass >= 0). A PSF holds
+ *  no coordinates: positions are zero; copy the topology onto frames with
+ *  md_system_copy_topology. Bonds are checked (IDs in 1..N, no atom
  *  bonded to itself) and stored 0-based, sorted, once each. A file that ends after the
  *  atoms has no bonds; the sections after NBOND (angles, dihedrals, ...) are not read.
  *  Errors name the file, line and field: MD_ERR_PARSE (no PSF header, a missing section
@@ -543,8 +544,8 @@ MDDEF md_status md_xyz_open(md_xyz_reader *r, const char *path);
  *  (names, elements, masses, types, positions, box); when it is the same, only the
  *  positions (xyzq x, y, z), md_system::box and md_system::cell (zeroed) are overwritten and
  *  every other field is kept, so names copied from a topology (md_system_copy_topology),
- *  charges and velocities survive. The symbols of such a frame are not read (as in
- *  VMD and MDAnalysis, the names come from the first frame or the topology). Free
+ *  charges and velocities survive. The symbols of such a frame are neither compared nor
+ *  stored (as in VMD and MDAnalysis, names come from the first frame or the topology). Free
  *  @p frame with md_system_free when done. A truncated or malformed frame returns an
  *  error naming the line and field, *got = 0, and @p frame is unchanged; the reader is
  *  then mid-frame, so close it. */
@@ -777,8 +778,8 @@ MDDEF md_status md_rdf_write_csv(const char *path, const md_rdf *r);
  *
  *  Expressions: "all"; "name NAME" (atom name, exact, up to MD_NAME_MAX characters);
  *  "type T" (type index); "index I" or "index I-J" (0-based, inclusive). A DCD frame has
- *  no names: copy a topology onto it first (md_system_copy_topology). Errors: an unknown keyword, a bad
- *  number or range (MD_ERR_PARSE, field expr), a selection that matches no atom
+ *  no names: copy a topology onto it first (md_system_copy_topology). Errors: an unknown
+ *  keyword, a bad number or range (MD_ERR_PARSE, field expr), a selection that matches no atom
  *  (MD_ERR_INVALID_ARGUMENT, field expr). On failure the outputs are untouched. */
 MDDEF md_status md_select(const md_system *sys, const char *expr, int **idx, int *count);
 
@@ -845,11 +846,10 @@ MDDEF md_status md_dcd_open_mem(md_dcd_reader *r, const void *data, size_t size,
  *  MDAnalysis: all three within (0, 180) and forming a valid cell) or else CHARMM's
  *  symmetric shape matrix (h11 h21 h22 h31 h32 h33, its rows the cell vectors; used when
  *  it is positive definite, else each entry is read alone: a cosine within [-1, 1], else
- *  degrees). An
- *  orthorhombic cell (every angle 90 degrees, to 1e-3) sets the box; any other is
- *  MD_ERR_UNSUPPORTED (field cell), its message naming the first angle that is not 90 in
- *  degrees and the layout it was read in. Errors: a truncated frame or a wrong
- *  length marker (MD_ERR_PARSE, naming the file, frame and record), a negative or
+ *  degrees). An orthorhombic cell (every angle 90 degrees, to 1e-3) sets the box; any other
+ *  is MD_ERR_UNSUPPORTED (field cell), its message naming the first angle that is not 90, in
+ *  degrees, and the layout it was read in. Errors: a truncated frame or a wrong length
+ *  marker (MD_ERR_PARSE, naming the file, frame and record), a negative or
  *  non-finite cell entry (MD_ERR_RANGE, field cell), a non-finite coordinate
  *  (MD_ERR_RANGE). On failure @p frame is untouched. */
 MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got);
@@ -2613,7 +2613,8 @@ MDDEF md_status md_read_psf_mem(const char *data, size_t len, const char *name, 
         }
         if ((st = md__field_long(&L, f[0], "ID", LONG_MIN, LONG_MAX, &id)) != MD_OK) goto fail;
         if (id != i + 1) {
-            st = md__lerr(&L, MD_ERR_PARSE, "ID", "atom IDs must run 1, 2, ..., NATOM: expected %d, got %ld", i + 1, id);
+            st = md__lerr(&L, MD_ERR_PARSE, "ID", "atom IDs must run 1, 2, ..., NATOM: expected %d, got %ld", i + 1,
+                          id);
             goto fail;
         }
         if ((st = md__name_field(&L, &s.segid[i], f[1], "segid")) != MD_OK ||
@@ -2672,7 +2673,8 @@ MDDEF md_status md_read_topology(const char *path, md_system *sys) {
     if (md__ext_is(path, "pdb") || md__ext_is(path, "ent")) return md_read_pdb(path, sys);
     if (md__ext_is(path, "pqr")) return md_read_pqr(path, sys);
     if (md__ext_is(path, "xyz")) return md_read_xyz(path, sys);
-    return md_set_error(MD_ERR_UNSUPPORTED, path, 0, NULL, "unknown topology format (expected .psf, .pdb, .ent, .pqr or .xyz)");
+    return md_set_error(MD_ERR_UNSUPPORTED, path, 0, NULL,
+                        "unknown topology format (expected .psf, .pdb, .ent, .pqr or .xyz)");
 }
 
 /* A growing text buffer for the writers: the whole file (or frame) is built in
@@ -3783,7 +3785,9 @@ MDDEF md_status md_dcd_open_mem(md_dcd_reader *r, const void *data, size_t size,
 
 /* Angle in degrees from its cosine; 90 - asin(c) keeps a cosine of 0 exactly 90 (as VMD's
  * dcdplugin does). */
-static double md__deg_of_cos(double c) { return 90.0 - asin(c < -1.0 ? -1.0 : c > 1.0 ? 1.0 : c) * (180.0 / 3.14159265358979323846); }
+static double md__deg_of_cos(double c) {
+    return 90.0 - asin(c < -1.0 ? -1.0 : c > 1.0 ? 1.0 : c) * (180.0 / 3.14159265358979323846);
+}
 
 /* The angles alpha, beta, gamma (degrees) of a DCD cell record A, gamma, B, beta, alpha, C
  * in whichever layout it is written; returns the layout's name (see md_dcd_next). */
@@ -3883,7 +3887,7 @@ MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got) {
             r->buf[(size_t)k * r->natoms + i] = f;
         }
     }
-    if (frame->n != r->natoms) {
+    if (frame->n != r->natoms || !frame->xyzq) {
         md_system s;
         if ((st = md_system_alloc(&s, r->natoms)) != MD_OK) return st;
         md_system_free(frame);
