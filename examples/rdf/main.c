@@ -6,10 +6,11 @@
  * accumulator with the OpenMP rung (md_rdf_accumulate, MD_RDF_CPU_PRIVATE) and the
  * result is written as CSV "r_nm,g,n" (md_rdf_write_csv). Selections (md_select):
  * "all", "name NAME", "type T", "index I-J"; --b defaults to --a (A = B). DCD files
- * hold no atom names, so "name" selections need --top FILE (.pdb, .pqr or .xyz with
- * the same atoms). --rmax defaults to 0.49 of the shortest box edge of the first
- * frame, --bins to 200. Every frame needs an orthorhombic box >= 2 rmax. --help prints
- * the options; a bad option exits 2 naming it and its value. See README.md beside this file. */
+ * hold no atom names, so "name" selections need --top FILE (.psf, .pdb, .pqr or .xyz
+ * with the same atoms; md_read_topology). --rmax defaults to 0.49 of the shortest box
+ * edge of the first frame, --bins to 200. Every frame needs an orthorhombic box >= 2 rmax.
+ * --help prints the options; a bad option exits 2 naming it and its value. See README.md
+ * beside this file. */
 #define MD_IMPLEMENTATION
 #include "md.h"
 #include <stdio.h>
@@ -30,14 +31,6 @@
 static int bad(const char *what, const char *value) {
     fprintf(stderr, "error: %s '%s' (try --help)\n", what, value);
     return 2;
-}
-
-static md_status read_top(const char *path, md_system *s) {
-    const char *dot = strrchr(path, '.');
-    if (dot && strcmp(dot, ".pdb") == 0) return md_read_pdb(path, s);
-    if (dot && strcmp(dot, ".pqr") == 0) return md_read_pqr(path, s);
-    if (dot && strcmp(dot, ".xyz") == 0) return md_read_xyz(path, s);
-    return md_set_error(MD_ERR_UNSUPPORTED, path, 0, NULL, "topology must be .pdb, .pqr or .xyz");
 }
 
 /* A whole-string number for option @p opt: 1, or 0 after printing why. */
@@ -105,7 +98,7 @@ int main(int argc, char **argv) {
         st = md_set_error(MD_ERR_PARSE, traj, 0, NULL, "the trajectory has no frame");
         goto fail;
     }
-    if (top && (st = read_top(top, &topo)) != MD_OK) goto fail;
+    if (top && (st = md_read_topology(top, &topo)) != MD_OK && st != MD_WARN_CELL) goto fail; /* names only */
     if (top && topo.n != frame.n) {
         st = md_set_error(MD_ERR_INVALID_ARGUMENT, top, 0, NULL, "has %d atoms, the trajectory %d", topo.n, frame.n);
         goto fail;
