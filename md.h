@@ -64,6 +64,14 @@
  *            functions; md_select: atom selections ("name OW", "index 0-9")
  *   dcd      md_dcd_open/open_mem/next/close, md_dcd_write: DCD trajectories
  *   traj     md_traj_open/next/close: any trajectory (.dcd, .xyz) by extension
+ *   ff       md_lj_table (LJ coefficients per type pair, LB / geometric / NBFIX),
+ *            md_topology (types, charges, masses, bonds, exclusions, 1-4 pairs,
+ *            rigid waters), md_fixed: 64-bit fixed-point sums
+ *   nblist   md_cell_list, md_verlet_list (half and full, with a buffer)
+ *   nb       md_nb_params, md_nb_plan, md_nb_compute: LJ + Coulomb (cutoff,
+ *            reaction field, Ewald real space) forces, energies, virial
+ *   integrate md_dynamics, md_integrate_vv: velocity Verlet NVE on the CPU
+ *   build    md_build_water_box (TIP3P, SPC/E), md_build_lj_fluid (argon)
  *   bench    md_bench_result and md_bench_json: benchmark JSON lines
  *
  * LICENSE: MIT (see the end of this file).
@@ -74,6 +82,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 
 /** @def MDDEF
  *  @brief Storage class of every public function: extern, or static when MD_STATIC is defined. */
@@ -734,6 +743,881 @@ MDDEF md_status md_traj_next(md_traj *t, md_system *frame, int *got);
 
 /** @brief Close a trajectory; safe on a zeroed one. */
 MDDEF void md_traj_close(md_traj *t);
+
+/* ======================================================================== */
+/* ff: force field and topology                                             */
+/* ======================================================================== */
+
+/* A simulation separates the file record (md_system: names, residues,
+ * coordinates, as the readers fill it) from the force field: an md_lj_table
+ * of Lennard-Jones coefficients per type pair and an md_topology with each
+ * atom's LJ type, charge and mass, the bonds, angles, exclusions, scaled 1-4
+ * pairs, rigid water groups and constraints. Builders make both
+ * (md_build_water_box, md_build_lj_fluid) or a caller fills them from a file
+ * (md_topology_from_system, md_topology_set_lj_types_by_name,
+ * md_lj_table_create). */
+
+/** @def MD_HOSTDEV
+ *  @brief `__host__ __device__` under a CUDA compiler, else nothing: marks the float
+ *  pair arithmetic that md.h's fixed-point rung and the GPU rungs share. */
+#if defined(__CUDACC__)
+#define MD_HOSTDEV __host__ __device__
+#else
+#define MD_HOSTDEV
+#endif
+
+/** @brief One 64-bit fixed-point accumulator: a value v is stored as round(v * scale) in
+ *  two's complement, added with wrap-around unsigned arithmetic (what CUDA's 64-bit
+ *  atomicAdd does), so a sum does not depend on the order of its terms. */
+typedef unsigned long long md_fixed;
+
+/** @brief Fixed-point units per kJ mol^-1 nm^-1 for forces: 2^32.
+ *
+ *  The range is +-2^31 = +-2.1e9 kJ/mol/nm per atom (a force in a sane MD system is below
+ *  1e5; a float pair force of 1e5 already has an ulp of 0.008, so nothing finer than
+ *  2^-32 = 2.3e-10 is ever needed). OpenMM's GPU platforms use the same scale. */
+#define MD_FORCE_FIXED_SCALE 4294967296.0
+
+/** @brief Fixed-point units per kJ/mol for energies and virial entries: 2^24.
+ *
+ *  The range is +-2^39 = +-5.5e11 kJ/mol (a 1e8-atom water box holds about -1.5e9 kJ/mol of
+ *  Coulomb energy, and a few bad contacts in a raw structure add 1e8 each); the resolution
+ *  6e-8 kJ/mol is below the float rounding of any pair energy above 1 kJ/mol. */
+#define MD_ENERGY_FIXED_SCALE 16777216.0
+
+/** @brief The md_fixed value md_fixed_from_float() returns for NaN or a value outside the
+ *  range (the most negative 64-bit integer); a rung that sees it reports an overflow. */
+#define MD_FIXED_INVALID 0x8000000000000000ULL
+
+/** @brief Float multiply that a CUDA compiler may not fuse into an FMA (__fmul_rn on the
+ *  device, a plain product on the host). The shared pair arithmetic uses it for every
+ *  product, so host and device round every operation alike. */
+MD_HOSTDEV static inline float md__fmul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+/** @brief IEEE round-to-nearest float division on host and device (also under
+ *  --use_fast_math). */
+MD_HOSTDEV static inline float md__fdiv(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+/** @brief IEEE round-to-nearest float square root on host and device. */
+MD_HOSTDEV static inline float md__fsqrt(float a) {
+#if defined(__CUDA_ARCH__)
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
+#endif
+}
+
+/** @brief Convert @p v * @p scale (scale a power of two, so the product is exact) to
+ *  fixed point, rounding to nearest with ties to even: llrintf on the host (in the
+ *  default rounding mode), __float2ll_rn on the device, so both give the same bits.
+ *  NaN and |v * scale| >= 2^63 give MD_FIXED_INVALID. */
+MD_HOSTDEV static inline md_fixed md_fixed_from_float(float v, float scale) {
+    float s = v * scale;
+    if (!(s > -9223372036854775808.0f && s < 9223372036854775808.0f)) return MD_FIXED_INVALID;
+#if defined(__CUDA_ARCH__)
+    return (md_fixed)__float2ll_rn(s);
+#else
+    return (md_fixed)llrintf(s);
+#endif
+}
+
+/** @brief The signed value of a fixed-point accumulator divided by @p scale (exact when
+ *  |v| < 2^53, i.e. forces below 2^21 kJ/mol/nm). */
+MD_HOSTDEV static inline double md_fixed_to_double(md_fixed v, double scale) {
+    if (v >> 63) return -(double)(~v + 1ULL) / scale;
+    return (double)v / scale;
+}
+
+/** @brief exp(x) in float from + - * and fmaf only, so host and device give the same bits.
+ *
+ *  x is clamped to [-80, 80]; k = rint(x log2 e), r = x - k ln 2 (Cody-Waite, two fmaf),
+ *  exp(r) by its Taylor polynomial of degree 7 (truncation error 5e-9 for |r| <= ln2/2),
+ *  times 2^k (ldexpf, exact). Relative error below 2e-7 (tests/test_nb.c checks it
+ *  against libm's exp). */
+MD_HOSTDEV static inline float md_expf(float x) {
+    float k, r, p;
+    if (x < -80.0f) x = -80.0f;
+    if (x > 80.0f) x = 80.0f;
+    k = rintf(md__fmul(x, 1.44269504088896341f));
+    r = fmaf(k, -0.693145751953125f, x);
+    r = fmaf(k, -1.42860676533018708e-6f, r);
+    p = fmaf(r, 1.0f / 5040.0f, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    return ldexpf(p, (int)k);
+}
+
+/** @brief erfc(x) for x >= 0 in float from + - * / fmaf and md_expf, the same bits on host
+ *  and device.
+ *
+ *  The Chebyshev fit of Numerical Recipes in C (2nd ed., section 6.2, erfcc):
+ *  erfc(x) = t exp(-x^2 + P(t)), t = 1 / (1 + x/2), P of degree 9, fractional error below
+ *  1.2e-7 for every x >= 0; in float the error stays below 1e-6 relative for x <= 4
+ *  (tests/test_nb.c checks it against libm's erfc). */
+MD_HOSTDEV static inline float md_erfcf(float x) {
+    float t = md__fdiv(1.0f, fmaf(0.5f, x, 1.0f)), p;
+    p = fmaf(t, 0.17087277f, -0.82215223f);
+    p = fmaf(p, t, 1.48851587f);
+    p = fmaf(p, t, -1.13520398f);
+    p = fmaf(p, t, 0.27886807f);
+    p = fmaf(p, t, -0.18628806f);
+    p = fmaf(p, t, 0.09678418f);
+    p = fmaf(p, t, 0.37409196f);
+    p = fmaf(p, t, 1.00002368f);
+    p = fmaf(p, t, -1.26551223f);
+    return md__fmul(t, md_expf(fmaf(-x, x, p)));
+}
+
+/** @brief erf(x) for x >= 0 in float, the same bits on host and device: its Taylor series
+ *  (through x^11, relative error below 3e-8) for x < 0.5, else 1 - md_erfcf(x). */
+MD_HOSTDEV static inline float md_erff(float x) {
+    float x2, p;
+    if (x >= 0.5f) return 1.0f - md_erfcf(x);
+    x2 = md__fmul(x, x);
+    p = fmaf(x2, -1.0f / 1320.0f, 1.0f / 216.0f);
+    p = fmaf(p, x2, -1.0f / 42.0f);
+    p = fmaf(p, x2, 1.0f / 10.0f);
+    p = fmaf(p, x2, -1.0f / 3.0f);
+    p = fmaf(p, x2, 1.0f);
+    return md__fmul(md__fmul(1.12837916709551257f, x), p); /* 2 / sqrt(pi) */
+}
+
+/** @brief How md_lj_table_create() combines per-type sigma and epsilon into a pair's. */
+typedef enum md_lj_combine {
+    MD_LJ_COMBINE_LB = 0,    /**< Lorentz-Berthelot: sigma_ab = (sigma_a + sigma_b) / 2,
+                                  epsilon_ab = sqrt(epsilon_a epsilon_b) (AMBER, CHARMM, OpenMM's
+                                  NonbondedForce); the default */
+    MD_LJ_COMBINE_GEOMETRIC  /**< geometric: sigma_ab = sqrt(sigma_a sigma_b), epsilon_ab =
+                                  sqrt(epsilon_a epsilon_b) (OPLS; the same as
+                                  c6_ab = sqrt(c6_a c6_b), c12_ab = sqrt(c12_a c12_b)) */
+} md_lj_combine;
+
+/** @brief Lennard-Jones coefficients for every pair of atom types.
+ *
+ *  The pair energy is E(r) = c12 / r^12 - c6 / r^6 with c6 = 4 epsilon sigma^6 and
+ *  c12 = 4 epsilon sigma^12. Entry (a, b) is at index a * ntypes + b and the table is
+ *  symmetric: md_lj_table_set_pair() writes both (a, b) and (b, a). Owned by the table
+ *  (md_lj_table_free). The CPU reference reads the doubles; float rungs round them
+ *  once, (float)c6, (float)c12. */
+typedef struct md_lj_table {
+    int ntypes;       /**< number of atom types */
+    double *sigma;    /**< ntypes per-type sigma (nm), as given to md_lj_table_create() */
+    double *epsilon;  /**< ntypes per-type epsilon (kJ/mol), as given */
+    double *c6;       /**< ntypes^2 dispersion coefficients (kJ mol^-1 nm^6) */
+    double *c12;      /**< ntypes^2 repulsion coefficients (kJ mol^-1 nm^12) */
+} md_lj_table;
+
+/** @brief Make the table of @p ntypes types from per-type @p sigma (nm) and @p epsilon
+ *  (kJ/mol) with combination rule @p rule.
+ *
+ *  sigma and epsilon must be finite and >= 0 (a type with epsilon 0, such as TIP3P's
+ *  hydrogen, has no LJ interaction). Errors: ntypes outside 1..65536, NULL arrays
+ *  (MD_ERR_INVALID_ARGUMENT), a bad value (MD_ERR_RANGE naming sigma[i] or epsilon[i]),
+ *  out of memory. On failure @p t is untouched. */
+MDDEF md_status md_lj_table_create(md_lj_table *t, int ntypes, const double *sigma, const double *epsilon,
+                                   md_lj_combine rule);
+
+/** @brief Override one type pair (NBFIX style): set (a, b) and (b, a) from a pair
+ *  @p sigma (nm) and @p epsilon (kJ/mol) instead of the combination rule. */
+MDDEF md_status md_lj_table_set_pair(md_lj_table *t, int a, int b, double sigma, double epsilon);
+
+/** @brief Override one type pair with its coefficients @p c6 and @p c12 directly (both
+ *  finite and >= 0); sets (a, b) and (b, a). */
+MDDEF md_status md_lj_table_set_pair_c6c12(md_lj_table *t, int a, int b, double c6, double c12);
+
+/** @brief Release a table's arrays and zero it. Safe on a zeroed table. */
+MDDEF void md_lj_table_free(md_lj_table *t);
+
+/** @brief What md_topology_build_exclusions() does with 1-4 pairs (atoms three bonds apart). */
+typedef enum md_pair14_mode {
+    MD_PAIR14_SCALE = 0, /**< excluded from the cutoff sum and listed in md_topology::pair14,
+                              where they interact with LJ and plain Coulomb scaled by the fudge
+                              factors (AMBER, OPLS, CHARMM); the default */
+    MD_PAIR14_EXCLUDE,   /**< excluded entirely (GROMACS nrexcl = 3 without [pairs]) */
+    MD_PAIR14_KEEP       /**< not excluded: they interact as any other pair */
+} md_pair14_mode;
+
+/** @brief How md_topology_build_exclusions() generates exclusions; a zero field takes its
+ *  default. 1-2 and 1-3 pairs are always excluded. A pair that is both 1-3 and 1-4 (a
+ *  ring) counts as 1-3. */
+typedef struct md_exclusion_desc {
+    md_pair14_mode pair14; /**< 1-4 treatment (default MD_PAIR14_SCALE) */
+    double fudge_lj;       /**< LJ scale of a 1-4 pair (default 0.5, AMBER) */
+    double fudge_qq;       /**< Coulomb scale of a 1-4 pair (default 1 / 1.2, AMBER) */
+} md_exclusion_desc;
+
+/** @brief The force-field view of a system: per-atom parameters and the connectivity.
+ *
+ *  Every array is owned by the topology (md_topology_free). Indices are 0-based atom
+ *  numbers. Optional parameter arrays may be NULL. md_nb_compute() takes the charges
+ *  from the coordinates' fourth component (md_float4 xyzq, as the GPU reads them);
+ *  md_topology::charge is where builders record them and md_topology_apply_charges()
+ *  copies them into the coordinates. */
+typedef struct md_topology {
+    int n;                   /**< number of atoms */
+    int *lj_type;            /**< n LJ types: rows of an md_lj_table */
+    float *charge;           /**< n charges (e) */
+    float *mass;             /**< n masses (amu) */
+    int nbond;               /**< number of bonds */
+    int *bond;               /**< 2 nbond atoms: bond k joins bond[2k] and bond[2k+1] */
+    double *bond_r0;         /**< nbond harmonic rest lengths (nm), or NULL */
+    double *bond_k;          /**< nbond harmonic constants (kJ mol^-1 nm^-2; E = k/2 (r-r0)^2), or NULL */
+    int nangle;              /**< number of angles */
+    int *angle;              /**< 3 nangle atoms: angle[3k + 1] is the vertex */
+    double *angle_theta0;    /**< nangle rest angles (rad), or NULL */
+    double *angle_k;         /**< nangle constants (kJ mol^-1 rad^-2; E = k/2 (t-t0)^2), or NULL */
+    int *excl_start;         /**< n + 1 offsets (CSR): atom i's excluded partners are
+                                  excl[excl_start[i]] .. excl[excl_start[i+1] - 1] */
+    int *excl;               /**< excluded partners: ascending per atom, no self, symmetric
+                                  (j is in i's list exactly when i is in j's) */
+    int npair14;             /**< number of scaled 1-4 pairs */
+    int *pair14;             /**< 2 npair14 atoms, pair14[2k] < pair14[2k+1]; each is also excluded */
+    double fudge_lj;         /**< LJ scale of the 1-4 pairs */
+    double fudge_qq;         /**< Coulomb scale of the 1-4 pairs */
+    int nwater;              /**< number of rigid water molecules */
+    int *water;              /**< 3 nwater atoms: O, H, H of each molecule (for SETTLE) */
+    double water_doh;        /**< rigid O-H distance (nm) of every water; 0 when nwater is 0 */
+    double water_dhh;        /**< rigid H-H distance (nm) of every water; 0 when nwater is 0 */
+    int nconstraint;         /**< number of distance constraints other than the rigid waters */
+    int *constraint;         /**< 2 nconstraint atoms */
+    double *constraint_length; /**< nconstraint lengths (nm) */
+} md_topology;
+
+/** @brief Allocate a topology of @p n atoms: lj_type, charge and mass zero, no bonds, angles,
+ *  waters or constraints, and an empty exclusion list (excl_start all 0). On failure @p t
+ *  is untouched. */
+MDDEF md_status md_topology_alloc(md_topology *t, int n);
+
+/** @brief A topology for @p sys: charges from sys->xyzq[i].w, masses from sys->mass,
+ *  LJ types from sys->type, the @p nbond bonds at @p bond (2 nbond atom indices; NULL
+ *  with nbond 0 for none), and exclusions generated from them with the defaults of
+ *  md_exclusion_desc (1-2, 1-3 excluded, 1-4 scaled by 0.5 and 1/1.2).
+ *
+ *  The readers' md_system::type is the index of an atom's name among the distinct names,
+ *  not a force-field type: for a file, assign LJ types with
+ *  md_topology_set_lj_types_by_name(). Errors: NULL, a bond index outside 0..n-1 or a
+ *  bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out of memory. */
+MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond);
+
+/** @brief Set every atom's LJ type to the index in @p names (of @p count) of its atom name
+ *  (sys->name, exact match). An atom whose name is not listed is an error naming it
+ *  (MD_ERR_INVALID_ARGUMENT, field name); on failure @p t is untouched. */
+MDDEF md_status md_topology_set_lj_types_by_name(md_topology *t, const md_system *sys, const char *const *names,
+                                                 int count);
+
+/** @brief Replace the bonds of @p t with @p nbond bonds at @p bond, with optional harmonic
+ *  @p r0 and @p k (either may be NULL). Exclusions are not regenerated: call
+ *  md_topology_build_exclusions(). */
+MDDEF md_status md_topology_set_bonds(md_topology *t, int nbond, const int *bond, const double *r0,
+                                      const double *k);
+
+/** @brief Regenerate the exclusions and 1-4 pairs of @p t from its bonds (see
+ *  md_exclusion_desc; @p desc may be NULL for the defaults). Rigid water molecules get
+ *  their O-H and H-H exclusions from their bonds like any molecule. On failure @p t is
+ *  untouched. */
+MDDEF md_status md_topology_build_exclusions(md_topology *t, const md_exclusion_desc *desc);
+
+/** @brief 1 if atoms @p i and @p j are excluded from each other (binary search in i's
+ *  list), else 0 (also for i == j or an index out of range). */
+MDDEF int md_topology_excluded(const md_topology *t, int i, int j);
+
+/** @brief Check that @p t is consistent and fits @p lj (which may be NULL): n >= 1, LJ types in
+ *  0..ntypes-1, finite charges and masses, exclusion lists sorted, symmetric, in range and
+ *  without self; errors name @p where and the field at fault. */
+MDDEF md_status md_topology_check(const md_topology *t, const md_lj_table *lj, const char *where);
+
+/** @brief Copy the topology's charges into the fourth component of @p xyzq (n entries). */
+MDDEF md_status md_topology_apply_charges(const md_topology *t, md_float4 *xyzq, int n);
+
+/** @brief Release every array of @p t and zero it. Safe on a zeroed topology. */
+MDDEF void md_topology_free(md_topology *t);
+
+/* ======================================================================== */
+/* nblist: cell lists and Verlet lists                                      */
+/* ======================================================================== */
+
+/** @brief Atoms binned into cells of an orthorhombic periodic box.
+ *
+ *  dim[d] = floor(box[d] / min_cell) cells along each edge (at least 1), so every cell
+ *  edge is >= min_cell and a sphere of radius min_cell around an atom reaches only the
+ *  atom's own and neighbouring cells. Atoms are wrapped into [0, box) for binning only. */
+typedef struct md_cell_list {
+    int n;          /**< atoms binned */
+    int dim[3];     /**< cells along x, y, z */
+    double cell[3]; /**< cell edges (nm), box[d] / dim[d] */
+    int *start;     /**< dim[0] dim[1] dim[2] + 1 offsets: cell c holds atom[start[c]] ..
+                         atom[start[c+1] - 1], cell c = (cz * dim[1] + cy) * dim[0] + cx */
+    int *atom;      /**< n atom indices ordered by cell, ascending within a cell */
+    int *cell_of;   /**< n: the cell of each atom */
+    int cap_cells;  /**< allocated entries of start (internal) */
+    int cap_atoms;  /**< allocated entries of atom and cell_of (internal) */
+} md_cell_list;
+
+/** @brief Bin @p n atoms at @p xyzq into cells of edge >= @p min_cell in @p box (reusing
+ *  @p cl's arrays when they are large enough; a zeroed md_cell_list is fine).
+ *
+ *  Errors: a box edge not finite and > 0 or shorter than min_cell (MD_ERR_RANGE, field
+ *  box), a non-finite coordinate (MD_ERR_RANGE, field xyzq[i]), out of memory. On failure
+ *  @p cl is untouched. */
+MDDEF md_status md_cell_list_build(md_cell_list *cl, const md_float4 *xyzq, int n, const double box[3],
+                                   double min_cell);
+
+/** @brief Release a cell list and zero it. Safe on a zeroed list. */
+MDDEF void md_cell_list_free(md_cell_list *cl);
+
+/** @brief A Verlet neighbour list: for each atom, the atoms within rlist.
+ *
+ *  It holds every pair that is not excluded (md_topology_excluded) and whose
+ *  minimum-image distance, computed in double from the float coordinates, is below
+ *  rlist. Half list: each pair once, in the row of its lower index. Full list: each pair
+ *  in both rows. Each row is sorted ascending, so a list depends only on the coordinates,
+ *  not on how it was searched. */
+typedef struct md_verlet_list {
+    int n;           /**< atoms (rows) */
+    int full;        /**< 1: full list, 0: half list */
+    double rlist;    /**< list radius (nm): cutoff + buffer */
+    int *start;      /**< n + 1 offsets: row i is j[start[i]] .. j[start[i+1] - 1] */
+    int *j;          /**< neighbour indices */
+    size_t npairs;   /**< entries in j */
+    size_t cap;      /**< allocated entries of j (internal) */
+    int cap_rows;    /**< allocated rows (internal) */
+} md_verlet_list;
+
+/** @brief Build a half (@p full 0) or full (@p full 1) Verlet list of radius @p rlist for
+ *  @p n atoms, searching the cell list @p cl (rebuilt here with cells >= rlist), skipping
+ *  the exclusions of @p t (NULL: no exclusions).
+ *
+ *  Errors: rlist not finite and > 0, or above half the shortest box edge (MD_ERR_RANGE,
+ *  field rlist), a non-finite coordinate, t->n != n (MD_ERR_INVALID_ARGUMENT), out of
+ *  memory. On failure @p vl is untouched. */
+MDDEF md_status md_verlet_list_build(md_verlet_list *vl, md_cell_list *cl, const md_float4 *xyzq, int n,
+                                     const double box[3], double rlist, int full, const md_topology *t);
+
+/** @brief Release a Verlet list and zero it. Safe on a zeroed list. */
+MDDEF void md_verlet_list_free(md_verlet_list *vl);
+
+/* ======================================================================== */
+/* nb: nonbonded forces (LJ + Coulomb with a cutoff)                        */
+/* ======================================================================== */
+
+/** @brief Default cutoff (nm) of md_nb_params. */
+#define MD_NB_DEFAULT_CUTOFF 0.9
+/** @brief Default Verlet buffer (nm) of md_nb_params. */
+#define MD_NB_DEFAULT_BUFFER 0.1
+/** @brief Default Ewald tolerance of md_nb_params: erfc(beta rc) = 2 tol at the cutoff. */
+#define MD_NB_DEFAULT_EWALD_TOLERANCE 5e-4
+
+/** @brief How the LJ potential ends at the cutoff rc. */
+typedef enum md_lj_mode {
+    MD_LJ_DEFAULT = 0,     /**< MD_LJ_POTENTIAL_SHIFT */
+    MD_LJ_POTENTIAL_SHIFT, /**< E(r) - E(rc) inside rc, so the energy is continuous (GROMACS
+                                potential-shift; the force is the plain LJ force) */
+    MD_LJ_TRUNCATE,        /**< plain LJ inside rc, nothing outside (OpenMM's NonbondedForce
+                                without a switching function) */
+    MD_LJ_FORCE_SWITCH,    /**< GROMACS / CHARMM force switch: the force of each r^-n term goes
+                                smoothly to 0 between switch_radius and rc, energy shifted to 0 at rc */
+    MD_LJ_NONE             /**< no LJ at all */
+} md_lj_mode;
+
+/** @brief Coulomb interaction within the cutoff rc (k = MD_COULOMB). */
+typedef enum md_coul_mode {
+    MD_COUL_DEFAULT = 0,      /**< MD_COUL_EWALD */
+    MD_COUL_EWALD,            /**< the Ewald real-space term k qi qj erfc(beta r) / r; excluded pairs
+                                   get the exclusion correction -k qi qj erf(beta r) / r and the
+                                   self term -k beta / sqrt(pi) sum q^2 is added; the reciprocal
+                                   part is chapter 07's (md_energy::coul_recip) */
+    MD_COUL_CUTOFF,           /**< plain k qi qj / r, truncated at rc */
+    MD_COUL_REACTION_FIELD,   /**< k qi qj (1/r + k_rf r^2 - c_rf), k_rf = (eps_rf - 1) /
+                                   ((2 eps_rf + 1) rc^3), c_rf = 1/rc + k_rf rc^2 (OpenMM's
+                                   CutoffPeriodic; excluded pairs get nothing, as in OpenMM) */
+    MD_COUL_NONE              /**< no Coulomb at all */
+} md_coul_mode;
+
+/** @brief Nonbonded parameters; a zero field takes its default (sokol style), so
+ *  `md_nb_params p = {0};` is a usable set: cutoff 0.9 nm, buffer 0.1 nm, LJ potential
+ *  shift, Ewald real space with tolerance 5e-4, no dispersion correction. */
+typedef struct md_nb_params {
+    double cutoff;          /**< cutoff rc (nm) (default 0.9) */
+    double buffer;          /**< Verlet buffer (nm) (default 0.1; negative: none, the list is
+                                 rebuilt at every call) */
+    md_lj_mode lj;          /**< LJ cutoff treatment (default potential shift) */
+    double switch_radius;   /**< MD_LJ_FORCE_SWITCH: where the switch starts (nm), in (0, rc)
+                                 (default 0.9 rc) */
+    md_coul_mode coul;      /**< Coulomb treatment (default Ewald real space) */
+    double epsilon_rf;      /**< MD_COUL_REACTION_FIELD: dielectric constant beyond the cutoff,
+                                 > 1 (default 0: infinity, a conductor, k_rf = 1 / (2 rc^3));
+                                 OpenMM's default is 78.3 */
+    double ewald_beta;      /**< MD_COUL_EWALD: splitting parameter beta (1/nm) (default from
+                                 ewald_tolerance) */
+    double ewald_tolerance; /**< MD_COUL_EWALD: beta = sqrt(-ln(2 tol)) / rc, OpenMM's rule
+                                 (default 5e-4, beta = 3.12 / nm at rc 0.9 nm) */
+    int dispersion_correction; /**< 1: add the long-range LJ dispersion correction to the
+                                    energy and the virial (md_nb_dispersion_correction);
+                                    0 (default): none */
+} md_nb_params;
+
+/** @brief Fill the defaults of @p in into @p out and check it: cutoff finite and > 0;
+ *  buffer finite (negative becomes 0); switch_radius in (0, cutoff) for the force switch
+ *  (0 otherwise); epsilon_rf 0 or > 1 (0 stays 0, meaning infinity); ewald_beta
+ *  finite and > 0 and ewald_tolerance in (0, 0.5) for Ewald (ewald_beta is computed when
+ *  0; both 0 for other modes); unknown modes. Errors name the field (MD_ERR_RANGE,
+ *  MD_ERR_INVALID_ARGUMENT). @p out has no DEFAULT modes left. */
+MDDEF md_status md_nb_params_resolve(const md_nb_params *in, md_nb_params *out);
+
+/** @brief Ewald splitting parameter for a cutoff and a tolerance, OpenMM's rule
+ *  beta = sqrt(-ln(2 tol)) / rc (1/nm). */
+MDDEF double md_ewald_beta(double cutoff, double tolerance);
+
+/** @brief Energies (kJ/mol) and the virial of one configuration, by term.
+ *
+ *  The virial is W_ab = sum over interacting pairs of (r_i - r_j)_a F_ij,b with F_ij the
+ *  force on i from j (row-major, index 3a + b, kJ/mol), so the pressure tensor is
+ *  P = (sum_i m_i v_i v_i^T + W) / V and P = (2 E_kin + trace W) / (3 V) (GROMACS's
+ *  virial Xi is -W / 2). */
+typedef struct md_energy {
+    double lj;            /**< LJ of the pairs within the cutoff, as the LJ mode modifies it */
+    double lj_dispersion; /**< long-range dispersion correction (0 when off) */
+    double lj14;          /**< scaled LJ of the 1-4 pairs */
+    double coul_real;     /**< Coulomb of the pairs within the cutoff: erfc(beta r)/r (Ewald),
+                               1/r (cutoff) or the reaction-field form */
+    double coul14;        /**< scaled plain Coulomb of the 1-4 pairs */
+    double coul_excl;     /**< Ewald exclusion correction: -k qi qj erf(beta r)/r over the
+                               excluded pairs (every one, at its minimum-image distance) */
+    double coul_recip;    /**< Ewald / PME reciprocal space (chapter 07; md_nb_compute sets 0) */
+    double coul_self;     /**< Ewald self energy -k beta / sqrt(pi) sum q_i^2 */
+    double bonded;        /**< bonds, angles (0 in md_nb_compute) */
+    double kinetic;       /**< kinetic energy (0 in md_nb_compute) */
+    double virial[9];     /**< W (see above), including the dispersion correction's */
+} md_energy;
+
+/** @brief Sum of the potential terms of @p e (every field except kinetic and virial). */
+MDDEF double md_energy_potential(const md_energy *e);
+
+/** @brief md_energy_potential() plus the kinetic energy. */
+MDDEF double md_energy_total(const md_energy *e);
+
+/** @brief The rungs of the nonbonded ladder, slow to fast.
+ *
+ *  CPU rungs run in md_nb_compute(), GPU rungs in md_cuda.cu.h. Comparisons:
+ *  - the double CPU rungs (all pairs, cell list, Verlet half and full) visit the same pairs
+ *    with the same double arithmetic and differ only in the order of the sums: they agree
+ *    to about 1e-12 relative (tests/test_nb.c uses 1e-10);
+ *  - MD_NB_CPU_FIXED uses the float pair arithmetic of md_nb_pair_f32() and friends and
+ *    sums in 64-bit fixed point, so its raw sums (md_nb_plan::fixed_force, fixed_energy,
+ *    fixed_virial) are bitwise independent of the list, the pair order and the atom order;
+ *    a GPU rung that calls the same md_nb_*_f32 functions on the same float inputs and
+ *    converts every pair term with md_fixed_from_float() must match it bitwise;
+ *  - every float rung agrees with the double reference to float rounding (forces about
+ *    1e-5 relative to the largest force), GPU rungs with their own rsqrt or erfc likewise. */
+typedef enum md_nb_variant {
+    MD_NB_CPU_ALL_PAIRS = 0,  /**< every pair i < j with the minimum image; double (the reference) */
+    MD_NB_CPU_CELL_LIST,      /**< pairs from a cell list with cells >= rc, rebuilt at every call; double */
+    MD_NB_CPU_VERLET,         /**< half Verlet list with a buffer, rebuilt when an atom has moved
+                                   more than half the buffer; double */
+    MD_NB_CPU_VERLET_FULL,    /**< full Verlet list: each atom sums its own force (no writes to j,
+                                   the GPU's full-list pattern); double */
+    MD_NB_CPU_FIXED,          /**< half Verlet list, float pair arithmetic (md_nb_pair_f32),
+                                   64-bit fixed-point sums: the bitwise reference for the GPU */
+    MD_NB_GPU_TILES,          /**< GPU: all pairs in shared-memory tiles */
+    MD_NB_GPU_FULL_LIST,      /**< GPU: one thread per atom over a full Verlet list */
+    MD_NB_GPU_HALF_LIST,      /**< GPU: half Verlet list, atomics for the j forces */
+    MD_NB_GPU_CLUSTER,        /**< GPU: cluster pairs (8 x 4 atoms), LJ table through L1 */
+    MD_NB_GPU_CLUSTER_SMEM,   /**< GPU: cluster pairs, LJ table in shared memory */
+    MD_NB_VARIANT_COUNT       /**< number of rungs */
+} md_nb_variant;
+
+/** @brief Short name of a rung ("cpu_all_pairs", ...), never NULL. */
+MDDEF const char *md_nb_variant_name(md_nb_variant variant);
+
+/** @brief 1 if @p variant is a GPU rung (md_cuda.cu.h), else 0. */
+MDDEF int md_nb_variant_is_gpu(md_nb_variant variant);
+
+/** @brief Float constants of a resolved md_nb_params, as the float pair functions read them.
+ *
+ *  Made once by md_nb_coeffs_make() on the host (double arithmetic, each value rounded
+ *  to float once), then copied to the device unchanged, so host and device use the same
+ *  bits. */
+typedef struct md_nb_coeffs {
+    int lj;              /**< md_lj_mode (resolved, never DEFAULT) */
+    int coul;            /**< md_coul_mode (resolved, never DEFAULT) */
+    float rc2;           /**< cutoff squared (nm^2): a pair interacts when r^2 < rc2 */
+    float coulomb;       /**< MD_COULOMB */
+    float beta;          /**< Ewald beta (1/nm) */
+    float beta_2_sqrtpi; /**< 2 beta / sqrt(pi) */
+    float krf;           /**< reaction field k_rf (nm^-3) */
+    float krf2;          /**< 2 k_rf */
+    float crf;           /**< reaction field c_rf (1/nm) */
+    float sh6;           /**< potential shift: 1 / rc^6; force switch: the constant C of the r^-6 term */
+    float sh12;          /**< potential shift: 1 / rc^12; force switch: C of the r^-12 term */
+    float rsw;           /**< force switch start (nm) */
+    float a6;            /**< force switch A of the r^-6 term */
+    float b6;            /**< force switch B of the r^-6 term */
+    float a12;           /**< force switch A of the r^-12 term */
+    float b12;           /**< force switch B of the r^-12 term */
+    float a6_3;          /**< A6 / 3 */
+    float b6_4;          /**< B6 / 4 */
+    float a12_3;         /**< A12 / 3 */
+    float b12_4;         /**< B12 / 4 */
+} md_nb_coeffs;
+
+/** @brief Make the float constants of @p params (resolved or not; it is resolved first). */
+MDDEF md_status md_nb_coeffs_make(const md_nb_params *params, md_nb_coeffs *k);
+
+/** @brief An orthorhombic box in float: edges and their inverses, each rounded once from
+ *  double ((float)box[d], (float)(1.0 / box[d])): make it with md_nb_box_f32_make(). */
+typedef struct md_nb_box_f32 {
+    float l[3];   /**< edges (nm) */
+    float inv[3]; /**< inverse edges (1/nm) */
+} md_nb_box_f32;
+
+/** @brief The float box of a double @p box. */
+MD_HOSTDEV static inline md_nb_box_f32 md_nb_box_f32_make(const double box[3]) {
+    md_nb_box_f32 b;
+    int d;
+    for (d = 0; d < 3; d++) {
+        b.l[d] = (float)box[d];
+        b.inv[d] = (float)(1.0 / box[d]);
+    }
+    return b;
+}
+
+/** @brief Minimum-image difference d = (xi - xj) - L rint((xi - xj) / L) per axis in float,
+ *  written to @p d; returns r^2 = fmaf(dx, dx, fmaf(dy, dy, dz dz)). Swapping i and j
+ *  negates d exactly and keeps r^2, which makes the fixed-point sums order independent. */
+MD_HOSTDEV static inline float md_nb_delta_f32(float xi, float yi, float zi, float xj, float yj, float zj,
+                                               const md_nb_box_f32 *box, float d[3]) {
+    float dx = xi - xj, dy = yi - yj, dz = zi - zj;
+    dx = fmaf(-box->l[0], rintf(md__fmul(dx, box->inv[0])), dx);
+    dy = fmaf(-box->l[1], rintf(md__fmul(dy, box->inv[1])), dy);
+    dz = fmaf(-box->l[2], rintf(md__fmul(dz, box->inv[2])), dz);
+    d[0] = dx;
+    d[1] = dy;
+    d[2] = dz;
+    return fmaf(dx, dx, fmaf(dy, dy, md__fmul(dz, dz)));
+}
+
+/** @brief LJ + Coulomb of one non-excluded pair within the cutoff, in float: returns F/r
+ *  (kJ mol^-1 nm^-2; the force on i is (F/r) d with d from md_nb_delta_f32) and writes the
+ *  LJ and Coulomb energies (kJ/mol).
+ *
+ *  Requires 0 < r2 < k->rc2 (the caller tests the cutoff). @p qq = qi qj (float product),
+ *  @p c6, @p c12 the pair's (float) coefficients. Operations: only + - md__fmul md__fdiv
+ *  md__fsqrt fmaf md_erfcf md_expf, in a fixed order, so every caller gets the same bits. */
+MD_HOSTDEV static inline float md_nb_pair_f32(const md_nb_coeffs *k, float r2, float qq, float c6, float c12,
+                                              float *e_lj, float *e_coul) {
+    float rinv2 = md__fdiv(1.0f, r2), frl = 0.0f, frc = 0.0f, elj = 0.0f, ec = 0.0f;
+    if (k->lj != (int)MD_LJ_NONE) {
+        float ir6 = md__fmul(md__fmul(rinv2, rinv2), rinv2);
+        float d = fmaf(c12, ir6, -c6);                                         /* c12/r^6 - c6 */
+        frl = md__fmul(ir6, fmaf(md__fmul(12.0f, c12), ir6, -md__fmul(6.0f, c6))); /* F r of plain LJ */
+        if (k->lj == (int)MD_LJ_TRUNCATE) {
+            elj = md__fmul(d, ir6);
+        } else if (k->lj == (int)MD_LJ_POTENTIAL_SHIFT) {
+            elj = fmaf(d, ir6, -fmaf(c12, k->sh12, -md__fmul(c6, k->sh6)));
+        } else { /* MD_LJ_FORCE_SWITCH */
+            float s = fmaf(c12, k->sh12, -md__fmul(c6, k->sh6));
+            float r = md__fsqrt(r2);
+            if (r > k->rsw) {
+                float dr = r - k->rsw, dr2 = md__fmul(dr, dr), dr3 = md__fmul(dr2, dr);
+                float g = fmaf(c12, fmaf(k->b12_4, dr, k->a12_3), -md__fmul(c6, fmaf(k->b6_4, dr, k->a6_3)));
+                float h = fmaf(c12, fmaf(k->b12, dr, k->a12), -md__fmul(c6, fmaf(k->b6, dr, k->a6)));
+                elj = fmaf(d, ir6, -fmaf(dr3, g, s));
+                frl = fmaf(md__fmul(r, dr2), h, frl);
+            } else {
+                elj = fmaf(d, ir6, -s);
+            }
+        }
+    }
+    if (k->coul != (int)MD_COUL_NONE) {
+        float kqq = md__fmul(k->coulomb, qq), rinv = md__fdiv(1.0f, md__fsqrt(r2));
+        if (k->coul == (int)MD_COUL_EWALD) {
+            float br = md__fmul(k->beta, md__fsqrt(r2)), erfc_rinv = md__fmul(md_erfcf(br), rinv);
+            ec = md__fmul(kqq, erfc_rinv);
+            frc = md__fmul(kqq, fmaf(k->beta_2_sqrtpi, md_expf(-md__fmul(br, br)), erfc_rinv));
+        } else if (k->coul == (int)MD_COUL_REACTION_FIELD) {
+            ec = md__fmul(kqq, fmaf(k->krf, r2, rinv) - k->crf);
+            frc = md__fmul(kqq, fmaf(-k->krf2, r2, rinv));
+        } else { /* MD_COUL_CUTOFF */
+            ec = md__fmul(kqq, rinv);
+            frc = ec;
+        }
+    }
+    *e_lj = elj;
+    *e_coul = ec;
+    return md__fmul(frl + frc, rinv2);
+}
+
+/** @brief Ewald exclusion correction of one excluded pair in float: E = -k qq erf(beta r)/r
+ *  written to @p e_coul; returns F/r. For r2 = 0 (two excluded charges on one spot)
+ *  E = -k qq 2 beta / sqrt(pi) and F = 0. Only for MD_COUL_EWALD (else 0 and no energy). */
+MD_HOSTDEV static inline float md_nb_excl_f32(const md_nb_coeffs *k, float r2, float qq, float *e_coul) {
+    float kqq, r, rinv, br, erf_rinv;
+    *e_coul = 0.0f;
+    if (k->coul != (int)MD_COUL_EWALD) return 0.0f;
+    kqq = md__fmul(k->coulomb, qq);
+    if (!(r2 > 0.0f)) {
+        *e_coul = -md__fmul(kqq, k->beta_2_sqrtpi);
+        return 0.0f;
+    }
+    r = md__fsqrt(r2);
+    rinv = md__fdiv(1.0f, r);
+    br = md__fmul(k->beta, r);
+    erf_rinv = md__fmul(md_erff(br), rinv);
+    *e_coul = -md__fmul(kqq, erf_rinv);
+    /* F r = k qq (2 beta / sqrt(pi) exp(-b^2 r^2) - erf(beta r) / r); F/r = that / r^2 */
+    return md__fdiv(md__fmul(kqq, fmaf(k->beta_2_sqrtpi, md_expf(-md__fmul(br, br)), -erf_rinv)), r2);
+}
+
+/** @brief A scaled 1-4 pair in float: plain LJ c12/r^12 - c6/r^6 and plain Coulomb
+ *  k qq / r with no cutoff (the caller passes the fudge-scaled @p qq, @p c6, @p c12);
+ *  writes the energies and returns F/r. Requires r2 > 0. */
+MD_HOSTDEV static inline float md_nb_pair14_f32(const md_nb_coeffs *k, float r2, float qq, float c6, float c12,
+                                                float *e_lj, float *e_coul) {
+    float rinv2 = md__fdiv(1.0f, r2), ir6 = md__fmul(md__fmul(rinv2, rinv2), rinv2);
+    float rinv = md__fdiv(1.0f, md__fsqrt(r2)), ec = md__fmul(md__fmul(k->coulomb, qq), rinv);
+    float frl = md__fmul(ir6, fmaf(md__fmul(12.0f, c12), ir6, -md__fmul(6.0f, c6)));
+    *e_lj = md__fmul(fmaf(c12, ir6, -c6), ir6);
+    *e_coul = ec;
+    return md__fmul(frl + ec, rinv2);
+}
+
+/** @brief Indices of md_nb_plan::fixed_energy. */
+typedef enum md_nb_fixed_term {
+    MD_NB_FIXED_LJ = 0,   /**< md_energy::lj */
+    MD_NB_FIXED_COUL,     /**< md_energy::coul_real */
+    MD_NB_FIXED_EXCL,     /**< md_energy::coul_excl */
+    MD_NB_FIXED_LJ14,     /**< md_energy::lj14 */
+    MD_NB_FIXED_COUL14,   /**< md_energy::coul14 */
+    MD_NB_FIXED_NTERMS    /**< number of fixed-point energy terms */
+} md_nb_fixed_term;
+
+/** @brief The CPU workspace of md_nb_compute(), made once per system size and parameter set.
+ *
+ *  It holds the resolved parameters, the cell and Verlet lists, the positions and box at
+ *  the last list build (for the half-buffer displacement rule), counters, and the raw
+ *  fixed-point sums of the last MD_NB_CPU_FIXED call. A plan serves one topology: after
+ *  changing its exclusions call md_nb_plan_invalidate(). Not thread-safe: one plan per
+ *  thread. */
+typedef struct md_nb_plan {
+    md_nb_params params;       /**< resolved parameters (md_nb_params_resolve) */
+    md_nb_coeffs coeffs;       /**< their float constants (md_nb_coeffs_make) */
+    int n;                     /**< atoms */
+    md_cell_list cells;        /**< cell list (cells >= rc + buffer for the Verlet list, >= rc for
+                                    MD_NB_CPU_CELL_LIST) */
+    md_verlet_list list;       /**< the Verlet list (half or full, whichever the last rung needed) */
+    int list_valid;            /**< 1 if md_nb_plan::list matches the reference positions */
+    float *ref_xyz;            /**< 3 n positions at the last list build (nm) */
+    double ref_box[3];         /**< box at the last list build (nm) */
+    long long rebuilds;        /**< Verlet list builds so far */
+    long long calls;           /**< md_nb_compute calls that succeeded */
+    double max_displacement;   /**< largest minimum-image displacement (nm) from the reference
+                                    positions found by the last displacement check */
+    double *scratch;           /**< 3 n doubles: forces are summed here, then copied (internal) */
+    md_fixed *fixed_force;     /**< 3 n raw force sums (x, y, z per atom, MD_FORCE_FIXED_SCALE) of
+                                    the last MD_NB_CPU_FIXED call */
+    md_fixed fixed_energy[MD_NB_FIXED_NTERMS]; /**< raw energy sums (MD_ENERGY_FIXED_SCALE) of the
+                                                    last MD_NB_CPU_FIXED call, by md_nb_fixed_term */
+    md_fixed fixed_virial[9];  /**< raw virial sums (MD_ENERGY_FIXED_SCALE) of the last
+                                    MD_NB_CPU_FIXED call */
+} md_nb_plan;
+
+/** @brief Make a plan for @p n atoms with @p params (NULL: every default). Errors: those of
+ *  md_nb_params_resolve(), n < 1, out of memory. On failure @p p is untouched. */
+MDDEF md_status md_nb_plan_create(md_nb_plan *p, const md_nb_params *params, int n);
+
+/** @brief Force a Verlet list rebuild at the next call (after changing the topology). */
+MDDEF void md_nb_plan_invalidate(md_nb_plan *p);
+
+/** @brief Release a plan and zero it. Safe on a zeroed plan. */
+MDDEF void md_nb_plan_free(md_nb_plan *p);
+
+/** @brief Make sure @p p's Verlet list (half: @p full 0, full: 1) is valid for @p xyzq in
+ *  @p box: rebuild it (and count the rebuild) when there is none, its kind or the box
+ *  changed, or some atom has moved more than half the buffer (minimum image) since the
+ *  last build. @p rebuilt (may be NULL) is set to 1 when it was rebuilt. The Verlet rungs
+ *  of md_nb_compute() call it; GPU code may use it to build a list on the host. */
+MDDEF md_status md_nb_plan_update_list(md_nb_plan *p, const md_topology *t, const md_float4 *xyzq,
+                                       const double box[3], int full, int *rebuilt);
+
+/** @brief Check that @p box suits @p params (resolved): edges finite and > 0 and the
+ *  cutoff plus buffer at most half the shortest edge. The error (MD_ERR_RANGE) names
+ *  @p where and field "cutoff" with the numbers. */
+MDDEF md_status md_nb_check_box(const char *where, const md_nb_params *params, const double box[3]);
+
+/** @brief Ewald self energy -k beta / sqrt(pi) sum q_i^2 (kJ/mol) of the charges in @p xyzq
+ *  (0 unless params->coul is Ewald; @p params resolved). */
+MDDEF double md_nb_self_energy(const md_nb_params *params, const md_float4 *xyzq, int n);
+
+/** @brief Long-range dispersion correction for the LJ pairs beyond the cutoff, assuming
+ *  g(r) = 1 there.
+ *
+ *  E = 2 pi N^2 / V (mean(c12) / (9 rc^9) - mean(c6) / (3 rc^3)) and each diagonal virial entry
+ *  W_aa = 2 pi N^2 / V (4 mean(c12) / (9 rc^9) - 2 mean(c6) / (3 rc^3)) (so the pressure changes
+ *  by W_aa / V), with the means taken over the N (N + 1) / 2 pairs i <= j (OpenMM's
+ *  convention, self pairs included, exclusions ignored). It is the tail of the plain
+ *  12-6 potential for every LJ mode: it does not undo the shift or switch inside the
+ *  cutoff. Writes 0 when @p params has dispersion_correction 0. */
+MDDEF md_status md_nb_dispersion_correction(const md_nb_params *params, const md_topology *t,
+                                            const md_lj_table *lj, const double box[3], double *energy,
+                                            double *virial_diag);
+
+/** @brief Nonbonded forces, energies and virial of one configuration with a CPU rung.
+ *
+ *  @p xyzq holds t->n positions (nm) with charges (e) in .w; @p box the orthorhombic
+ *  periodic box (nm); minimum image everywhere. Writes the 3 n forces (kJ mol^-1 nm^-1,
+ *  x y z per atom) to @p force (may be NULL) and overwrites every field of @p energy
+ *  (may be NULL): lj, coul_real, coul_excl, lj14, coul14, coul_self, lj_dispersion and
+ *  virial; coul_recip, bonded and kinetic are set to 0. The pair terms are those of
+ *  md_lj_mode and md_coul_mode for every non-excluded pair with r < rc; the 1-4 pairs of
+ *  t (no cutoff, minimum image); the Ewald exclusion correction over every excluded pair.
+ *
+ *  Errors: NULL arguments, t->n != p->n (MD_ERR_INVALID_ARGUMENT), an LJ type outside
+ *  the table (MD_ERR_RANGE, field lj_type[i]), a non-finite coordinate or charge
+ *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs rung
+ *  checks the cutoff alone, the others cutoff + buffer), a GPU rung (MD_ERR_UNSUPPORTED),
+ *  a fixed-point overflow (MD_ERR_RANGE). On failure @p force and @p energy are untouched. */
+MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_topology *t, const md_lj_table *lj,
+                              const md_float4 *xyzq, const double box[3], double *force, md_energy *energy);
+
+/* ======================================================================== */
+/* integrate: velocity Verlet (NVE) on the CPU                              */
+/* ======================================================================== */
+
+/** @brief A CPU molecular dynamics run: positions, velocities and forces in double, the
+ *  float coordinates md_nb_compute reads, the nonbonded plan, and the energies.
+ *
+ *  Positions stay unwrapped in md_dynamics::x; md_dynamics::xyzq holds them wrapped into
+ *  the box. The topology and the LJ table are borrowed (they must outlive the run). */
+typedef struct md_dynamics {
+    int n;                    /**< atoms */
+    double dt;                /**< time step (ps) */
+    md_nb_variant variant;    /**< CPU nonbonded rung used for the forces */
+    double *x;                /**< 3 n positions (nm) */
+    double *v;                /**< 3 n velocities (nm/ps) */
+    double *f;                /**< 3 n forces at the current positions (kJ mol^-1 nm^-1) */
+    double *inv_mass;         /**< n inverse masses (1/amu) */
+    md_float4 *xyzq;          /**< n float positions wrapped into the box, charges from the topology */
+    double box[3];            /**< box (nm) */
+    const md_topology *top;   /**< borrowed topology */
+    const md_lj_table *lj;    /**< borrowed LJ table */
+    md_nb_plan plan;          /**< nonbonded workspace (its rebuild counter counts list builds) */
+    md_energy energy;         /**< energies at the current positions and velocities */
+    long long step;           /**< steps taken */
+} md_dynamics;
+
+/** @brief Start a run from @p sys (positions, velocities sys->vel, box) with the masses and
+ *  charges of @p t, computing the initial forces and energies.
+ *
+ *  Errors: those of md_nb_compute(), a mass not finite and > 0 (MD_ERR_RANGE, field
+ *  mass[i]), dt not finite and > 0, sys->n != t->n, no box. On failure @p d is untouched. */
+MDDEF md_status md_dynamics_init(md_dynamics *d, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                                 const md_nb_params *params, md_nb_variant variant, double dt);
+
+/** @brief Advance @p d by @p nsteps velocity Verlet steps (NVE):
+ *  v += f/m dt/2; x += v dt; f = F(x); v += f/m dt/2. Afterwards md_dynamics::energy holds
+ *  the potential terms of the new positions and the kinetic energy of the new velocities.
+ *  Errors: those of md_nb_compute() (the run stops at the failing step). */
+MDDEF md_status md_integrate_vv(md_dynamics *d, int nsteps);
+
+/** @brief Kinetic energy sum m v^2 / 2 (kJ/mol) of the current velocities. */
+MDDEF double md_dynamics_kinetic(const md_dynamics *d);
+
+/** @brief Kinetic temperature (K) with 3 n - 3 degrees of freedom (NVE conserves momentum). */
+MDDEF double md_dynamics_temperature(const md_dynamics *d);
+
+/** @brief Copy the positions (wrapped into the box), velocities and box back into @p sys
+ *  (sys->n must equal d->n). */
+MDDEF md_status md_dynamics_get_system(const md_dynamics *d, md_system *sys);
+
+/** @brief Release a run and zero it. Safe on a zeroed run. */
+MDDEF void md_dynamics_free(md_dynamics *d);
+
+/* ======================================================================== */
+/* build: water boxes and LJ fluids                                         */
+/* ======================================================================== */
+
+/** @brief Argon's LJ sigma (nm) (Rahman 1964; the md_fcc_desc defaults). */
+#define MD_ARGON_SIGMA 0.3405
+/** @brief Argon's LJ epsilon (kJ/mol): 119.8 K times MD_KB. */
+#define MD_ARGON_EPSILON (119.8 * MD_KB)
+
+/** @brief Rigid three-site water models. */
+typedef enum md_water_model {
+    MD_WATER_TIP3P = 0, /**< TIP3P (Jorgensen et al., J. Chem. Phys. 79, 926 (1983)); the default */
+    MD_WATER_SPCE,      /**< SPC/E (Berendsen, Grigera, Straatsma, J. Phys. Chem. 91, 6269 (1987)) */
+    MD_WATER_MODEL_COUNT /**< number of models */
+} md_water_model;
+
+/** @brief Parameters of a water model, with the values OpenMM's force-field files use
+ *  (tip3p.xml, spce.xml). */
+typedef struct md_water_params {
+    const char *name;  /**< "tip3p", "spce" */
+    double d_oh;       /**< O-H distance (nm) */
+    double angle_hoh;  /**< H-O-H angle (rad) */
+    double d_hh;       /**< H-H distance (nm), 2 d_oh sin(angle / 2) */
+    double q_o;        /**< oxygen charge (e) */
+    double q_h;        /**< hydrogen charge (e) */
+    double sigma_o;    /**< oxygen LJ sigma (nm) */
+    double epsilon_o;  /**< oxygen LJ epsilon (kJ/mol) */
+    double mass_o;     /**< oxygen mass (amu) */
+    double mass_h;     /**< hydrogen mass (amu) */
+} md_water_params;
+
+/** @brief The parameters of @p model (MD_ERR_INVALID_ARGUMENT for an unknown model). */
+MDDEF md_status md_water_model_params(md_water_model model, md_water_params *out);
+
+/** @brief How md_build_water_box() builds; a zero field takes its default. */
+typedef struct md_water_desc {
+    md_water_model model; /**< water model (default TIP3P) */
+    int molecules;        /**< number of molecules (default: what fills the box at the density) */
+    double edge;          /**< cube edge (nm) (default: what holds the molecules at the density) */
+    double density;       /**< mass density (g/cm^3) used for a missing molecules or edge
+                               (default 0.997, water at 298 K) */
+    double temperature;   /**< initial temperature (K) of the molecules' centre-of-mass motion
+                               (default 300; negative: all velocities 0) */
+    uint64_t seed;        /**< orientations, site choice and velocities (0 is a valid seed) */
+} md_water_desc;
+
+/** @brief A cubic box of rigid water at about 1 g/cm^3: @p sys (atoms O, H, H per molecule,
+ *  names OW HW1 HW2, residue HOH numbered from 1, charges, masses, box, velocities),
+ *  @p top (LJ types O = 0 and H = 1, two O-H bonds and an H-O-H angle per molecule
+ *  at the model's geometry, exclusions from the bonds, the water groups with d_OH and
+ *  d_HH) and @p lj (two types: the model's oxygen, and hydrogen with no LJ).
+ *
+ *  Molecules sit on a simple cubic lattice of m^3 sites, m = ceil(cbrt(molecules)),
+ *  spacing edge / m; a seeded shuffle picks the occupied sites and each molecule gets a
+ *  seeded random orientation, redrawn (up to 1000 times) until no atom is closer than
+ *  0.17 nm to an atom of an earlier molecule (minimum image). Oxygens lie inside the box;
+ *  each molecule is whole (its hydrogens may stick out). Velocities: one Maxwell-Boltzmann
+ *  velocity per molecule (all three atoms move together, which respects the rigid
+ *  geometry), the total momentum removed. Deterministic for a seed. Give molecules
+ *  7856 and edge 6.2 for the 23,568-atom benchmark box (0.99 g/cm^3) and 31922 and 9.9
+ *  for the 95,766-atom one. Errors: a field out of range (MD_ERR_RANGE naming it), no
+ *  placement found (MD_ERR_RANGE, field density), out of memory. On failure the outputs
+ *  are untouched. */
+MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table *lj, const md_water_desc *desc);
+
+/** @brief An LJ liquid: md_build_fcc() with @p desc (NULL: 864 argon atoms near the triple
+ *  point), a topology (type 0, charge 0, the argon mass, no bonds or exclusions) and a
+ *  one-type table with MD_ARGON_SIGMA and MD_ARGON_EPSILON. On failure the outputs are
+ *  untouched. */
+MDDEF md_status md_build_lj_fluid(md_system *sys, md_topology *top, md_lj_table *lj, const md_fcc_desc *desc);
 
 /* ======================================================================== */
 /* bench                                                                    */
@@ -3186,6 +4070,287 @@ MDDEF void md_traj_close(md_traj *t) {
     if (t->format == MD_TRAJ_DCD) md_dcd_close(&t->dcd);
     if (t->format == MD_TRAJ_XYZ) md_xyz_close(&t->xyz);
     memset(t, 0, sizeof *t);
+}
+
+/* ---- ff, nblist, nb, integrate, build (being implemented: every function reports MD_ERR_UNSUPPORTED for now) ---- */
+MDDEF md_status md_lj_table_create(md_lj_table *t, int ntypes, const double *sigma, const double *epsilon, md_lj_combine rule) {
+    (void)t;
+    (void)ntypes;
+    (void)sigma;
+    (void)epsilon;
+    (void)rule;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_lj_table_create", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_lj_table_set_pair(md_lj_table *t, int a, int b, double sigma, double epsilon) {
+    (void)t;
+    (void)a;
+    (void)b;
+    (void)sigma;
+    (void)epsilon;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_lj_table_set_pair", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_lj_table_set_pair_c6c12(md_lj_table *t, int a, int b, double c6, double c12) {
+    (void)t;
+    (void)a;
+    (void)b;
+    (void)c6;
+    (void)c12;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_lj_table_set_pair_c6c12", 0, NULL, "not implemented yet");
+}
+
+MDDEF void md_lj_table_free(md_lj_table *t) {
+    (void)t;
+}
+
+MDDEF md_status md_topology_alloc(md_topology *t, int n) {
+    (void)t;
+    (void)n;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_topology_alloc", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond) {
+    (void)t;
+    (void)sys;
+    (void)nbond;
+    (void)bond;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_topology_from_system", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_topology_set_lj_types_by_name(md_topology *t, const md_system *sys, const char *const *names, int count) {
+    (void)t;
+    (void)sys;
+    (void)names;
+    (void)count;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_topology_set_lj_types_by_name", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_topology_set_bonds(md_topology *t, int nbond, const int *bond, const double *r0, const double *k) {
+    (void)t;
+    (void)nbond;
+    (void)bond;
+    (void)r0;
+    (void)k;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_topology_set_bonds", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_topology_build_exclusions(md_topology *t, const md_exclusion_desc *desc) {
+    (void)t;
+    (void)desc;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_topology_build_exclusions", 0, NULL, "not implemented yet");
+}
+
+MDDEF int md_topology_excluded(const md_topology *t, int i, int j) {
+    (void)t;
+    (void)i;
+    (void)j;
+    return 0;
+}
+
+MDDEF md_status md_topology_check(const md_topology *t, const md_lj_table *lj, const char *where) {
+    (void)t;
+    (void)lj;
+    (void)where;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_topology_check", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_topology_apply_charges(const md_topology *t, md_float4 *xyzq, int n) {
+    (void)t;
+    (void)xyzq;
+    (void)n;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_topology_apply_charges", 0, NULL, "not implemented yet");
+}
+
+MDDEF void md_topology_free(md_topology *t) {
+    (void)t;
+}
+
+MDDEF md_status md_cell_list_build(md_cell_list *cl, const md_float4 *xyzq, int n, const double box[3], double min_cell) {
+    (void)cl;
+    (void)xyzq;
+    (void)n;
+    (void)box;
+    (void)min_cell;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_cell_list_build", 0, NULL, "not implemented yet");
+}
+
+MDDEF void md_cell_list_free(md_cell_list *cl) {
+    (void)cl;
+}
+
+MDDEF md_status md_verlet_list_build(md_verlet_list *vl, md_cell_list *cl, const md_float4 *xyzq, int n, const double box[3], double rlist, int full, const md_topology *t) {
+    (void)vl;
+    (void)cl;
+    (void)xyzq;
+    (void)n;
+    (void)box;
+    (void)rlist;
+    (void)full;
+    (void)t;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_verlet_list_build", 0, NULL, "not implemented yet");
+}
+
+MDDEF void md_verlet_list_free(md_verlet_list *vl) {
+    (void)vl;
+}
+
+MDDEF md_status md_nb_params_resolve(const md_nb_params *in, md_nb_params *out) {
+    (void)in;
+    (void)out;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_nb_params_resolve", 0, NULL, "not implemented yet");
+}
+
+MDDEF double md_ewald_beta(double cutoff, double tolerance) {
+    (void)cutoff;
+    (void)tolerance;
+    return 0.0;
+}
+
+MDDEF double md_energy_potential(const md_energy *e) {
+    (void)e;
+    return 0.0;
+}
+
+MDDEF double md_energy_total(const md_energy *e) {
+    (void)e;
+    return 0.0;
+}
+
+MDDEF const char * md_nb_variant_name(md_nb_variant variant) {
+    (void)variant;
+    return "unknown";
+}
+
+MDDEF int md_nb_variant_is_gpu(md_nb_variant variant) {
+    (void)variant;
+    return 0;
+}
+
+MDDEF md_status md_nb_coeffs_make(const md_nb_params *params, md_nb_coeffs *k) {
+    (void)params;
+    (void)k;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_nb_coeffs_make", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_nb_plan_create(md_nb_plan *p, const md_nb_params *params, int n) {
+    (void)p;
+    (void)params;
+    (void)n;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_nb_plan_create", 0, NULL, "not implemented yet");
+}
+
+MDDEF void md_nb_plan_invalidate(md_nb_plan *p) {
+    (void)p;
+}
+
+MDDEF void md_nb_plan_free(md_nb_plan *p) {
+    (void)p;
+}
+
+MDDEF md_status md_nb_plan_update_list(md_nb_plan *p, const md_topology *t, const md_float4 *xyzq, const double box[3], int full, int *rebuilt) {
+    (void)p;
+    (void)t;
+    (void)xyzq;
+    (void)box;
+    (void)full;
+    (void)rebuilt;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_nb_plan_update_list", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_nb_check_box(const char *where, const md_nb_params *params, const double box[3]) {
+    (void)where;
+    (void)params;
+    (void)box;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_nb_check_box", 0, NULL, "not implemented yet");
+}
+
+MDDEF double md_nb_self_energy(const md_nb_params *params, const md_float4 *xyzq, int n) {
+    (void)params;
+    (void)xyzq;
+    (void)n;
+    return 0.0;
+}
+
+MDDEF md_status md_nb_dispersion_correction(const md_nb_params *params, const md_topology *t, const md_lj_table *lj, const double box[3], double *energy, double *virial_diag) {
+    (void)params;
+    (void)t;
+    (void)lj;
+    (void)box;
+    (void)energy;
+    (void)virial_diag;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_nb_dispersion_correction", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_topology *t, const md_lj_table *lj, const md_float4 *xyzq, const double box[3], double *force, md_energy *energy) {
+    (void)variant;
+    (void)p;
+    (void)t;
+    (void)lj;
+    (void)xyzq;
+    (void)box;
+    (void)force;
+    (void)energy;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_nb_compute", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_dynamics_init(md_dynamics *d, const md_system *sys, const md_topology *t, const md_lj_table *lj, const md_nb_params *params, md_nb_variant variant, double dt) {
+    (void)d;
+    (void)sys;
+    (void)t;
+    (void)lj;
+    (void)params;
+    (void)variant;
+    (void)dt;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_dynamics_init", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_integrate_vv(md_dynamics *d, int nsteps) {
+    (void)d;
+    (void)nsteps;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_integrate_vv", 0, NULL, "not implemented yet");
+}
+
+MDDEF double md_dynamics_kinetic(const md_dynamics *d) {
+    (void)d;
+    return 0.0;
+}
+
+MDDEF double md_dynamics_temperature(const md_dynamics *d) {
+    (void)d;
+    return 0.0;
+}
+
+MDDEF md_status md_dynamics_get_system(const md_dynamics *d, md_system *sys) {
+    (void)d;
+    (void)sys;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_dynamics_get_system", 0, NULL, "not implemented yet");
+}
+
+MDDEF void md_dynamics_free(md_dynamics *d) {
+    (void)d;
+}
+
+MDDEF md_status md_water_model_params(md_water_model model, md_water_params *out) {
+    (void)model;
+    (void)out;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_water_model_params", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table *lj, const md_water_desc *desc) {
+    (void)sys;
+    (void)top;
+    (void)lj;
+    (void)desc;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_build_water_box", 0, NULL, "not implemented yet");
+}
+
+MDDEF md_status md_build_lj_fluid(md_system *sys, md_topology *top, md_lj_table *lj, const md_fcc_desc *desc) {
+    (void)sys;
+    (void)top;
+    (void)lj;
+    (void)desc;
+    return md_set_error(MD_ERR_UNSUPPORTED, "md_build_lj_fluid", 0, NULL, "not implemented yet");
 }
 
 /* ---- bench ---- */
