@@ -9,8 +9,9 @@
  * pair (0, 2) overridden to sigma 0.29, epsilon 0.5. Exclusions from the bonds (1-4
  * scaled by 0.5 / (1/1.2)). For every case (mix.txt lists them) md.h's energies, virial
  * and forces from MD_NB_CPU_ALL_PAIRS and MD_NB_CPU_FIXED.
- * Systems "tip3p" and "spce": md_build_water_box with 330 molecules (seeds 31, 32),
- * cases as for mix.
+ * Systems "tip3p" and "spce": md_build_water_box with 330 molecules (seeds 31, 32), and
+ * "argon": md_build_lj_fluid (864 atoms, lattice at 86.5 K) with every atom moved by up to
+ * 0.03 nm (seed 33) so that it is not a perfect lattice; cases as for mix.
  * Files (this machine's byte order; meta.txt says which):
  *   meta.txt                      endian, then per system: "system NAME n ntypes nbond box..."
  *   NAME_xyzq.f32                 n x 4
@@ -55,6 +56,7 @@ static const dcase cases[] = {
     {"truncate_ewald_beta", MD_LJ_TRUNCATE, MD_COUL_EWALD, 0.9, 0.1, 0, 0, 3.0, 1, MD_LJ_COMBINE_GEOMETRIC},
     {"none_ewald_long", MD_LJ_NONE, MD_COUL_EWALD, 0.95, 0.05, 0, 0, 0, 1, MD_LJ_COMBINE_LB},
     {"switch_none", MD_LJ_FORCE_SWITCH, MD_COUL_NONE, 0.9, 0.1, 0, 0, 0, 1, MD_LJ_COMBINE_LB},
+    {"truncate_rf", MD_LJ_TRUNCATE, MD_COUL_REACTION_FIELD, 0.9, 0.1, 0, 78.3, 0, 1, MD_LJ_COMBINE_LB},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -180,6 +182,7 @@ static int dump_system(const char *name, md_system *s, md_topology *t, const dou
     snprintf(fname, sizeof fname, "%s/%s_cases.txt", outdir, name);
     if (!(cf = fopen(fname, "w"))) return 0;
     if (s->n > 4096) return 0;
+    if (override && ntypes < 3) return 0;
     for (c = 0; c < NCASES; c++) {
         const dcase *dc = &cases[c];
         md_lj_table lj;
@@ -262,6 +265,22 @@ int main(int argc, char **argv) {
         fprintf(meta, "water %s %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g %.17g\n", wp.name, wp.d_oh, wp.d_hh,
                 wp.angle_hoh, wp.q_o, wp.q_h, wp.sigma_o, wp.epsilon_o, t.water_doh, t.water_dhh);
         if (!dump_system(wp.name, &s, &t, ws, we, 2, 0, meta)) goto fail;
+        md_topology_free(&t);
+        md_lj_table_free(&wlj);
+        md_system_free(&s);
+    }
+    {
+        md_rng rng;
+        int i;
+        double sig = MD_ARGON_SIGMA, ep = MD_ARGON_EPSILON;
+        if (md_build_lj_fluid(&s, &t, &wlj, NULL) != MD_OK) goto fail;
+        md_rng_seed(&rng, 33);
+        for (i = 0; i < s.n; i++) {
+            s.xyzq[i].x += (float)(0.06 * (md_rng_uniform(&rng) - 0.5));
+            s.xyzq[i].y += (float)(0.06 * (md_rng_uniform(&rng) - 0.5));
+            s.xyzq[i].z += (float)(0.06 * (md_rng_uniform(&rng) - 0.5));
+        }
+        if (!dump_system("argon", &s, &t, &sig, &ep, 1, 0, meta)) goto fail;
         md_topology_free(&t);
         md_lj_table_free(&wlj);
         md_system_free(&s);
