@@ -824,7 +824,7 @@ MD_HOSTDEV static inline float md__fsqrt(float a) {
  *  default rounding mode), __float2ll_rn on the device, so both give the same bits.
  *  NaN and |v * scale| >= 2^63 give MD_FIXED_INVALID. */
 MD_HOSTDEV static inline md_fixed md_fixed_from_float(float v, float scale) {
-    float s = v * scale;
+    float s = md__fmul(v, scale);
     if (!(s > -9223372036854775808.0f && s < 9223372036854775808.0f)) return MD_FIXED_INVALID;
 #if defined(__CUDA_ARCH__)
     return (md_fixed)__float2ll_rn(s);
@@ -1235,7 +1235,23 @@ typedef enum md_nb_variant {
     MD_NB_CPU_VERLET_FULL,    /**< full Verlet list: each atom sums its own force (no writes to j,
                                    the GPU's full-list pattern); double */
     MD_NB_CPU_FIXED,          /**< half Verlet list, float pair arithmetic (md_nb_pair_f32),
-                                   64-bit fixed-point sums: the bitwise reference for the GPU */
+                                   64-bit fixed-point sums: the bitwise reference for the GPU.
+                                   Per pair, in this order (what a GPU rung must repeat):
+                                   r2 = md_nb_delta_f32(xi, yi, zi, xj, yj, zj, &box, d) with
+                                   box = md_nb_box_f32_make(box); skip unless r2 < rc2;
+                                   fs = md_nb_pair_f32(k, r2, md__fmul(qi, qj), (float)c6,
+                                   (float)c12, &elj, &ec); f[a] = md__fmul(fs, d[a]);
+                                   F_i[a] += md_fixed_from_float(f[a], FS), F_j[a] -= the same,
+                                   FS = (float)MD_FORCE_FIXED_SCALE; W[3a+b] +=
+                                   md_fixed_from_float(md__fmul(d[a], f[b]), ES), E_lj +=
+                                   md_fixed_from_float(elj, ES), E_coul likewise, ES =
+                                   (float)MD_ENERGY_FIXED_SCALE. Excluded pairs (Ewald): every
+                                   pair i < j of the exclusion lists, fs from md_nb_excl_f32
+                                   with qq = md__fmul(qi, qj), energy into E_excl. 1-4 pairs:
+                                   md_nb_pair14_f32 with qq = md__fmul((float)fudge_qq,
+                                   md__fmul(qi, qj)), c6 = (float)(fudge_lj c6), c12 likewise.
+                                   A full-list rung adds energies and virial only for j > i
+                                   (halving them would round differently) */
     MD_NB_GPU_TILES,          /**< GPU: all pairs in shared-memory tiles */
     MD_NB_GPU_FULL_LIST,      /**< GPU: one thread per atom over a full Verlet list */
     MD_NB_GPU_HALF_LIST,      /**< GPU: half Verlet list, atomics for the j forces */
