@@ -23,7 +23,6 @@ Runs build/reference/dump_nb (see its header for the systems and cases), then ch
               within 4e-6 of the same sum of |r F| terms over all pairs.
 Prints PASS/FAIL lines; exits non-zero on any failure."""
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -141,18 +140,11 @@ def check_water(name, xyzq, box, w):
 
 
 def main():
-    exe = os.path.join(ROOT, "build", "reference", "dump_nb")
-    if not os.path.exists(exe):
-        subprocess.check_call(["make", "-s", "build/reference/dump_nb"], cwd=ROOT)
     with tempfile.TemporaryDirectory() as d:
-        subprocess.check_call([exe, d])
-        e = "<"
+        e, meta = nb.run_dump(ROOT, d)
         water = None
-        for line in open(os.path.join(d, "meta.txt")):
-            f = line.split()
-            if f[0] == "endian":
-                e = "<" if f[1] == "little" else ">"
-            elif f[0] == "water":
+        for f in meta:
+            if f[0] == "water":
                 water = [float(x) for x in (f[2], f[3], f[5], f[6], f[7], f[8], f[9], f[10])]
             elif f[0] == "system":
                 check_system(d, e, f[1], int(f[2]), int(f[3]), int(f[4]), np.array([float(x) for x in f[5:8]]),

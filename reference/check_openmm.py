@@ -31,7 +31,6 @@ double precision on identical inputs, summed in different orders) and every forc
 within 1e-11 of the largest force (measured: below 2.2e-15). Prints PASS/FAIL/SKIP lines; exits non-zero on a failure."""
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -173,20 +172,10 @@ def main():
     except ImportError as err:
         print("SKIP check_openmm: openmm is not installed (%s); tests/setup.sh installs it" % err)
         return 0
-    exe = os.path.join(ROOT, "build", "reference", "dump_nb")
-    if not os.path.exists(exe):
-        subprocess.check_call(["make", "-s", "build/reference/dump_nb"], cwd=ROOT)
     with tempfile.TemporaryDirectory() as d:
-        subprocess.check_call([exe, d])
-        e = "<"
-        systems = []
-        for line in open(os.path.join(d, "meta.txt")):
-            f = line.split()
-            if f[0] == "endian":
-                e = "<" if f[1] == "little" else ">"
-            elif f[0] == "system":
-                systems.append(load_system(d, e, f[1], int(f[2]), int(f[3]), int(f[4]),
-                                           np.array([float(x) for x in f[5:8]])))
+        e, meta = nb.run_dump(ROOT, d)
+        systems = [load_system(d, e, f[1], int(f[2]), int(f[3]), int(f[4]), np.array([float(x) for x in f[5:8]]))
+                   for f in meta if f[0] == "system"]
         for s in systems:
             for cname in CASES:
                 case = s["cases"][cname]

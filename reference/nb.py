@@ -21,6 +21,8 @@ few thousand atoms.
     virial    W_ab = sum over pairs (r_i - r_j)_a F_ij,b
 Energies in kJ/mol, forces in kJ/mol/nm."""
 import math
+import os
+import subprocess
 
 import numpy as np
 
@@ -248,3 +250,20 @@ def dispersion(types, c6, c12, box, rc):
     m12 = (pairs * c12 * upper).sum() / (n * (n + 1) / 2)
     pre = 2 * math.pi * n * n / float(np.prod(box))
     return pre * (m12 / (9 * rc ** 9) - m6 / (3 * rc ** 3)), pre * (4 * m12 / (9 * rc ** 9) - 2 * m6 / (3 * rc ** 3))
+
+
+def run_dump(root, outdir):
+    """Build (if needed) and run build/reference/dump_nb into outdir; returns the byte-order
+    prefix for numpy ('<' or '>') and meta.txt's other lines split into fields."""
+    exe = os.path.join(root, "build", "reference", "dump_nb")
+    if not os.path.exists(exe):
+        subprocess.check_call(["make", "-s", "build/reference/dump_nb"], cwd=root)
+    subprocess.check_call([exe, outdir])
+    endian, lines = "<", []
+    for line in open(os.path.join(outdir, "meta.txt")):
+        f = line.split()
+        if f[0] == "endian":
+            endian = "<" if f[1] == "little" else ">"
+        else:
+            lines.append(f)
+    return endian, lines
