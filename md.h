@@ -1013,8 +1013,10 @@ MDDEF md_status md_topology_alloc(md_topology *t, int n);
  *
  *  The readers' md_system::type is the index of an atom's name among the distinct names,
  *  not a force-field type: for a file, assign LJ types with
- *  md_topology_set_lj_types_by_name(). Errors: NULL, a bond index outside 0..n-1 or a
- *  bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out of memory. */
+ *  md_topology_set_lj_types_by_name(). Bonds come as arguments so that any bond list
+ *  (CONECT records, a builder, a force-field template) can be used. Errors: NULL, a bond
+ *  index outside 0..n-1 or a bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out
+ *  of memory. */
 MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond);
 
 /** @brief Set every atom's LJ type to the index in @p names (of @p count) of its atom name
@@ -1117,6 +1119,22 @@ MDDEF void md_verlet_list_free(md_verlet_list *vl);
 /* ======================================================================== */
 /* nb: nonbonded forces (LJ + Coulomb with a cutoff)                        */
 /* ======================================================================== */
+
+/* Usage (a TIP3P box, Ewald real space, the CPU reference and the fixed-point rung):
+ *     md_system sys; md_topology top; md_lj_table lj; md_nb_plan plan; md_energy e;
+ *     md_water_desc wd = {0}; md_nb_params prm = {0};     (zero: every default)
+ *     wd.molecules = 7856; wd.edge = 6.2;
+ *     md_build_water_box(&sys, &top, &lj, &wd);
+ *     md_nb_plan_create(&plan, &prm, sys.n);
+ *     double *f = malloc(3 * sys.n * sizeof *f);
+ *     md_nb_compute(MD_NB_CPU_VERLET, &plan, &top, &lj, sys.xyzq, sys.box, f, &e);
+ *     printf("LJ %g  Coulomb %g  total %g kJ/mol\n", e.lj, e.coul_real + e.coul_excl + e.coul_self,
+ *            md_energy_potential(&e));
+ *     md_nb_plan_free(&plan); md_topology_free(&top); md_lj_table_free(&lj); md_system_free(&sys);
+ * Every call returns md_status (checks left out here). Which comparisons are bitwise and
+ * which use a tolerance: see md_nb_variant. The GPU rungs (md_cuda.cu.h) take the same
+ * md_topology, md_lj_table, md_nb_params and md_energy, and share md_nb_coeffs and the
+ * md_nb_*_f32 pair functions with MD_NB_CPU_FIXED. */
 
 /** @brief Default cutoff (nm) of md_nb_params. */
 #define MD_NB_DEFAULT_CUTOFF 0.9
@@ -5402,7 +5420,6 @@ MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_top
     case MD_NB_CPU_CELL_LIST: {
         md__cell_ctx c;
         if ((st = md_cell_list_build(&p->cells, xyzq, n, box, p->params.cutoff)) != MD_OK) return st;
-        p->list_valid = 0; /* the cells no longer match the Verlet list's */
         c.acc = &acc;
         c.mark = p->mark;
         for (i = 0; i < n; i++) p->mark[i] = -1;
