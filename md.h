@@ -1526,8 +1526,9 @@ MDDEF md_status md_nb_dispersion_correction(const md_nb_params *params, const md
  *
  *  Errors: NULL arguments, t->n != p->n (MD_ERR_INVALID_ARGUMENT), an LJ type outside
  *  the table (MD_ERR_RANGE, field lj_type[i]), a non-finite coordinate or charge
- *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs rung
- *  checks the cutoff alone, the others cutoff + buffer), a GPU rung (MD_ERR_UNSUPPORTED),
+ *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs and
+ *  cell-list rungs check the cutoff alone, the Verlet rungs cutoff + buffer), a GPU rung
+ *  (MD_ERR_UNSUPPORTED),
  *  a fixed-point overflow (MD_ERR_RANGE). On failure @p force and @p energy are untouched. */
 MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_topology *t, const md_lj_table *lj,
                               const md_float4 *xyzq, const double box[3], double *force, md_energy *energy);
@@ -1539,6 +1540,8 @@ MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_top
 /** @brief A CPU molecular dynamics run: positions, velocities and forces in double, the
  *  float coordinates md_nb_compute reads, the nonbonded plan, and the energies.
  *
+ *  The forces are md_nb_compute()'s alone: no bonded terms and no constraints, so it
+ *  suits atomic fluids (md_build_lj_fluid); rigid water needs the constraints of chapter 08.
  *  Positions stay unwrapped in md_dynamics::x; md_dynamics::xyzq holds them wrapped into
  *  the box. The topology and the LJ table are borrowed (they must outlive the run). */
 typedef struct md_dynamics {
@@ -5575,7 +5578,6 @@ MDDEF md_status md_dynamics_init(md_dynamics *d, const md_system *sys, const md_
         s.xyzq[i].w = t->charge[i];
     }
     if ((st = md__check_coords(fn, sys->xyzq, sys->n, 0)) != MD_OK ||
-        (st = md__nb_check_box(fn, &s.plan.params, s.box, 0.0)) != MD_OK ||
         (st = md_nb_plan_create(&s.plan, params, s.n)) != MD_OK) {
         md_dynamics_free(&s);
         return st;
