@@ -840,7 +840,8 @@ MD_HOSTDEV static inline double md_fixed_to_double(md_fixed v, double scale) {
     return (double)v / scale;
 }
 
-/** @brief exp(x) in float from + - * and fmaf only, so host and device give the same bits.
+/** @brief exp(x) in float from + - * fmaf, rintf and ldexpf only (each exact or correctly
+ *  rounded on host and device), so host and device give the same bits.
  *
  *  x is clamped to [-80, 80]; k = rint(x log2 e), r = x - k ln 2 (Cody-Waite, two fmaf),
  *  exp(r) by its Taylor polynomial of degree 7 (truncation error 5e-9 for |r| <= ln2/2),
@@ -1592,7 +1593,7 @@ MDDEF void md_dynamics_free(md_dynamics *d);
 /* build: water boxes and LJ fluids                                         */
 /* ======================================================================== */
 
-/** @brief Argon's LJ sigma (nm) (Rahman 1964; the md_fcc_desc defaults). */
+/** @brief Argon's LJ sigma (nm), the md_fcc_desc defaults' argon. */
 #define MD_ARGON_SIGMA 0.3405
 /** @brief Argon's LJ epsilon (kJ/mol): 119.8 K times MD_KB. */
 #define MD_ARGON_EPSILON (119.8 * MD_KB)
