@@ -1468,7 +1468,7 @@ typedef struct md_nb_plan {
     double *scratch;           /**< 3 n doubles: forces are summed here, then copied (internal) */
     int *mark;                 /**< n exclusion marks (internal) */
     md_fixed *fixed_force;     /**< 3 n raw force sums (x, y, z per atom, MD_FORCE_FIXED_SCALE) of
-                                    the last MD_NB_CPU_FIXED call */
+                                    the last MD_NB_CPU_FIXED call (partial after a failed one) */
     md_fixed fixed_energy[MD_NB_FIXED_NTERMS]; /**< raw energy sums (MD_ENERGY_FIXED_SCALE) of the
                                                     last MD_NB_CPU_FIXED call, by md_nb_fixed_term */
     md_fixed fixed_virial[9];  /**< raw virial sums (MD_ENERGY_FIXED_SCALE) of the last
