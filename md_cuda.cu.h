@@ -173,6 +173,119 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info);
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream);
 
 /* ======================================================================== */
+/* plans: the state every GPU capability keeps                              */
+/* ======================================================================== */
+
+/* THE PLAN CONVENTION. A GPU capability (the DCS and RDF here; nonbonded forces, PME and the
+ * MD step later) is a plan object with five kinds of call:
+ *
+ *   md_cuda_X_plan_create(&p, ...)   once. Sized by a capacity: device buffers (md_cuda_alloc),
+ *       pinned host buffers (md_cuda_alloc_pinned, cudaHostAlloc), kernel attributes, cuFFT
+ *       plans, and the plan's md_cuda_queue: its own stream, made with
+ *       cudaStreamCreateWithFlags(cudaStreamNonBlocking), and its device flags. It may
+ *       synchronise. On failure everything made so far is released and the plan is zeroed.
+ *   md_cuda_X_plan_upload(&p, ...)   (where inputs come from host arrays) host data is copied
+ *       into a pinned staging buffer and from there by cudaMemcpyAsync on the plan's stream.
+ *   md_cuda_X_plan_enqueue(&p, ...)  every step. Launches (MD_CUDA_LAUNCH), device-to-device
+ *       copies and memsets on the plan's stream, and nothing else: no cudaMalloc or cudaFree,
+ *       no synchronisation, no copy to or from pageable memory, no __constant__ upload, no
+ *       attribute setting, no reading of results. Data that changes from call to call lives
+ *       in device memory (the plan's buffers), so the arguments a stream capture records stay
+ *       valid; what a plan takes as a kernel argument (a box, an atom count) is named in its
+ *       documentation. A problem the device finds (a non-finite coordinate, an exceeded
+ *       capacity) raises a flag (md_cuda_flag_raise) in the queue's flags word instead of
+ *       failing the call. Host-side argument errors are returned at once.
+ *   md_cuda_X_plan_sync(&p, ...)     the one synchronisation point. It enqueues the copies of
+ *       results and of the flags word into pinned memory, waits for the plan's stream
+ *       (md_cuda_queue_sync), turns a raised flag into an md_status, and only if all is well
+ *       writes the caller's outputs. Any number of enqueues may come before one sync.
+ *   md_cuda_X_plan_destroy(&p)       waits for the plan's stream, frees everything and zeroes
+ *       the plan; safe on a zeroed plan.
+ *
+ * and md_cuda_X(...), the one-call wrapper for users who want one: create, upload, enqueue,
+ * sync, destroy. A plan is used from one host thread at a time; different plans are
+ * independent (different streams, buffers and flags) and may run concurrently. The one
+ * exception is the constant-memory rungs of the DCS: __constant__ memory is process-global,
+ * so one plan at a time may hold it (md_cuda_dcs_plan_create says how). */
+
+/** @brief The device flags of a queue: what a kernel found wrong. Each flag has a detail word;
+ *  md_cuda_flag_raise() combines the details of every raise so the result does not depend on
+ *  thread order. */
+typedef enum md_cuda_flag {
+    MD_CUDA_FLAG_NONFINITE = 0, /**< a non-finite input value; detail: the smallest index at fault */
+    MD_CUDA_FLAG_OVERFLOW,      /**< a capacity was exceeded; detail: the largest size needed */
+    MD_CUDA_FLAG_RANGE,         /**< a value outside its valid range; detail: the smallest index at fault */
+    MD_CUDA_FLAG_COUNT          /**< number of flags */
+} md_cuda_flag;
+
+/** @brief Words of a flags block: word 0 holds bit f for each raised flag f, word 1 + f the
+ *  detail of flag f (0 while it is not raised). */
+#define MD_CUDA_FLAG_WORDS (1 + MD_CUDA_FLAG_COUNT)
+
+/** @brief Raise @p flag with @p detail in the flags block @p flags (MD_CUDA_FLAG_WORDS words in
+ *  device memory, md_cuda_queue::d_flags), from device code. The detail kept is the smallest
+ *  index (MD_CUDA_FLAG_NONFINITE, MD_CUDA_FLAG_RANGE; stored as ~index, so an atomicMax keeps
+ *  it) or the largest size (MD_CUDA_FLAG_OVERFLOW) over all raises since the last sync. */
+static __device__ __forceinline__ void md_cuda_flag_raise(unsigned long long *flags, md_cuda_flag flag,
+                                                          unsigned long long detail) {
+    atomicOr(&flags[0], 1ull << (int)flag);
+    atomicMax(&flags[1 + (int)flag], flag == MD_CUDA_FLAG_OVERFLOW ? detail : ~detail);
+}
+
+/** @brief How md_cuda_queue_sync() words a raised flag: the field at fault and a printf format
+ *  with one %llu (the detail: an index, or the size needed). A NULL member takes the default:
+ *  field "input", "element %llu is not finite" (MD_CUDA_FLAG_NONFINITE); field "capacity",
+ *  "exceeded: %llu needed" (MD_CUDA_FLAG_OVERFLOW); field "input", "element %llu is out of
+ *  range" (MD_CUDA_FLAG_RANGE). */
+typedef struct md_cuda_flag_text {
+    const char *field;  /**< field named in the message */
+    const char *format; /**< message, one %llu */
+} md_cuda_flag_text;
+
+/** @brief What every plan holds first: the device it was made on, its own stream and its
+ *  device flags with their pinned mirror. */
+typedef struct md_cuda_queue {
+    int device;                  /**< device current when the queue was made; use the plan with it current */
+    cudaStream_t stream;         /**< the plan's own stream (cudaStreamNonBlocking) */
+    unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words of device memory, zero until a flag is raised */
+    unsigned long long *h_flags; /**< pinned mirror of d_flags as of the last md_cuda_queue_sync() */
+} md_cuda_queue;
+
+/** @brief Make a queue on the current device: a non-blocking stream, a zeroed flags block and its
+ *  pinned mirror. On failure @p q is zeroed. */
+md_status md_cuda_queue_create(md_cuda_queue *q);
+
+/** @brief The synchronisation point of a plan: enqueue the copy of the flags block into pinned
+ *  memory, wait for the stream, and turn a raised flag into MD_ERR_RANGE with a message naming
+ *  @p where, the field and the detail (@p text: MD_CUDA_FLAG_COUNT entries, or NULL for the
+ *  defaults; the first raised flag in enum order is reported). Raised flags are then cleared
+ *  (an enqueued memset), so the next batch starts clean. Returns the stream's own error if the
+ *  work failed. */
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text);
+
+/** @brief 1 if @p flag was raised in the batch the last md_cuda_queue_sync() checked, with its
+ *  detail in @p detail (may be NULL): the index, or the size needed. 0 otherwise. */
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail);
+
+/** @brief Wait for the queue's stream, then destroy it and free the flags; safe on a zeroed
+ *  queue. */
+void md_cuda_queue_destroy(md_cuda_queue *q);
+
+/** @brief cudaMalloc of @p count * @p size bytes (the product checked for overflow) into @p *d;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what);
+
+/** @brief cudaHostAlloc (pinned, cudaHostAllocDefault) of @p count * @p size bytes into @p *h;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what);
+
+/** @brief cudaFree, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free(void *d);
+
+/** @brief cudaFreeHost, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free_pinned(void *h);
+
+/* ======================================================================== */
 /* timing                                                                   */
 /* ======================================================================== */
 
@@ -601,6 +714,116 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info) {
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream) {
     MD_CUDA_TRY(cudaMemsetAsync(d_ptr, 0xFF, count * sizeof(float), stream));
     return MD_OK;
+}
+
+/* ---- plans ---- */
+
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+    cudaError_t e;
+    *d = NULL;
+    if (size != 0 && count > (size_t)-1 / size)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc", 0, what, "%zu x %zu bytes overflow", count, size);
+    if ((e = cudaMalloc(d, count * size != 0 ? count * size : 1)) != cudaSuccess) {
+        char w[160];
+        *d = NULL;
+        snprintf(w, sizeof w, "cudaMalloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        return md_cuda_error(e, w, __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what) {
+    cudaError_t e;
+    *h = NULL;
+    if (size != 0 && count > (size_t)-1 / size)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc_pinned", 0, what, "%zu x %zu bytes overflow", count, size);
+    if ((e = cudaHostAlloc(h, count * size != 0 ? count * size : 1, cudaHostAllocDefault)) != cudaSuccess) {
+        char w[160];
+        *h = NULL;
+        snprintf(w, sizeof w, "cudaHostAlloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        return md_cuda_error(e, w, __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+void md_cuda_free(void *d) {
+    if (d) (void)cudaFree(d);
+}
+
+void md_cuda_free_pinned(void *h) {
+    if (h) (void)cudaFreeHost(h);
+}
+
+void md_cuda_queue_destroy(md_cuda_queue *q) {
+    if (!q) return;
+    if (q->stream) {
+        (void)cudaStreamSynchronize(q->stream);
+        (void)cudaStreamDestroy(q->stream);
+    }
+    md_cuda_free(q->d_flags);
+    md_cuda_free_pinned(q->h_flags);
+    memset(q, 0, sizeof *q);
+}
+
+md_status md_cuda_queue_create(md_cuda_queue *q) {
+    md_cuda_queue t;
+    md_status st;
+    cudaError_t e;
+    if (!q) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create", 0, "q", "is NULL");
+    memset(q, 0, sizeof *q);
+    memset(&t, 0, sizeof t);
+    if ((e = cudaGetDevice(&t.device)) != cudaSuccess) return md_cuda_error(e, "cudaGetDevice", __FILE__, __LINE__);
+    if ((e = cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        t.stream = NULL;
+        return md_cuda_error(e, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    }
+    if ((st = md_cuda_alloc((void **)&t.d_flags, MD_CUDA_FLAG_WORDS, sizeof *t.d_flags, "flags")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_flags, MD_CUDA_FLAG_WORDS, sizeof *t.h_flags, "flags mirror")) != MD_OK)
+        goto fail;
+    memset(t.h_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.h_flags);
+    if ((e = cudaMemsetAsync(t.d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.d_flags, t.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(t.stream)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemsetAsync(flags)", __FILE__, __LINE__);
+        goto fail;
+    }
+    *q = t;
+    return MD_OK;
+fail:
+    md_cuda_queue_destroy(&t);
+    return st;
+}
+
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail) {
+    unsigned long long d;
+    if (!q || !q->h_flags || (int)flag < 0 || flag >= MD_CUDA_FLAG_COUNT) return 0;
+    if (!((q->h_flags[0] >> (int)flag) & 1ull)) return 0;
+    d = q->h_flags[1 + (int)flag];
+    if (detail) *detail = flag == MD_CUDA_FLAG_OVERFLOW ? d : ~d;
+    return 1;
+}
+
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text) {
+    static const char *const fields[MD_CUDA_FLAG_COUNT] = {"input", "capacity", "input"};
+    static const char *const formats[MD_CUDA_FLAG_COUNT] = {"element %llu is not finite", "exceeded: %llu needed",
+                                                           "element %llu is out of range"};
+    char msg[256];
+    unsigned long long detail = 0;
+    int f;
+    if (!q || !q->stream || !q->d_flags)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where ? where : "md_cuda_queue_sync", 0, "queue",
+                            "is not made (md_cuda_queue_create)");
+    MD_CUDA_TRY(cudaMemcpyAsync(q->h_flags, q->d_flags, MD_CUDA_FLAG_WORDS * sizeof *q->h_flags,
+                                cudaMemcpyDeviceToHost, q->stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(q->stream));
+    if (q->h_flags[0] == 0) return MD_OK;
+    MD_CUDA_TRY(cudaMemsetAsync(q->d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *q->d_flags, q->stream));
+    for (f = 0; f < MD_CUDA_FLAG_COUNT; f++)
+        if (md_cuda_queue_flag(q, (md_cuda_flag)f, &detail)) break;
+    if (f == MD_CUDA_FLAG_COUNT)
+        return md_set_error(MD_ERR_RANGE, where, 0, "flags", "unknown device flags 0x%llx", q->h_flags[0]);
+    /* the format comes from the caller's table or the defaults above; it takes one %llu */
+    snprintf(msg, sizeof msg, text && text[f].format ? text[f].format : formats[f], detail);
+    return md_set_error(MD_ERR_RANGE, where, 0, text && text[f].field ? text[f].field : fields[f], "%s", msg);
 }
 
 /* ---- timing ---- */

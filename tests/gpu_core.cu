@@ -292,6 +292,69 @@ static void launch_registers_runs_and_checks(void) {
     MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
+/* ---- plans: the queue (own stream, device flags) ---- */
+
+/* Thread t raises NONFINITE with index idx[t % 4] and OVERFLOW with need[t % 4] when raise_bits
+ * says so; every thread also writes its index to out so the kernel's work is visible. */
+__global__ void raise_kernel(unsigned long long *flags, int raise_bits, int *out, int n) {
+    const unsigned long long idx[4] = {57, 12, 99, 12}, need[4] = {5, 900, 7, 899};
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    out[t] = t;
+    if (raise_bits & 1) md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, idx[t % 4]);
+    if (raise_bits & 2) md_cuda_flag_raise(flags, MD_CUDA_FLAG_OVERFLOW, need[t % 4]);
+}
+
+static md_status enqueue_raise(md_cuda_queue *q, int raise_bits, int *d_out, int n) {
+    MD_CUDA_LAUNCH(raise_kernel, (n + 127) / 128, 128, 0, q->stream, q->d_flags, raise_bits, d_out, n);
+    return MD_OK;
+}
+
+/* A queue: its stream is non-blocking, its mirror pinned. A batch that raises nothing syncs to
+ * MD_OK; one whose 1000 threads raise NONFINITE (indices 57, 12, 99) and OVERFLOW (needs 5, 900,
+ * 7, 899) syncs to MD_ERR_RANGE naming the smallest index, 12, with the default or the caller's
+ * text, and md_cuda_queue_flag gives 12 and the largest need, 900; the flags are cleared by
+ * that sync, so the next batch is clean again. Destroy twice and on a zeroed queue is safe. */
+static void queue_flags_and_sync(void) {
+    md_cuda_queue q, z;
+    md_cuda_flag_text text[MD_CUDA_FLAG_COUNT];
+    unsigned int sflags = 0;
+    unsigned long long detail = 0;
+    cudaPointerAttributes attr;
+    int *d_out = NULL, h[1000], k;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_queue_create(&q));
+    MD_CHECK(cudaStreamGetFlags(q.stream, &sflags) == cudaSuccess && sflags == cudaStreamNonBlocking);
+    MD_CHECK(cudaPointerGetAttributes(&attr, q.h_flags) == cudaSuccess && attr.type == cudaMemoryTypeHost);
+    MD_CHECK(cudaMalloc((void **)&d_out, sizeof h) == cudaSuccess);
+    MD_CHECK_OK(enqueue_raise(&q, 0, d_out, 1000));
+    MD_CHECK_OK(enqueue_raise(&q, 0, d_out, 1000));
+    MD_CHECK_OK(md_cuda_queue_sync(&q, "test", NULL));
+    MD_CHECK(!md_cuda_queue_flag(&q, MD_CUDA_FLAG_NONFINITE, &detail));
+    MD_CHECK(cudaMemcpy(h, d_out, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (k = 0; k < 1000; k++) MD_CHECKF(h[k] == k, "out[%d] = %d", k, h[k]);
+    MD_CHECK_OK(enqueue_raise(&q, 3, d_out, 1000));
+    MD_CHECK_ERROR(md_cuda_queue_sync(&q, "test_where", NULL), MD_ERR_RANGE, "field input: element 12 is not finite");
+    MD_CHECK(strstr(md_last_error(), "test_where") != NULL);
+    MD_CHECK(md_cuda_queue_flag(&q, MD_CUDA_FLAG_NONFINITE, &detail) && detail == 12);
+    MD_CHECK(md_cuda_queue_flag(&q, MD_CUDA_FLAG_OVERFLOW, &detail) && detail == 900);
+    MD_CHECK(!md_cuda_queue_flag(&q, MD_CUDA_FLAG_RANGE, &detail));
+    MD_CHECK_OK(md_cuda_queue_sync(&q, "test", NULL)); /* cleared */
+    MD_CHECK(!md_cuda_queue_flag(&q, MD_CUDA_FLAG_OVERFLOW, &detail));
+    memset(text, 0, sizeof text);
+    text[MD_CUDA_FLAG_OVERFLOW].field = "pairs";
+    text[MD_CUDA_FLAG_OVERFLOW].format = "the pair list needs %llu entries";
+    MD_CHECK_OK(enqueue_raise(&q, 2, d_out, 1000));
+    MD_CHECK_ERROR(md_cuda_queue_sync(&q, "test", text), MD_ERR_RANGE, "field pairs: the pair list needs 900 entries");
+    MD_CHECK(cudaFree(d_out) == cudaSuccess);
+    md_cuda_queue_destroy(&q);
+    MD_CHECK(q.stream == NULL && q.d_flags == NULL && q.h_flags == NULL);
+    md_cuda_queue_destroy(&q);
+    memset(&z, 0, sizeof z);
+    md_cuda_queue_destroy(&z);
+    MD_CHECK_ERROR(md_cuda_queue_sync(&z, "test", NULL), MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create");
+}
+
 /* Check v is finite and > 0; at full effort also lo <= v <= hi. */
 #define CHECK_RANGE(v, lo, hi)                                                                     \
     do {                                                                                           \
@@ -423,6 +486,7 @@ int main(void) {
     MD_RUN(every_launch_goes_through_the_registry);
     MD_RUN(kernel_registry_table);
     MD_RUN(launch_registers_runs_and_checks);
+    MD_RUN(queue_flags_and_sync);
     MD_RUN(device_info_is_sane);
     MD_RUN(poison_makes_every_float_nan);
     MD_RUN(timer_measures_a_known_kernel);
