@@ -599,6 +599,7 @@ static void dcs_plan_const_buffer_claim(void) {
     MD_CHECK(strstr(md_last_error(), "gpu_gather") != NULL && b.d_out == NULL && b.const_claim == 0);
     MD_CHECK_ERROR(md_cuda_dcs(MD_DCS_GPU_HYBRID, sys.xyzq, sys.n, &out), MD_ERR_UNSUPPORTED, "__constant__");
     MD_CHECK(cudaMalloc((void **)&d_xyzq, (size_t)sys.n * sizeof *d_xyzq) == cudaSuccess);
+    MD_CHECK(cudaMemcpy(d_xyzq, sys.xyzq, (size_t)sys.n * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
     MD_CHECK(cudaMalloc((void **)&d_out, md_cuda_dcs_out_count(MD_DCS_GPU_UNROLL4, &ref) * sizeof(float)) == cudaSuccess);
     MD_CHECK_ERROR(md_cuda_dcs_device(MD_DCS_GPU_UNROLL4, d_xyzq, sys.n, &ref, d_out, 0), MD_ERR_UNSUPPORTED,
                    "__constant__");
