@@ -1511,30 +1511,48 @@ md_status md_cuda_measure_ceilings(md_cuda_ceilings *c) {
     return MD_OK;
 }
 
+/* One JSON number as md.h's md_bench_json writes it: %.6g, or null for NaN and infinities. */
+static void md__cuda_json_number(char *buf, size_t cap, double v) {
+    if (isfinite(v)) snprintf(buf, cap, "%.6g", v);
+    else snprintf(buf, cap, "null");
+}
+
 int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c) {
-    md__sb b;
-    double per_clk = (c && c->sm_count > 0 && c->clock_khz > 0) ? (double)c->sm_count * c->clock_khz * 1e3 : NAN;
+    enum { NUM = 12 };
+    char dev[6 * sizeof c->device], num[NUM][32];
+    double v[NUM], per_clk;
+    size_t k = 0, i;
     if (!c) return -1;
-    b.buf = buf;
-    b.cap = buf ? cap : 0;
-    b.len = 0;
-    md__sb_printf(&b, "{\"schema\":\"md_ceilings/1\"");
-    md__json_string(&b, "device", c->device);
-    md__sb_printf(&b, ",\"sm_count\":%d", c->sm_count);
-    md__json_number(&b, "clock_mhz", c->clock_khz > 0 ? c->clock_khz * 1e-3 : NAN);
-    md__json_number(&b, "rsqrt_per_s", c->rsqrt_per_s);
-    md__json_number(&b, "rsqrt_per_sm_clk", c->rsqrt_per_s / per_clk);
-    md__json_number(&b, "fma_per_s", c->fma_per_s);
-    md__json_number(&b, "fma_per_sm_clk", c->fma_per_s / per_clk);
-    md__json_number(&b, "flop_per_s", 2.0 * c->fma_per_s);
-    md__json_number(&b, "dram_bytes_per_s", c->dram_bytes_per_s);
-    md__json_number(&b, "memcpy_bytes_per_s", c->memcpy_bytes_per_s);
-    md__json_number(&b, "smem_atomic_per_s", c->smem_atomic_per_s);
-    md__json_number(&b, "smem_atomic_per_sm_clk", c->smem_atomic_per_s / per_clk);
-    md__json_number(&b, "launch_s", c->launch_s);
-    md__json_number(&b, "graph_node_s", c->graph_node_s);
-    md__sb_printf(&b, "}");
-    return b.len > (size_t)INT_MAX ? INT_MAX : (int)b.len;
+    /* the device name as a JSON string: quote and backslash escaped, control characters as \u00XX */
+    for (i = 0; i < sizeof c->device && c->device[i]; i++) {
+        const unsigned char ch = (unsigned char)c->device[i];
+        if (ch == '"' || ch == '\\') k += (size_t)snprintf(dev + k, sizeof dev - k, "\\%c", ch);
+        else if (ch < 0x20) k += (size_t)snprintf(dev + k, sizeof dev - k, "\\u%04x", ch);
+        else dev[k++] = (char)ch;
+    }
+    dev[k] = '\0';
+    per_clk = (c->sm_count > 0 && c->clock_khz > 0) ? (double)c->sm_count * c->clock_khz * 1e3 : NAN;
+    v[0] = c->clock_khz > 0 ? c->clock_khz * 1e-3 : NAN;
+    v[1] = c->rsqrt_per_s;
+    v[2] = c->rsqrt_per_s / per_clk;
+    v[3] = c->fma_per_s;
+    v[4] = c->fma_per_s / per_clk;
+    v[5] = 2.0 * c->fma_per_s;
+    v[6] = c->dram_bytes_per_s;
+    v[7] = c->memcpy_bytes_per_s;
+    v[8] = c->smem_atomic_per_s;
+    v[9] = c->smem_atomic_per_s / per_clk;
+    v[10] = c->launch_s;
+    v[11] = c->graph_node_s;
+    for (i = 0; i < NUM; i++) md__cuda_json_number(num[i], sizeof num[i], v[i]);
+    /* one snprintf: it returns the length the whole object needs, as the contract says */
+    return snprintf(buf, buf ? cap : 0,
+                    "{\"schema\":\"md_ceilings/1\",\"device\":\"%s\",\"sm_count\":%d,\"clock_mhz\":%s,\"rsqrt_per_s\":%s,"
+                    "\"rsqrt_per_sm_clk\":%s,\"fma_per_s\":%s,\"fma_per_sm_clk\":%s,\"flop_per_s\":%s,"
+                    "\"dram_bytes_per_s\":%s,\"memcpy_bytes_per_s\":%s,\"smem_atomic_per_s\":%s,"
+                    "\"smem_atomic_per_sm_clk\":%s,\"launch_s\":%s,\"graph_node_s\":%s}",
+                    dev, c->sm_count, num[0], num[1], num[2], num[3], num[4], num[5], num[6], num[7], num[8], num[9],
+                    num[10], num[11]);
 }
 
 /* ---- dcs ---- */
@@ -2553,7 +2571,7 @@ static md_status md__rdf_check(const char *fn, const md_cuda_rdf_plan *p, const 
 }
 
 /* Enqueue the gathers of A (and B) with geometry g. */
-static md_status md__rdf_gather(md_cuda_rdf_plan *p, const md_float4 *d_xyz, const md_cuda_rdf_geom *g) {
+static md_status md__rdf_enqueue_gather(md_cuda_rdf_plan *p, const md_float4 *d_xyz, const md_cuda_rdf_geom *g) {
     const cudaStream_t s = p->queue.stream;
     MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->na + 255) / 256, 256, 0, s, d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a,
                    *g, p->queue.d_flags);
@@ -2568,7 +2586,7 @@ md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md
     md_cuda_rdf_geom t;
     md_status st;
     if ((st = md__rdf_check("md_cuda_rdf_plan_gather", p, r, d_xyz, box, &t)) != MD_OK) return st;
-    if ((st = md__rdf_gather(p, d_xyz, &t)) != MD_OK) return st;
+    if ((st = md__rdf_enqueue_gather(p, d_xyz, &t)) != MD_OK) return st;
     if (g) *g = t;
     return MD_OK;
 }
@@ -2650,7 +2668,7 @@ md_status md_cuda_rdf_plan_enqueue(md_rdf_variant variant, md_cuda_rdf_plan *p, 
         p->boxes = b;
         p->boxes_cap = cap;
     }
-    if ((st = md__rdf_gather(p, d_xyz, &g)) != MD_OK || (st = md__rdf_count(p, mode, bin_step, &g)) != MD_OK) {
+    if ((st = md__rdf_enqueue_gather(p, d_xyz, &g)) != MD_OK || (st = md__rdf_count(p, mode, bin_step, &g)) != MD_OK) {
         (void)md__rdf_drop(p); /* part of this frame may be in the totals: the batch is lost */
         return st;
     }
