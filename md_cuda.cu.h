@@ -2477,19 +2477,21 @@ void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* Upload a selection (NULL: 0 .. n-1), synchronously: create may wait. */
-static md_status md__rdf_upload_sel(int **d, const int *sel, int n) {
+/* Upload a selection (NULL: 0 .. n-1) on the plan's stream and wait for it: create may wait,
+ * and the copy is then done before any enqueue on that stream (or any other) can read it. */
+static md_status md__rdf_upload_sel(int **d, const int *sel, int n, cudaStream_t s) {
     int *tmp = NULL, k;
     md_status st;
-    cudaError_t e;
+    cudaError_t e = cudaSuccess;
     if (!sel) {
         if (!(tmp = (int *)md_alloc_array((size_t)n, sizeof(int)))) return MD_ERR_OUT_OF_MEMORY;
         for (k = 0; k < n; k++) tmp[k] = k;
         sel = tmp;
     }
     if ((st = md_cuda_alloc((void **)d, (size_t)n, sizeof(int), "selection")) == MD_OK &&
-        (e = cudaMemcpy(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice)) != cudaSuccess)
-        st = md_cuda_error(e, "cudaMemcpy(selection)", __FILE__, __LINE__);
+        ((e = cudaMemcpyAsync(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+         (e = cudaStreamSynchronize(s)) != cudaSuccess))
+        st = md_cuda_error(e, "cudaMemcpyAsync(selection)", __FILE__, __LINE__);
     md_free(tmp);
     return st;
 }
@@ -2519,8 +2521,8 @@ md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *se
     if (t.opts.max_pairs_per_launch == 0 || t.opts.max_pairs_per_launch > MD_CUDA_RDF_MAX_LAUNCH_PAIRS)
         t.opts.max_pairs_per_launch = MD_CUDA_RDF_MAX_LAUNCH_PAIRS;
     if ((st = md_cuda_queue_create(&t.queue)) != MD_OK) return st;
-    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na)) != MD_OK) goto fail;
-    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb)) != MD_OK) goto fail;
+    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na, t.queue.stream)) != MD_OK) goto fail;
+    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb, t.queue.stream)) != MD_OK) goto fail;
     if ((st = md_cuda_alloc((void **)&t.d_a, (size_t)na, sizeof(md_float4), "positions A")) != MD_OK) goto fail;
     if (t.same) t.d_b = t.d_a;
     else if ((st = md_cuda_alloc((void **)&t.d_b, (size_t)nb, sizeof(md_float4), "positions B")) != MD_OK) goto fail;
@@ -2528,8 +2530,9 @@ md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *se
         (st = md_cuda_alloc((void **)&t.d_h64, (size_t)nbins, sizeof(unsigned long long), "totals")) != MD_OK ||
         (st = md_cuda_alloc_pinned((void **)&t.h_h64, (size_t)nbins, sizeof(unsigned long long), "totals")) != MD_OK)
         goto fail;
-    if ((e = cudaMemset(t.d_h64, 0, (size_t)nbins * sizeof(unsigned long long))) != cudaSuccess) {
-        st = md_cuda_error(e, "cudaMemset(totals)", __FILE__, __LINE__);
+    if ((e = cudaMemsetAsync(t.d_h64, 0, (size_t)nbins * sizeof(unsigned long long), t.queue.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(t.queue.stream)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemsetAsync(totals)", __FILE__, __LINE__);
         goto fail;
     }
     if ((st = md_cuda_rdf_max_bins(MD_RDF_GPU_SHARED, &t.max_bins_shared)) != MD_OK ||

@@ -28,11 +28,14 @@ static int sanitize;
 
 static const md_rdf_variant gpu_rungs[4] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES};
 
-/* Upload n positions; NULL on failure. */
+/* Upload n positions; NULL on failure. The copy runs on the legacy stream, which the plans'
+ * non-blocking streams do not wait for: the device synchronisation after it makes sure it has
+ * landed before a plan reads it. */
 static md_float4 *upload(const md_system *s) {
     md_float4 *d = NULL;
     if (cudaMalloc((void **)&d, (size_t)s->n * sizeof(md_float4)) != cudaSuccess) return NULL;
-    if (cudaMemcpy(d, s->xyzq, (size_t)s->n * sizeof(md_float4), cudaMemcpyHostToDevice) != cudaSuccess) {
+    if (cudaMemcpy(d, s->xyzq, (size_t)s->n * sizeof(md_float4), cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
         (void)cudaFree(d);
         return NULL;
     }

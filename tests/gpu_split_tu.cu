@@ -98,6 +98,7 @@ static void rdf_across_files(void) {
     MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s.xyzq, s.n, NULL, s.n, NULL, 0, box2));
     MD_CHECK(cudaMalloc((void **)&d, (size_t)s.n * sizeof *d) == cudaSuccess);
     MD_CHECK(cudaMemcpy(d, s.xyzq, (size_t)s.n * sizeof *d, cudaMemcpyHostToDevice) == cudaSuccess);
+    MD_CHECK(cudaDeviceSynchronize() == cudaSuccess); /* landed before the plan's stream reads it */
     MD_CHECK_OK(md_cuda_rdf_plan_create(&p, s.n, NULL, s.n, NULL, 0, 50, NULL));
     MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, d, box));
     MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, d, box2));

@@ -221,7 +221,9 @@ static int gpu_part(const ladder_opts *o, int cells, int dense) {
         printf("FAIL setup: %s\n", md_last_error());
         return 1;
     }
-    if ((e = cudaMemcpy(c.d_xyz, s.xyzq, (size_t)s.n * sizeof(md_float4), cudaMemcpyHostToDevice)) != cudaSuccess) {
+    /* the frame on the device, landed before the plan's (non-blocking) stream reads it */
+    if ((e = cudaMemcpy(c.d_xyz, s.xyzq, (size_t)s.n * sizeof(md_float4), cudaMemcpyHostToDevice)) != cudaSuccess ||
+        (e = cudaDeviceSynchronize()) != cudaSuccess) {
         printf("FAIL setup: %s\n", cudaGetErrorString(e));
         return 1;
     }
