@@ -6,7 +6,10 @@
  *       #define MD_CUDA_IMPLEMENTATION
  *       #include "md_cuda.cu.h"      (it includes md.h)
  *   Build with nvcc -std=c++17 -arch=sm_90 (any sm_70 or newer works).
- *   Other .cu files include "md_cuda.cu.h" without the defines.
+ *   Other .cu files include "md_cuda.cu.h" without the defines. md.h's
+ *   implementation may live in a file of its own instead (a .c file, say):
+ *   then this .cu file defines only MD_CUDA_IMPLEMENTATION
+ *   (tests/gpu_split_tu.cu builds that way).
  *
  * API
  *   Same units, error model and rungs as md.h. A GPU function returns
@@ -38,16 +41,16 @@
  * CONTENTS
  *   core      md_cuda_error, MD_CUDA_TRY, md_cuda_available, md_cuda_get_device_info,
  *             md_cuda_poison (NaN fill), md_cuda_rsqrt_mufu (one MUFU.RSQ);
- *             MD_CUDA_LAUNCH (every launch: checked and
- *             registered) and the kernel registry md_cuda_kernel_name/count/at
+ *             MD_CUDA_LAUNCH (every launch: checked and registered) and the kernel
+ *             registry md_cuda_kernel_register/name/count/at
+ *   plans     the plan convention (create / upload / enqueue / sync / destroy);
+ *             md_cuda_queue (a plan's stream and device flags), md_cuda_flag_raise,
+ *             md_cuda_alloc, md_cuda_alloc_pinned
  *   timing    md_cuda_timer_create/start/stop/destroy, md_cuda_bench (warm-up,
  *             L2 flush, median)
  *   ceilings  md_cuda_measure_ceilings, md_cuda_ceiling_rsqrt/fma/dram/
  *             smem_atomic/launch, md_cuda_ceilings_json: micro-benchmarks of the
  *             units that bound the kernels
- *   plans     the plan convention (create / upload / enqueue / sync / destroy);
- *             md_cuda_queue (a plan's stream and device flags), md_cuda_flag_raise,
- *             md_cuda_alloc, md_cuda_alloc_pinned
  *   dcs       md_cuda_dcs_plan_create/set_split/upload/enqueue/sync/destroy, md_cuda_dcs
  *             (one call, host arrays), md_cuda_dcs_device (device arrays, no plan),
  *             md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
