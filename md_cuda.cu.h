@@ -899,32 +899,32 @@ md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream) {
 
 /* ---- plans ---- */
 
-md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+/* cudaMalloc (pinned = 0) or cudaHostAlloc (pinned = 1) of count * size bytes, checked for
+ * overflow; a failure names what and the size. */
+static md_status md__cuda_alloc(void **p, size_t count, size_t size, const char *what, int pinned) {
+    const char *fn = pinned ? "cudaHostAlloc" : "cudaMalloc";
+    size_t bytes;
     cudaError_t e;
-    *d = NULL;
+    *p = NULL;
     if (size != 0 && count > (size_t)-1 / size)
-        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc", 0, what, "%zu x %zu bytes overflow", count, size);
-    if ((e = cudaMalloc(d, count * size != 0 ? count * size : 1)) != cudaSuccess) {
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, what, "%zu x %zu bytes overflow", count, size);
+    bytes = count * size != 0 ? count * size : 1;
+    e = pinned ? cudaHostAlloc(p, bytes, cudaHostAllocDefault) : cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
         char w[160];
-        *d = NULL;
-        snprintf(w, sizeof w, "cudaMalloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        *p = NULL;
+        snprintf(w, sizeof w, "%s(%s, %zu bytes)", fn, what ? what : "buffer", count * size);
         return md_cuda_error(e, w, __FILE__, __LINE__);
     }
     return MD_OK;
 }
 
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+    return md__cuda_alloc(d, count, size, what, 0);
+}
+
 md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what) {
-    cudaError_t e;
-    *h = NULL;
-    if (size != 0 && count > (size_t)-1 / size)
-        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc_pinned", 0, what, "%zu x %zu bytes overflow", count, size);
-    if ((e = cudaHostAlloc(h, count * size != 0 ? count * size : 1, cudaHostAllocDefault)) != cudaSuccess) {
-        char w[160];
-        *h = NULL;
-        snprintf(w, sizeof w, "cudaHostAlloc(%s, %zu bytes)", what ? what : "buffer", count * size);
-        return md_cuda_error(e, w, __FILE__, __LINE__);
-    }
-    return MD_OK;
+    return md__cuda_alloc(h, count, size, what, 1);
 }
 
 void md_cuda_free(void *d) {

@@ -281,18 +281,46 @@ static void gpu_bad_input(void) {
 
 /* ---- the plan: batches of frames, one sync ---- */
 
-/* Three frames of 1500 random atoms (seeds 21, 22, 23) in three different boxes. */
-static md_status three_frames(md_system s[3], double boxes[3][3]) {
-    int f;
-    md_status st;
-    for (f = 0; f < 3; f++) {
-        boxes[f][0] = 3.1 + 0.2 * f;
-        boxes[f][1] = 3.3 - 0.1 * f;
-        boxes[f][2] = 3.0 + 0.15 * f;
-        if ((st = md_build_random_charges(&s[f], sanitize ? 400 : 1500, boxes[f], 1.0, 21 + f)) != MD_OK) return st;
-        s[f].xyzq[7].y += (float)boxes[f][1]; /* one atom an image away */
+/* Three frames of 1500 random atoms (seeds 21, 22, 23; 400 under MD_SANITIZE) in three different
+ * boxes, on the host and (d) on the device. */
+typedef struct frames3 {
+    md_system s[3];
+    double boxes[3][3];
+    md_float4 *d[3];
+    int n;
+} frames3;
+
+static void frames3_free(frames3 *fr) {
+    for (int f = 0; f < 3; f++) {
+        if (fr->d[f]) (void)cudaFree(fr->d[f]);
+        md_system_free(&fr->s[f]);
     }
+    memset(fr, 0, sizeof *fr);
+}
+
+static md_status frames3_make(frames3 *fr) {
+    md_status st;
+    int f;
+    memset(fr, 0, sizeof *fr);
+    for (f = 0; f < 3; f++) {
+        fr->boxes[f][0] = 3.1 + 0.2 * f;
+        fr->boxes[f][1] = 3.3 - 0.1 * f;
+        fr->boxes[f][2] = 3.0 + 0.15 * f;
+        if ((st = md_build_random_charges(&fr->s[f], sanitize ? 400 : 1500, fr->boxes[f], 1.0, 21 + f)) != MD_OK) {
+            frames3_free(fr);
+            return st;
+        }
+        fr->s[f].xyzq[7].y += (float)fr->boxes[f][1]; /* one atom an image away */
+    }
+    fr->n = fr->s[0].n;
     return MD_OK;
+}
+
+/* The frames on the device; 0 on failure. */
+static int frames3_upload(frames3 *fr) {
+    for (int f = 0; f < 3; f++)
+        if (!(fr->d[f] = upload(&fr->s[f]))) return 0;
+    return 1;
 }
 
 /* Frames enqueued without a sync, then one sync: every rung, A = B and A != B; the accumulator
@@ -301,14 +329,12 @@ static md_status three_frames(md_system s[3], double boxes[3][3]) {
  * frames in the same order. A second batch on the same plan adds on top (the device totals were
  * zeroed by the first sync). A sync with nothing enqueued changes nothing. */
 static void batch_of_frames_one_sync(void) {
-    md_system s[3];
-    double boxes[3][3];
-    md_float4 *d[3];
+    frames3 fr;
     int f, v, c, n, *sb = NULL, nb = 0, i;
     NEED_GPU();
-    MD_CHECK_OK(three_frames(s, boxes));
-    n = s[0].n;
-    for (f = 0; f < 3; f++) MD_CHECK((d[f] = upload(&s[f])) != NULL);
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    MD_CHECK(frames3_upload(&fr));
     sb = (int *)malloc(sizeof(int) * n);
     MD_CHECK(sb != NULL);
     for (i = n / 4; i < n; i++) sb[nb++] = i; /* B overlaps A = 0 .. n/2 - 1 */
@@ -321,14 +347,14 @@ static void batch_of_frames_one_sync(void) {
             char what[64];
             MD_CHECK_OK(md_rdf_init(&ref, 1.45, 61));
             MD_CHECK_OK(md_rdf_init(&g, 1.45, 61));
-            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s[2].xyzq, n, NULL, na, pb, c ? nb : 0, boxes[2]));
-            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &g, s[2].xyzq, n, NULL, na, pb, c ? nb : 0, boxes[2]));
+            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[2].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[2]));
+            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &g, fr.s[2].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[2]));
             for (f = 0; f < 3; f++)
-                MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s[f].xyzq, n, NULL, na, pb, c ? nb : 0, boxes[f]));
+                MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[f].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[f]));
             MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, na, pb, c ? nb : 0, 61, NULL));
             for (f = 0; f < 3; f++) {
                 MD_CHECK_OK(poison_plan(&p));
-                MD_CHECK_OK(md_cuda_rdf_plan_enqueue(gpu_rungs[v], &p, &g, d[f], boxes[f]));
+                MD_CHECK_OK(md_cuda_rdf_plan_enqueue(gpu_rungs[v], &p, &g, fr.d[f], fr.boxes[f]));
             }
             MD_CHECK(p.pending == 3 && g.frames == 1); /* nothing added before the sync */
             MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
@@ -337,9 +363,9 @@ static void batch_of_frames_one_sync(void) {
             MD_CHECK(g.frames == 4 && p.pending == 0);
             MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g)); /* nothing pending: nothing changes */
             MD_CHECKF(same_counts(&ref, &g, what), "%s: an empty sync changed the accumulator", what);
-            MD_CHECK_OK(md_cuda_rdf_plan_enqueue(gpu_rungs[v], &p, &g, d[0], boxes[0]));
+            MD_CHECK_OK(md_cuda_rdf_plan_enqueue(gpu_rungs[v], &p, &g, fr.d[0], fr.boxes[0]));
             MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
-            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s[0].xyzq, n, NULL, na, pb, c ? nb : 0, boxes[0]));
+            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[0].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[0]));
             MD_CHECKF(same_counts(&ref, &g, what), "%s: the second batch", what);
             md_cuda_rdf_plan_destroy(&p);
             md_rdf_free(&ref);
@@ -347,66 +373,56 @@ static void batch_of_frames_one_sync(void) {
         }
     }
     free(sb);
-    for (f = 0; f < 3; f++) {
-        MD_CHECK(cudaFree(d[f]) == cudaSuccess);
-        md_system_free(&s[f]);
-    }
+    frames3_free(&fr);
 }
 
 /* A batch with a non-finite coordinate in its second frame (atoms 17 and 5): the sync fails
  * with MD_ERR_RANGE naming atom 5 (the smallest), the accumulator is untouched, the batch is
  * dropped; the next batch on the same plan counts only its own frame. */
 static void bad_frame_drops_the_batch(void) {
-    md_system s[3];
-    double boxes[3][3];
-    md_float4 *d[3];
+    frames3 fr;
     md_rdf ref, g;
     md_cuda_rdf_plan p;
     int f, n;
     NEED_GPU();
-    MD_CHECK_OK(three_frames(s, boxes));
-    n = s[0].n;
-    s[1].xyzq[17].x = NAN;
-    s[1].xyzq[5].z = INFINITY;
-    for (f = 0; f < 3; f++) MD_CHECK((d[f] = upload(&s[f])) != NULL);
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    fr.s[1].xyzq[17].x = NAN;
+    fr.s[1].xyzq[5].z = INFINITY;
+    MD_CHECK(frames3_upload(&fr));
     MD_CHECK_OK(md_rdf_init(&ref, 1.4, 33));
     MD_CHECK_OK(md_rdf_init(&g, 1.4, 33));
     MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, n, NULL, 0, 33, NULL));
-    for (f = 0; f < 3; f++) MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, d[f], boxes[f]));
+    for (f = 0; f < 3; f++) MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, fr.d[f], fr.boxes[f]));
     MD_CHECK_ERROR(md_cuda_rdf_plan_sync(&p, &g), MD_ERR_RANGE, "field xyz: atom 5 has a non-finite coordinate");
     MD_CHECK(g.frames == 0 && g.counts[0] == 0 && g.sum_pair_density == 0.0 && p.pending == 0);
-    MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, d[2], boxes[2]));
+    MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, fr.d[2], fr.boxes[2]));
     MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
-    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s[2].xyzq, n, NULL, n, NULL, 0, boxes[2]));
+    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[2].xyzq, n, NULL, n, NULL, 0, fr.boxes[2]));
     MD_CHECK(same_counts(&ref, &g, "the batch after a bad one"));
     md_cuda_rdf_plan_destroy(&p);
     md_rdf_free(&ref);
     md_rdf_free(&g);
-    for (f = 0; f < 3; f++) {
-        MD_CHECK(cudaFree(d[f]) == cudaSuccess);
-        md_system_free(&s[f]);
-    }
+    frames3_free(&fr);
 }
 
 /* Two plans at once, each on its own stream (A = B with the shared rung; A != B with the warp
  * rung and launches split at 20000 pairs), frames interleaved, synced in the other order: each
  * equals the CPU. */
 static void concurrent_plans(void) {
-    md_system s[3];
-    double boxes[3][3];
-    md_float4 *d[3];
+    frames3 fr;
     md_rdf r1, r2, c1, c2;
     md_cuda_rdf_plan p1, p2;
     md_cuda_rdf_opts o;
     int f, n, i, sa[1500], sb[1500], na, nb;
     NEED_GPU();
-    MD_CHECK_OK(three_frames(s, boxes));
-    n = s[0].n;
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
     na = n / 5;
     nb = n / 3;
     for (i = 0; i < na; i++) sa[i] = 3 * i;
     for (i = 0; i < nb; i++) sb[i] = n - 1 - 2 * i; /* overlaps A */
-    for (f = 0; f < 3; f++) MD_CHECK((d[f] = upload(&s[f])) != NULL);
+    MD_CHECK(frames3_upload(&fr));
     MD_CHECK_OK(md_rdf_init(&r1, 1.5, 50));
     MD_CHECK_OK(md_rdf_init(&c1, 1.5, 50));
     MD_CHECK_OK(md_rdf_init(&r2, 1.2, 70));
@@ -417,10 +433,10 @@ static void concurrent_plans(void) {
     MD_CHECK_OK(md_cuda_rdf_plan_create(&p2, n, sa, na, sb, nb, 70, &o));
     MD_CHECK(p1.queue.stream != p2.queue.stream);
     for (f = 0; f < 3; f++) {
-        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_SHARED, &p1, &r1, d[f], boxes[f]));
-        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p2, &r2, d[f], boxes[f]));
-        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &c1, s[f].xyzq, n, NULL, n, NULL, 0, boxes[f]));
-        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &c2, s[f].xyzq, n, sa, na, sb, nb, boxes[f]));
+        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_SHARED, &p1, &r1, fr.d[f], fr.boxes[f]));
+        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p2, &r2, fr.d[f], fr.boxes[f]));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &c1, fr.s[f].xyzq, n, NULL, n, NULL, 0, fr.boxes[f]));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &c2, fr.s[f].xyzq, n, sa, na, sb, nb, fr.boxes[f]));
     }
     MD_CHECK(p2.launches >= 2);
     MD_CHECK_OK(md_cuda_rdf_plan_sync(&p2, &r2));
@@ -433,50 +449,42 @@ static void concurrent_plans(void) {
     md_rdf_free(&r2);
     md_rdf_free(&c1);
     md_rdf_free(&c2);
-    for (f = 0; f < 3; f++) {
-        MD_CHECK(cudaFree(d[f]) == cudaSuccess);
-        md_system_free(&s[f]);
-    }
+    frames3_free(&fr);
 }
 
 /* Argument errors of the batch: frames of one batch must share rmax; the sync needs the
  * accumulator they were enqueued for; neither error changes the accumulator or drops the
  * frames already enqueued. */
 static void batch_argument_errors(void) {
-    md_system s[3];
-    double boxes[3][3];
-    md_float4 *d[3];
+    frames3 fr;
     md_rdf g, other, fewer, ref;
     md_cuda_rdf_plan p;
     int f, n;
     NEED_GPU();
-    MD_CHECK_OK(three_frames(s, boxes));
-    n = s[0].n;
-    for (f = 0; f < 3; f++) MD_CHECK((d[f] = upload(&s[f])) != NULL);
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    MD_CHECK(frames3_upload(&fr));
     MD_CHECK_OK(md_rdf_init(&g, 1.4, 40));
     MD_CHECK_OK(md_rdf_init(&ref, 1.4, 40));
     MD_CHECK_OK(md_rdf_init(&other, 1.3, 40));
     MD_CHECK_OK(md_rdf_init(&fewer, 1.4, 39));
     MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, n, NULL, 0, 40, NULL));
-    MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &g, d[0], boxes[0]));
-    MD_CHECK_ERROR(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &other, d[1], boxes[1]), MD_ERR_INVALID_ARGUMENT,
+    MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &g, fr.d[0], fr.boxes[0]));
+    MD_CHECK_ERROR(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &other, fr.d[1], fr.boxes[1]), MD_ERR_INVALID_ARGUMENT,
                    "field rmax");
-    MD_CHECK_ERROR(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &fewer, d[1], boxes[1]), MD_ERR_INVALID_ARGUMENT,
+    MD_CHECK_ERROR(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &fewer, fr.d[1], fr.boxes[1]), MD_ERR_INVALID_ARGUMENT,
                    "field nbins");
     MD_CHECK_ERROR(md_cuda_rdf_plan_sync(&p, &other), MD_ERR_INVALID_ARGUMENT, "is not the accumulator");
     MD_CHECK(p.pending == 1 && other.frames == 0);
     MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
-    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s[0].xyzq, n, NULL, n, NULL, 0, boxes[0]));
+    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[0].xyzq, n, NULL, n, NULL, 0, fr.boxes[0]));
     MD_CHECK(same_counts(&ref, &g, "after refused calls"));
     md_cuda_rdf_plan_destroy(&p);
     md_rdf_free(&g);
     md_rdf_free(&ref);
     md_rdf_free(&other);
     md_rdf_free(&fewer);
-    for (f = 0; f < 3; f++) {
-        MD_CHECK(cudaFree(d[f]) == cudaSuccess);
-        md_system_free(&s[f]);
-    }
+    frames3_free(&fr);
 }
 
 /* Host only: destroy is safe on a zeroed plan and twice; a refused create zeroes its plan. */
@@ -518,30 +526,29 @@ static md_status count_with_public_api(md_cuda_rdf_plan *p, const md_rdf *r, con
 }
 
 static void public_api_counts_equal_cpu(void) {
-    md_system s[3];
-    double boxes[3][3];
+    frames3 fr;
     md_float4 *d = NULL;
     md_rdf ref;
     md_cuda_rdf_plan p;
     unsigned int *d_hist = NULL, h[45];
-    int f, k, n;
+    int k, n;
     NEED_GPU();
-    MD_CHECK_OK(three_frames(s, boxes));
-    n = s[1].n;
-    MD_CHECK((d = upload(&s[1])) != NULL);
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    MD_CHECK((d = upload(&fr.s[1])) != NULL);
     MD_CHECK_OK(md_rdf_init(&ref, 1.5, 45));
-    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s[1].xyzq, n, NULL, n, NULL, 0, boxes[1]));
+    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[1].xyzq, n, NULL, n, NULL, 0, fr.boxes[1]));
     MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, n, NULL, 0, 45, NULL));
     MD_CHECK(cudaMalloc((void **)&d_hist, sizeof h) == cudaSuccess);
     MD_CHECK_OK(poison_plan(&p));
-    MD_CHECK_OK(count_with_public_api(&p, &ref, d, boxes[1], d_hist));
+    MD_CHECK_OK(count_with_public_api(&p, &ref, d, fr.boxes[1], d_hist));
     MD_CHECK(cudaMemcpy(h, d_hist, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
     for (k = 0; k < 45; k++)
         MD_CHECKF(h[k] == ref.counts[k], "bin %d: %u, cpu %llu", k, h[k], (unsigned long long)ref.counts[k]);
     md_cuda_rdf_plan_destroy(&p);
     md_rdf_free(&ref);
     MD_CHECK(cudaFree(d_hist) == cudaSuccess && cudaFree(d) == cudaSuccess);
-    for (f = 0; f < 3; f++) md_system_free(&s[f]);
+    frames3_free(&fr);
 }
 
 /* Run last: the kernels the tests above launched are in the launch registry, each once. */
