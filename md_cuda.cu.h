@@ -684,7 +684,9 @@ static __device__ __forceinline__ int md_cuda_rdf_bin(const md_cuda_rdf_geom *g,
  *  pairs in launches of at most md_cuda_rdf_opts::max_pairs_per_launch pairs into a 32-bit
  *  histogram, and adds each launch's histogram into the 64-bit totals. Kernel arguments: the
  *  frame's float geometry (from its box) and the device pointer of its positions; everything
- *  else is the plan's buffers. */
+ *  else is the plan's buffers. Each enqueue also records its frame's box on the host (the
+ *  normalisation the sync adds), so an RDF enqueue is not one to capture into a CUDA graph: a
+ *  replay would add counts no sync knows the frame of. */
 typedef struct md_cuda_rdf_plan {
     int natoms;                /**< atoms per frame */
     int na;                    /**< atoms in selection A */
