@@ -687,9 +687,11 @@ static void ladder__unused(void) {
     (void)ladder_dcs_case_free;
     (void)ladder_dcs_run;
     (void)ladder_dcs_error;
+    (void)&ladder_dcs_cpu_ops;
 #ifdef __CUDACC__
     (void)ladder_dcs_gpu_begin;
     (void)ladder_gpu_device;
+    (void)&ladder_dcs_gpu_ops;
 #endif
 }
 #endif
