@@ -6,7 +6,10 @@
  *       #define MD_CUDA_IMPLEMENTATION
  *       #include "md_cuda.cu.h"      (it includes md.h)
  *   Build with nvcc -std=c++17 -arch=sm_90 (any sm_70 or newer works).
- *   Other .cu files include "md_cuda.cu.h" without the defines.
+ *   Other .cu files include "md_cuda.cu.h" without the defines. md.h's
+ *   implementation may live in a file of its own instead (a .c file, say):
+ *   then this .cu file defines only MD_CUDA_IMPLEMENTATION
+ *   (tests/gpu_split_tu.cu builds that way).
  *
  * API
  *   Same units, error model and rungs as md.h. A GPU function returns
@@ -15,30 +18,55 @@
  *   Every CUDA call and every launch is checked. md_cuda_available() says
  *   whether a device can be used, and why not.
  *
+ * PLANS
+ *   Every capability is a plan made once and used many times: create (buffers, its own
+ *   non-blocking stream), upload, enqueue (launches only; capturable into a CUDA graph),
+ *   sync (the one synchronisation point; device flags become an md_status), destroy.
+ *   One-call wrappers (md_cuda_dcs, md_cuda_rdf_accumulate) are built on the plans.
+ *   Section "plans" below states the convention.
+ *
  * EXAMPLE
  *       if (!md_cuda_available()) { printf("no GPU: %s\n", md_last_error()); return 0; }
- *       md_cuda_device_info info;  md_cuda_get_device_info(0, &info);
  *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
  *
+ *       md_cuda_dcs_plan p;                      (or: a plan, for many maps)
+ *       if (md_cuda_dcs_plan_create(&p, MD_DCS_GPU_SHARED, sys.n, &grid) != MD_OK) return 1;
+ *       for (int frame = 0; frame < nframes; frame++) {
+ *           md_cuda_dcs_plan_upload(&p, frames[frame], sys.n);   (async, pinned staging)
+ *           md_cuda_dcs_plan_enqueue(&p);                        (launches only)
+ *           if (md_cuda_dcs_plan_sync(&p, &grid) != MD_OK) break; (waits; map into grid)
+ *       }
+ *       md_cuda_dcs_plan_destroy(&p);
+ *
  * CONTENTS
- *   core      md_cuda_error, MD_CUDA_TRY, MD_CUDA_TRY_LAUNCH, md_cuda_available,
- *             md_cuda_get_device_info, md_cuda_poison (NaN fill)
+ *   core      md_cuda_error, MD_CUDA_TRY, md_cuda_available, md_cuda_get_device_info,
+ *             md_cuda_poison (NaN fill), md_cuda_rsqrt_mufu (one MUFU.RSQ);
+ *             MD_CUDA_LAUNCH (every launch: checked and registered) and the kernel
+ *             registry md_cuda_kernel_register/name/count/at
+ *   plans     the plan convention (create / upload / enqueue / sync / destroy);
+ *             md_cuda_queue (a plan's stream and device flags), md_cuda_flag_raise,
+ *             md_cuda_alloc, md_cuda_alloc_pinned
  *   timing    md_cuda_timer_create/start/stop/destroy, md_cuda_bench (warm-up,
  *             L2 flush, median)
  *   ceilings  md_cuda_measure_ceilings, md_cuda_ceiling_rsqrt/fma/dram/
  *             smem_atomic/launch, md_cuda_ceilings_json: micro-benchmarks of the
  *             units that bound the kernels
- *   dcs       md_cuda_dcs (host arrays), md_cuda_dcs_device (device-resident,
- *             for timing), md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
- *             md_cuda_dcs_hybrid_device: direct Coulomb sum, the GPU rungs
- *   rdf       md_cuda_rdf_plan_create/destroy, md_cuda_rdf_accumulate,
- *             md_cuda_rdf_max_bins: radial distribution functions, the GPU rungs
+ *   dcs       md_cuda_dcs_plan_create/set_split/upload/enqueue/sync/destroy, md_cuda_dcs
+ *             (one call, host arrays), md_cuda_dcs_device (device arrays, no plan),
+ *             md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
+ *             md_cuda_dcs_hybrid_splits, md_cuda_dcs_hybrid_device: direct Coulomb
+ *             sum, the GPU rungs
+ *   rdf       md_cuda_rdf_plan_create/enqueue/sync/destroy, md_cuda_rdf_accumulate (one
+ *             frame, one call), md_cuda_rdf_plan_gather, md_cuda_rdf_geom_set,
+ *             md_cuda_rdf_bin (the pair rule), md_cuda_rdf_max_bins: radial distribution
+ *             functions, the GPU rungs
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
 
 #include "md.h"
 #include <cuda_runtime.h>
+#include <atomic> /* MD_CUDA_LAUNCH_NAMED: the per-site registration check */
 
 /** @file md_cuda.cu.h
  *  @brief GPU versions of md.h's kernels (CUDA C, host API callable from C++). */
@@ -61,13 +89,86 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
     } while (0)
 
 /** @brief Check the last kernel launch (cudaGetLastError); on failure return from the
- *  enclosing function with MD_ERR_CUDA naming @p kernel. */
+ *  enclosing function with MD_ERR_CUDA naming @p kernel (a string). For a launch made some
+ *  other way than MD_CUDA_LAUNCH, which checks its own launch and is to be preferred. */
 #define MD_CUDA_TRY_LAUNCH(kernel)                                                                 \
     do {                                                                                           \
         cudaError_t md__e = cudaGetLastError();                                                    \
         if (md__e != cudaSuccess)                                                                  \
             return md_cuda_error(md__e, "launch of " kernel, __FILE__, __LINE__);                  \
     } while (0)
+
+/* ---- the kernel launch registry ---- */
+
+/** @brief Launch @p kernel through the registry (see MD_CUDA_LAUNCH_NAMED), registering it
+ *  under its own spelling (the stringized @p kernel). A template kernel goes in parentheses so its commas do not
+ *  split the macro's arguments: MD_CUDA_LAUNCH((my_kernel<4, 2>), grid, block, 0, s, x, n).
+ *  At least one kernel argument is required (C++17 variadic macros). */
+#define MD_CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                     \
+    MD_CUDA_LAUNCH_NAMED(kernel, #kernel, grid, block, smem, stream, __VA_ARGS__)
+
+/** @brief Launch @p kernel on @p grid x @p block threads with @p smem bytes of dynamic shared memory
+ *  on @p stream, check the launch and register the kernel: the one way every kernel of
+ *  md_cuda.cu.h is launched.
+ *
+ *  - registers {(const void *)kernel, name} in the process-wide kernel registry
+ *    (md_cuda_kernel_register) the first time this launch site sees that kernel; @p name (a
+ *    `const char *` expression, evaluated only then, copied by the registry) is what
+ *    md_cuda_kernel_name() returns for it; template launchers pass a name with the template
+ *    arguments written out;
+ *  - launches it with the triple-chevron syntax (so a launch inside stream capture becomes a
+ *    kernel node whose function pointer is the registered one);
+ *  - checks the launch with cudaGetLastError() and, on failure, returns MD_ERR_CUDA from the
+ *    enclosing function (which must return md_status) with a message naming @p name, the file
+ *    and the line (md_cuda_launch_error).
+ *  The check after registration costs one relaxed atomic load per launch. */
+#define MD_CUDA_LAUNCH_NAMED(kernel, name, grid, block, smem, stream, ...)                         \
+    do {                                                                                           \
+        static std::atomic<const void *> md__seen_(nullptr);                                      \
+        const void *md__fn_ = (const void *)(kernel);                                              \
+        cudaError_t md__le_;                                                                       \
+        if (md__seen_.load(std::memory_order_relaxed) != md__fn_) {                                \
+            (void)md_cuda_kernel_register(md__fn_, (name));                                        \
+            md__seen_.store(md__fn_, std::memory_order_relaxed);                                   \
+        }                                                                                          \
+        kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__); /* the one launch site */      \
+        md__le_ = cudaGetLastError();                                                              \
+        if (md__le_ != cudaSuccess) return md_cuda_launch_error(md__le_, md__fn_, __FILE__, __LINE__); \
+    } while (0)
+
+/** @brief Most kernels the registry holds (define before including, in the file with
+ *  MD_CUDA_IMPLEMENTATION, to change it). A kernel past the limit still launches; it is just
+ *  not registered (md_cuda_kernel_register returns -1). */
+#ifndef MD_CUDA_KERNEL_REGISTRY_MAX
+#define MD_CUDA_KERNEL_REGISTRY_MAX 1024
+#endif
+/** @brief Longest kernel name the registry keeps (longer names are cut, with the end kept
+ *  NUL-terminated). */
+#define MD_CUDA_KERNEL_NAME_MAX 160
+
+/** @brief Register kernel @p func under @p name (copied) in the process-wide, thread-safe kernel
+ *  registry; a function already registered keeps its first name. Returns its index (0, 1, ... in
+ *  order of first registration), or -1 if @p func or @p name is NULL or the registry is full.
+ *  MD_CUDA_LAUNCH calls it; call it yourself for a kernel launched another way (a library
+ *  kernel, cudaLaunchCooperativeKernel). */
+int md_cuda_kernel_register(const void *func, const char *name);
+
+/** @brief Name of a registered kernel (the host function pointer a launch or a graph kernel
+ *  node carries), or NULL if @p func was never registered. Chapter 09's graph comparator
+ *  keys its rules by this table. */
+const char *md_cuda_kernel_name(const void *func);
+
+/** @brief Number of kernels registered so far. */
+int md_cuda_kernel_count(void);
+
+/** @brief Kernel @p i (0 <= i < md_cuda_kernel_count()) of the registry: its function pointer
+ *  and name (either output may be NULL). Errors: @p i out of range (MD_ERR_RANGE). */
+md_status md_cuda_kernel_at(int i, const void **func, const char **name);
+
+/** @brief The md_status of a failed launch of @p func: MD_ERR_CUDA (or MD_ERR_NO_DEVICE) with
+ *  the message of md_cuda_error() for "launch of <its registered name>". MD_CUDA_LAUNCH_NAMED
+ *  calls it. */
+md_status md_cuda_launch_error(cudaError_t err, const void *func, const char *file, int line);
 
 /** @brief 1 if a CUDA device can be used, else 0 with the reason in md_last_error()
  *  (no driver, no device, a device older than sm_70, ...). */
@@ -94,9 +195,134 @@ typedef struct md_cuda_device_info {
 /** @brief Fill @p info for device @p device. */
 md_status md_cuda_get_device_info(int device, md_cuda_device_info *info);
 
+/** @brief One MUFU.RSQ: the hardware's approximate 1/sqrt(x) (PTX rsqrt.approx.ftz.f32), with
+ *  no denormal fix-up. rsqrtf() is the same instruction only under -ftz=true (or
+ *  -use_fast_math); without it nvcc wraps each MUFU.RSQ in a denormal guard (FSETP + two
+ *  FMUL). Every Coulomb rung uses it (each r^2 that reaches it is >= MD_DCS_MIN_R2 or is
+ *  discarded by a select), and so does the MUFU ceiling benchmark, which would otherwise
+ *  measure the guard, not the unit. */
+static __device__ __forceinline__ float md_cuda_rsqrt_mufu(float x) {
+    float y;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /** @brief Fill @p count floats at device pointer @p d_ptr with NaN (bytes 0xFF), so an
  *  element a kernel fails to write shows up in the check. */
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream);
+
+/* ======================================================================== */
+/* plans: the state every GPU capability keeps                              */
+/* ======================================================================== */
+
+/* THE PLAN CONVENTION. A GPU capability (the DCS and RDF here; nonbonded forces, PME and the
+ * MD step later) is a plan object with five kinds of call:
+ *
+ *   md_cuda_X_plan_create(&p, ...)   once. Sized by a capacity: device buffers (md_cuda_alloc),
+ *       pinned host buffers (md_cuda_alloc_pinned, cudaHostAlloc), kernel attributes, cuFFT
+ *       plans, and the plan's md_cuda_queue: its own stream, made with
+ *       cudaStreamCreateWithFlags(cudaStreamNonBlocking), and its device flags. It may
+ *       synchronise. On failure everything made so far is released and the plan is zeroed.
+ *   md_cuda_X_plan_upload(&p, ...)   (where inputs come from host arrays) host data is copied
+ *       into a pinned staging buffer and from there by cudaMemcpyAsync on the plan's stream.
+ *   md_cuda_X_plan_enqueue(&p, ...)  every step. Launches (MD_CUDA_LAUNCH), device-to-device
+ *       copies and memsets on the plan's stream, and nothing else: no cudaMalloc or cudaFree,
+ *       no synchronisation, no copy to or from pageable memory, no __constant__ upload, no
+ *       attribute setting, no reading of results. Data that changes from call to call lives
+ *       in device memory (the plan's buffers), so the arguments a stream capture records stay
+ *       valid; what a plan takes as a kernel argument (a box, an atom count) is named in its
+ *       documentation. A problem the device finds (a non-finite coordinate, an exceeded
+ *       capacity) raises a flag (md_cuda_flag_raise) in the queue's flags word instead of
+ *       failing the call. Host-side argument errors are returned at once.
+ *   md_cuda_X_plan_sync(&p, ...)     the one synchronisation point. It enqueues the copies of
+ *       results and of the flags word into pinned memory, waits for the plan's stream
+ *       (md_cuda_queue_sync), turns a raised flag into an md_status, and only if all is well
+ *       writes the caller's outputs. Any number of enqueues may come before one sync.
+ *   md_cuda_X_plan_destroy(&p)       waits for the plan's stream, frees everything and zeroes
+ *       the plan; safe on a zeroed plan.
+ *
+ * and md_cuda_X(...), the one-call wrapper for users who want one: create, upload, enqueue,
+ * sync, destroy. A plan is used from one host thread at a time; different plans are
+ * independent (different streams, buffers and flags) and may run concurrently. The one
+ * exception is the constant-memory rungs of the DCS: __constant__ memory is process-global,
+ * so one plan at a time may hold it (md_cuda_dcs_plan_create says how). */
+
+/** @brief The device flags of a queue: what a kernel found wrong. Each flag has a detail word;
+ *  md_cuda_flag_raise() combines the details of every raise so the result does not depend on
+ *  thread order. */
+typedef enum md_cuda_flag {
+    MD_CUDA_FLAG_NONFINITE = 0, /**< a non-finite input value; detail: the smallest index at fault */
+    MD_CUDA_FLAG_OVERFLOW,      /**< a capacity was exceeded; detail: the largest size needed */
+    MD_CUDA_FLAG_RANGE,         /**< a value outside its valid range; detail: the smallest index at fault */
+    MD_CUDA_FLAG_COUNT          /**< number of flags */
+} md_cuda_flag;
+
+/** @brief Words of a flags block: word 0 holds bit f for each raised flag f, word 1 + f the
+ *  detail of flag f (0 while it is not raised). */
+#define MD_CUDA_FLAG_WORDS (1 + MD_CUDA_FLAG_COUNT)
+
+/** @brief Raise @p flag with @p detail in the flags block @p flags (MD_CUDA_FLAG_WORDS words in
+ *  device memory, md_cuda_queue::d_flags), from device code. The detail kept is the smallest
+ *  index (MD_CUDA_FLAG_NONFINITE, MD_CUDA_FLAG_RANGE; stored as ~index, so an atomicMax keeps
+ *  it) or the largest size (MD_CUDA_FLAG_OVERFLOW) over all raises since the last sync. */
+static __device__ __forceinline__ void md_cuda_flag_raise(unsigned long long *flags, md_cuda_flag flag,
+                                                          unsigned long long detail) {
+    atomicOr(&flags[0], 1ull << (int)flag);
+    atomicMax(&flags[1 + (int)flag], flag == MD_CUDA_FLAG_OVERFLOW ? detail : ~detail);
+}
+
+/** @brief How md_cuda_queue_sync() words a raised flag: the field at fault and a printf format
+ *  with one %llu (the detail: an index, or the size needed). A NULL member takes the default:
+ *  field "input", "element %llu is not finite" (MD_CUDA_FLAG_NONFINITE); field "capacity",
+ *  "exceeded: %llu needed" (MD_CUDA_FLAG_OVERFLOW); field "input", "element %llu is out of
+ *  range" (MD_CUDA_FLAG_RANGE). */
+typedef struct md_cuda_flag_text {
+    const char *field;  /**< field named in the message */
+    const char *format; /**< message, one %llu */
+} md_cuda_flag_text;
+
+/** @brief What every plan holds first: the device it was made on, its own stream and its
+ *  device flags with their pinned mirror. */
+typedef struct md_cuda_queue {
+    int device;                  /**< device current when the queue was made; use the plan with it current */
+    cudaStream_t stream;         /**< the plan's own stream (cudaStreamNonBlocking) */
+    unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words of device memory, zero until a flag is raised */
+    unsigned long long *h_flags; /**< pinned mirror of d_flags as of the last md_cuda_queue_sync() */
+} md_cuda_queue;
+
+/** @brief Make a queue on the current device: a non-blocking stream, a zeroed flags block and its
+ *  pinned mirror. On failure @p q is zeroed. */
+md_status md_cuda_queue_create(md_cuda_queue *q);
+
+/** @brief The synchronisation point of a plan: enqueue the copy of the flags block into pinned
+ *  memory, wait for the stream, and turn a raised flag into MD_ERR_RANGE with a message naming
+ *  @p where, the field and the detail (@p text: MD_CUDA_FLAG_COUNT entries, or NULL for the
+ *  defaults; the first raised flag in enum order is reported). Raised flags are then cleared
+ *  (an enqueued memset), so the next batch starts clean. Returns the stream's own error if the
+ *  work failed. */
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text);
+
+/** @brief 1 if @p flag was raised in the batch the last md_cuda_queue_sync() checked, with its
+ *  detail in @p detail (may be NULL): the index, or the size needed. 0 otherwise. */
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail);
+
+/** @brief Wait for the queue's stream, then destroy it and free the flags; safe on a zeroed
+ *  queue. */
+void md_cuda_queue_destroy(md_cuda_queue *q);
+
+/** @brief cudaMalloc of @p count * @p size bytes (the product checked for overflow) into @p *d;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what);
+
+/** @brief cudaHostAlloc (pinned, cudaHostAllocDefault) of @p count * @p size bytes into @p *h;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what);
+
+/** @brief cudaFree, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free(void *d);
+
+/** @brief cudaFreeHost, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free_pinned(void *h);
 
 /* ======================================================================== */
 /* timing                                                                   */
@@ -202,7 +428,8 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 /* ======================================================================== */
 
 /* The GPU rungs of the direct Coulomb sum (md.h's md_dcs_variant), slow to fast. Each is a
- * kernel, a launcher and a case of one dispatcher, md_cuda_dcs_device():
+ * kernel, a launcher and a case of one dispatcher (md__dcs_run), which a plan's enqueue and
+ * md_cuda_dcs_device() call:
  *   MD_DCS_GPU_SCATTER  md__dcs_scatter_kernel   thread per atom, atomicAdd into every point
  *   MD_DCS_GPU_GATHER   md__dcs_gather_kernel    thread per point, atoms from global memory
  *   MD_DCS_GPU_CONST    md__dcs_const_kernel     gather, atoms in __constant__ chunks
@@ -276,17 +503,85 @@ static inline __host__ __device__ float md_soft_rsqrtf(float x) {
     return fmaf(y, p, y);
 }
 
+/** @brief A DCS plan: one rung, a capacity in atoms and a grid geometry, made once; atoms
+ *  uploaded, maps computed and brought back as often as wanted (the plan convention, section
+ *  "plans").
+ *
+ *  The constant-memory rungs (MD_DCS_GPU_CONST, _UNROLL4, _UNROLL8, _UNROLL8X2, _HYBRID) read
+ *  their atoms from one __constant__ buffer of MD_DCS_CONST_CHUNK atoms. __constant__ memory is
+ *  process-global, so a plan of such a rung holds the buffer from create to destroy, and while it
+ *  does, a second such plan (or md_cuda_dcs / md_cuda_dcs_device of such a rung) is refused with
+ *  MD_ERR_UNSUPPORTED. With at most MD_DCS_CONST_CHUNK atoms, the upload also copies them into the
+ *  buffer and the enqueue only launches. With more, the enqueue copies chunk after chunk into the
+ *  buffer (device to device, in stream order) before each chunk's launch: the one documented
+ *  exception to "no __constant__ upload in an enqueue", safe because the plan holds the buffer.
+ *  Every other rung may have any number of plans at once. */
+typedef struct md_cuda_dcs_plan {
+    md_dcs_variant variant;         /**< the GPU rung */
+    int soft;                       /**< MD_DCS_GPU_HYBRID: software rsqrts of every 64 (md_cuda_dcs_plan_set_split) */
+    int capacity;                   /**< most atoms an upload may bring */
+    int n;                          /**< atoms of the last upload (0 before the first) */
+    md_grid geometry;               /**< dimensions, origin and spacing of the map (data is NULL) */
+    int out_dims[3];                /**< dimensions of d_out (padded for some rungs; md_cuda_dcs_out_dims) */
+    size_t out_count;               /**< floats in d_out */
+    md_cuda_queue queue;            /**< the plan's stream and flags */
+    md_float4 *d_xyzq;              /**< capacity atoms on the device */
+    md_float4 *h_stage;             /**< pinned staging buffer of the upload, capacity atoms */
+    float *d_out;                   /**< the (padded) map on the device, out_count floats */
+    float *h_out;                   /**< pinned, md_grid_count(geometry) floats: the cropped map of the last sync */
+    cudaEvent_t staged;             /**< recorded after an upload's copy: h_stage is free once it completes */
+    unsigned long long const_claim; /**< nonzero while the plan holds the __constant__ atom buffer */
+    int const_resident;             /**< 1 if the upload put every atom in the __constant__ buffer */
+} md_cuda_dcs_plan;
+
+/** @brief Make a plan for GPU rung @p variant, up to @p capacity atoms, on the grid shaped like
+ *  @p geometry (its dimensions, origin and spacing; data is not read). Allocates the atoms, the
+ *  (padded) map, a pinned staging buffer and a pinned map, and the plan's queue; claims the
+ *  __constant__ buffer for a constant-memory rung. Errors: a CPU rung, capacity < 1, a bad
+ *  geometry (MD_ERR_INVALID_ARGUMENT); the constant buffer held by another plan
+ *  (MD_ERR_UNSUPPORTED, naming the rungs that do not need it); CUDA errors. On failure @p p is
+ *  zeroed. */
+md_status md_cuda_dcs_plan_create(md_cuda_dcs_plan *p, md_dcs_variant variant, int capacity,
+                                  const md_grid *geometry);
+
+/** @brief Choose the hybrid split of an MD_DCS_GPU_HYBRID plan: @p soft of every 64 atom-evals
+ *  of a thread get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt; @p soft must be
+ *  one of md_cuda_dcs_hybrid_splits() (the default is MD_DCS_HYBRID_SOFT). Host only. */
+md_status md_cuda_dcs_plan_set_split(md_cuda_dcs_plan *p, int soft);
+
+/** @brief Bring @p n atoms (host array: x, y, z in nm, q in e) into the plan: copied into the
+ *  pinned staging buffer, then by cudaMemcpyAsync on the plan's stream. Returns before the copy
+ *  is done; it waits only for the previous upload's copy to have left the staging buffer. The
+ *  enqueues after it see these atoms. Errors: NULL, n < 1 (MD_ERR_INVALID_ARGUMENT), n above
+ *  the capacity (MD_ERR_RANGE, field n), CUDA errors. A graph captured from an enqueue stays
+ *  valid across uploads of the same n (the atom count is a kernel argument). */
+md_status md_cuda_dcs_plan_upload(md_cuda_dcs_plan *p, const md_float4 *xyzq, int n);
+
+/** @brief Enqueue the rung on the plan's stream: launches only (and, for a constant-memory rung
+ *  with more than MD_DCS_CONST_CHUNK atoms, the chunk copies described at md_cuda_dcs_plan).
+ *  Every element of d_out is written. Errors: no upload yet (MD_ERR_INVALID_ARGUMENT), a failed
+ *  launch. */
+md_status md_cuda_dcs_plan_enqueue(md_cuda_dcs_plan *p);
+
+/** @brief The synchronisation point: wait for every enqueue so far and, if @p grid is not NULL,
+ *  copy the map (cropped to the grid) into grid->data, which must have the plan's dimensions.
+ *  grid->data is written only after everything succeeded. */
+md_status md_cuda_dcs_plan_sync(md_cuda_dcs_plan *p, md_grid *grid);
+
+/** @brief Wait for the plan's stream, free everything, give back the __constant__ buffer, zero
+ *  the plan. Safe on a zeroed plan. */
+void md_cuda_dcs_plan_destroy(md_cuda_dcs_plan *p);
+
 /** @brief Compute the potential map (kJ mol^-1 e^-1) of @p n charges @p xyzq (host array,
  *  x, y, z in nm and q in e) on every point of @p grid with the GPU rung @p variant,
  *  overwriting grid->data: the same contract as md_dcs().
  *
- *  Copies the atoms to the device, fills the device output with NaN (md_cuda_poison), runs
- *  md_cuda_dcs_device() on the default stream, and copies the map back (cropping a padded
- *  output), so an element a rung failed to write comes back as NaN. grid->data is written only after
- *  everything succeeded. Errors: a CPU rung or unknown variant, NULL pointers, n < 1, a grid
- *  without data (MD_ERR_INVALID_ARGUMENT); no device (MD_ERR_NO_DEVICE); a failed CUDA call
- *  (MD_ERR_CUDA). The constant-memory rungs use one __constant__ buffer: do not run them
- *  concurrently from several host threads or streams. */
+ *  The one-call wrapper of the plan: md_cuda_dcs_plan_create (capacity n), _upload, the map
+ *  filled with NaN (md_cuda_poison) so an element a rung failed to write comes back as NaN,
+ *  _enqueue, _sync, _destroy. grid->data is written only after everything succeeded. Errors: a
+ *  CPU rung or unknown variant, NULL pointers, n < 1, a grid without data
+ *  (MD_ERR_INVALID_ARGUMENT); a constant-memory rung while a plan holds the constant buffer
+ *  (MD_ERR_UNSUPPORTED); no device (MD_ERR_NO_DEVICE); a failed CUDA call (MD_ERR_CUDA). */
 md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid);
 
 /** @brief Number of floats md_cuda_dcs_device() writes for @p variant on a grid shaped like
@@ -299,10 +594,13 @@ size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry);
  *  (i, j, k) of the grid is at d_out[((size_t)k * dims[1] + j) * dims[0] + i]. */
 md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, int dims[3]);
 
-/** @brief Device-resident DCS for timing: @p d_xyzq holds @p n atoms on the device, @p d_out
- *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream (no
- *  synchronisation). Only the dimensions, origin and spacing of @p geometry are read.
- *  Every element of the (padded) output is written. */
+/** @brief DCS on device arrays without a plan: @p d_xyzq holds @p n atoms on the device, @p d_out
+ *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream. Only the
+ *  dimensions, origin and spacing of @p geometry are read. Every element of the (padded) output
+ *  is written. A rung without constant memory only launches. A constant-memory rung claims the
+ *  __constant__ buffer for the call (MD_ERR_UNSUPPORTED if a plan holds it), copies the chunks
+ *  in, launches, and waits for @p stream before giving the buffer back, so it synchronises and
+ *  cannot be captured: for repeated or captured work, make a plan. */
 md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n,
                              const md_grid *geometry, float *d_out, cudaStream_t stream);
 
@@ -320,7 +618,9 @@ int md_cuda_dcs_hybrid_splits(int *splits, int cap);
 /** @brief md_cuda_dcs_device() of the hybrid rung with a chosen split: @p soft of every 64
  *  atom-evals of a thread get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt.
  *  @p soft must be one of md_cuda_dcs_hybrid_splits(); the output is shaped as for
- *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_SOFT. */
+ *  MD_DCS_GPU_HYBRID. Like md_cuda_dcs_device() for a constant-memory rung, it claims the
+ *  __constant__ buffer for the call and waits for @p stream; a plan with
+ *  md_cuda_dcs_plan_set_split() does the same without waiting. */
 md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
                                     const md_grid *geometry, float *d_out, cudaStream_t stream);
 
@@ -338,19 +638,56 @@ md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
 
 /** @brief Options of the GPU RDF; a zero field takes its default. */
 typedef struct md_cuda_rdf_opts {
-    cudaStream_t stream;                     /**< stream to run on (default: the legacy stream) */
     unsigned long long max_pairs_per_launch; /**< split launches so none visits more pairs (default and
                                                   upper limit MD_CUDA_RDF_MAX_LAUNCH_PAIRS); tests lower it */
     int max_bins_per_pass;                   /**< MD_RDF_GPU_PASSES: bins per pass (default: as many as one
                                                   block's shared memory holds); tests lower it */
 } md_cuda_rdf_opts;
 
-/** @brief Device buffers and selections of a GPU RDF, made once and reused every frame.
+/** @brief The float geometry of one frame, exactly as md.h's CPU rungs compute it from the box
+ *  and the accumulator (md_cuda_rdf_geom_set); md_cuda_rdf_bin() is the pair rule on it. */
+typedef struct md_cuda_rdf_geom {
+    float L[3];  /**< box edges, (float)box[d] */
+    float iL[3]; /**< (float)(1 / box[d]) */
+    float rmax2; /**< (float)(rmax^2) */
+    float inv_w; /**< (float)(nbins / rmax): bins per nm */
+    int nbins;   /**< bins */
+} md_cuda_rdf_geom;
+
+/** @brief Fill @p g for a frame in @p box (nm) counted into an accumulator shaped like @p r.
+ *  Errors: box edges below 2 rmax (MD_ERR_RANGE, field box, md_rdf_check_box), NULLs. */
+md_status md_cuda_rdf_geom_set(md_cuda_rdf_geom *g, const md_rdf *r, const double box[3]);
+
+/** @brief The pair rule of every RDF rung: the bin of the pair (@p a, @p b) of wrapped positions
+ *  (x, y, z of float4s that md_cuda_rdf_plan_gather() wrote), or -1 when r^2 >= rmax^2. The
+ *  same float operations as md.h's CPU rungs, each explicitly rounded (__fsub_rn, __fmaf_rn,
+ *  ...) so no compiler flag can change a bin: that is what makes the GPU counts equal the CPU
+ *  counts exactly. */
+static __device__ __forceinline__ int md_cuda_rdf_bin(const md_cuda_rdf_geom *g, float4 a, float4 b) {
+    const float ex = __fsub_rn(b.x, a.x), ey = __fsub_rn(b.y, a.y), ez = __fsub_rn(b.z, a.z);
+    /* the minimum image: min(|d|, L - |d|), one FADD and one FMNMX */
+    const float dx = fminf(fabsf(ex), __fsub_rn(g->L[0], fabsf(ex)));
+    const float dy = fminf(fabsf(ey), __fsub_rn(g->L[1], fabsf(ey)));
+    const float dz = fminf(fabsf(ez), __fsub_rn(g->L[2], fabsf(ez)));
+    const float r2 = __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
+    int k;
+    if (!(r2 < g->rmax2)) return -1; /* out of range: no square root */
+    k = (int)__fmul_rn(__fsqrt_rn(r2), g->inv_w);
+    return k < g->nbins ? k : g->nbins - 1;
+}
+
+/** @brief A GPU RDF plan (the plan convention, section "plans"): selections uploaded and
+ *  buffers made once; frames enqueued without any synchronisation; 64-bit totals kept on the
+ *  device across frames until md_cuda_rdf_plan_sync() brings them back.
  *
- *  Selections are uploaded once; each frame, md_cuda_rdf_accumulate() gathers the selected
- *  positions (wrapped into the box, with the atom index in .w), counts pairs in launches of
- *  at most md_cuda_rdf_opts::max_pairs_per_launch pairs into a 32-bit histogram, adds each
- *  launch's histogram into 64-bit totals on the device, and copies the totals back. */
+ *  Each enqueued frame gathers the selected positions (wrapped into the box, the atom index in
+ *  .w; a non-finite coordinate raises MD_CUDA_FLAG_NONFINITE with the atom's index), counts
+ *  pairs in launches of at most md_cuda_rdf_opts::max_pairs_per_launch pairs into a 32-bit
+ *  histogram, and adds each launch's histogram into the 64-bit totals. Kernel arguments: the
+ *  frame's float geometry (from its box) and the device pointer of its positions; everything
+ *  else is the plan's buffers. Each enqueue also records its frame's box on the host (the
+ *  normalisation the sync adds), so an RDF enqueue is not one to capture into a CUDA graph: a
+ *  replay would add counts no sync knows the frame of. */
 typedef struct md_cuda_rdf_plan {
     int natoms;                /**< atoms per frame */
     int na;                    /**< atoms in selection A */
@@ -359,43 +696,77 @@ typedef struct md_cuda_rdf_plan {
     int nbins;                 /**< bins (must equal md_rdf::nbins of the accumulator) */
     double pairs;              /**< pairs counted per frame (md_rdf_selection_pairs) */
     double centers;            /**< centres per frame (md_rdf_selection_pairs) */
+    md_cuda_queue queue;       /**< the plan's stream and flags */
     int *d_sel_a;              /**< selection A on the device */
     int *d_sel_b;              /**< selection B on the device (NULL when A = B) */
     md_float4 *d_a;            /**< gathered, wrapped positions of A (.w: atom index bits) */
     md_float4 *d_b;            /**< gathered, wrapped positions of B (== d_a when A = B) */
     unsigned int *d_h32;       /**< 32-bit histogram of one launch */
-    unsigned long long *d_h64; /**< 64-bit totals of one frame; its last word flags a bad coordinate */
-    unsigned long long *h_h64; /**< host copy of md_cuda_rdf_plan::d_h64 */
+    unsigned long long *d_h64; /**< 64-bit totals of the frames enqueued since the last sync */
+    unsigned long long *h_h64; /**< pinned copy of d_h64, written by md_cuda_rdf_plan_sync */
+    int max_bins_shared;       /**< most bins MD_RDF_GPU_SHARED holds in one block's shared memory */
+    int max_bins_warp;         /**< most bins MD_RDF_GPU_WARP holds */
     md_cuda_rdf_opts opts;     /**< options (defaults filled in) */
-    long long launches;        /**< counting launches of the last frame (the overflow tests read it) */
-    int passes;                /**< bin-range passes per launch of the last frame */
+    long long pending;         /**< frames enqueued since the last sync */
+    double rmax;               /**< rmax of those frames' accumulator */
+    double *boxes;             /**< their boxes, 3 doubles each (host memory, grown as needed) */
+    long long boxes_cap;       /**< frames md_cuda_rdf_plan::boxes holds */
+    long long launches;        /**< counting launches of the last enqueued frame (the overflow tests read it) */
+    int passes;                /**< bin-range passes per launch of the last enqueued frame */
 } md_cuda_rdf_plan;
 
 /** @brief Make a plan for frames of @p natoms atoms, selections A (@p sel_a, @p na) and B
  *  (@p sel_b, @p nb; host arrays, same rules as md_rdf_selection_pairs()) and @p nbins bins.
- *  @p opts may be NULL. Errors: those of md_rdf_selection_pairs(), nb above
- *  65535 * MD_CUDA_RDF_TILE (MD_ERR_RANGE), CUDA errors. */
+ *  @p opts may be NULL. Uploads the selections, allocates the buffers, sets the counting
+ *  kernels' shared-memory attribute, makes the plan's queue. Errors: those of
+ *  md_rdf_selection_pairs(), nbins outside 1..2^26 or nb above 65535 * MD_CUDA_RDF_TILE
+ *  (MD_ERR_RANGE), CUDA errors. On failure @p p is zeroed. */
 md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
                                   int nb, int nbins, const md_cuda_rdf_opts *opts);
 
-/** @brief Release the plan's device and host buffers (safe on a zeroed plan). */
+/** @brief Wait for the plan's stream, release its device, pinned and host buffers, zero it
+ *  (safe on a zeroed plan). Frames enqueued and not synced are dropped. */
 void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p);
 
 /** @brief Most bins a GPU rung can hold in one block's shared memory on the current device
  *  (MD_RDF_GPU_GLOBAL and MD_RDF_GPU_PASSES: no limit, INT_MAX). */
 md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins);
 
-/** @brief Add one frame to @p r with a GPU rung: @p d_xyz holds the frame's p->natoms positions
- *  on the device, @p box its orthorhombic box (nm).
+/** @brief Enqueue one frame with GPU rung @p variant: @p d_xyz holds the frame's p->natoms
+ *  positions on the device, @p box its orthorhombic box (nm); @p r (read only: rmax, nbins) is
+ *  the accumulator the frame will be added to at the next md_cuda_rdf_plan_sync().
  *
- *  The counts equal md_rdf_accumulate()'s exactly (same float operations). Blocks until the
- *  counts are back on the host. Errors: a CPU rung (MD_ERR_UNSUPPORTED), r->nbins != p->nbins
- *  (MD_ERR_INVALID_ARGUMENT), box edges below 2 rmax (MD_ERR_RANGE, field box), a non-finite
- *  coordinate (MD_ERR_RANGE, field xyz), MD_RDF_GPU_SHARED / MD_RDF_GPU_WARP with more bins
- *  than shared memory holds (MD_ERR_UNSUPPORTED, field nbins: use MD_RDF_GPU_PASSES), CUDA
- *  errors. On failure @p r is untouched. */
+ *  No synchronisation: the counts stay in the plan's 64-bit device totals. Host-side errors are
+ *  returned at once and enqueue nothing: a CPU rung (MD_ERR_UNSUPPORTED), r->nbins != p->nbins
+ *  or an rmax other than that of the frames already enqueued since the last sync
+ *  (MD_ERR_INVALID_ARGUMENT), box edges below 2 rmax (MD_ERR_RANGE, field box),
+ *  MD_RDF_GPU_SHARED / MD_RDF_GPU_WARP with more bins than shared memory holds
+ *  (MD_ERR_UNSUPPORTED, field nbins: use MD_RDF_GPU_PASSES). A non-finite coordinate is found
+ *  on the device and reported by the sync. */
+md_status md_cuda_rdf_plan_enqueue(md_rdf_variant variant, md_cuda_rdf_plan *p, const md_rdf *r,
+                                   const md_float4 *d_xyz, const double box[3]);
+
+/** @brief The synchronisation point: wait for every frame enqueued since the last sync, then
+ *  add their counts and their normalisation (md_rdf_add_frame, frame by frame, in order) to
+ *  @p r. The counts equal md_rdf_accumulate()'s exactly (same float operations), frame for
+ *  frame. Errors: @p r not shaped as the frames' accumulator (MD_ERR_INVALID_ARGUMENT); a
+ *  non-finite coordinate in any of the frames (MD_ERR_RANGE, field xyz, naming the smallest
+ *  such atom index); CUDA errors. On failure @p r is untouched and the frames are dropped. With
+ *  nothing enqueued it only waits. */
+md_status md_cuda_rdf_plan_sync(md_cuda_rdf_plan *p, md_rdf *r);
+
+/** @brief One frame, one call: md_cuda_rdf_plan_enqueue() then md_cuda_rdf_plan_sync(), so it
+ *  blocks until the counts are in @p r. Errors: those two functions'; on failure @p r is
+ *  untouched. For many frames, enqueue them and sync once. */
 md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
                                  const md_float4 *d_xyz, const double box[3]);
+
+/** @brief The first step of an enqueue alone, for a counting kernel of one's own (chapter 05's
+ *  exercise): gather the frame's selected positions, wrapped into @p box, into p->d_a and p->d_b
+ *  on the plan's stream, and write the frame's geometry to @p g. Adds nothing to the totals.
+ *  Errors: as md_cuda_rdf_plan_enqueue()'s for the box and the accumulator. */
+md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz,
+                                  const double box[3], md_cuda_rdf_geom *g);
 
 #endif /* MD_CUDA_CU_H */
 
@@ -409,6 +780,7 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
 
 #include <math.h>
 #include <string.h>
+#include <mutex>
 
 /* ---- core ---- */
 
@@ -420,6 +792,60 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
     return md_set_error(st, file, line, NULL, "%s%s failed: %s (%s)",
                         st == MD_ERR_NO_DEVICE ? "no NVIDIA driver / no GPU: " : "", what,
                         cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+/* ---- the kernel registry: a fixed table, appended under a mutex, never moved ---- */
+
+typedef struct md__kernel_entry {
+    const void *func;
+    char name[MD_CUDA_KERNEL_NAME_MAX];
+} md__kernel_entry;
+
+static md__kernel_entry md__kernels[MD_CUDA_KERNEL_REGISTRY_MAX];
+static std::atomic<int> md__kernel_count(0); /* entries [0, count) are complete */
+static std::mutex md__kernel_mutex;          /* serialises appends */
+
+static int md__kernel_find(const void *func, int count) {
+    for (int i = 0; i < count; i++)
+        if (md__kernels[i].func == func) return i;
+    return -1;
+}
+
+int md_cuda_kernel_register(const void *func, const char *name) {
+    int i, n;
+    if (!func || !name) return -1;
+    std::lock_guard<std::mutex> lock(md__kernel_mutex);
+    n = md__kernel_count.load(std::memory_order_relaxed);
+    if ((i = md__kernel_find(func, n)) >= 0) return i;
+    if (n >= MD_CUDA_KERNEL_REGISTRY_MAX) return -1;
+    md__kernels[n].func = func;
+    snprintf(md__kernels[n].name, sizeof md__kernels[n].name, "%s", name);
+    md__kernel_count.store(n + 1, std::memory_order_release); /* publish the whole entry */
+    return n;
+}
+
+const char *md_cuda_kernel_name(const void *func) {
+    const int i = md__kernel_find(func, md__kernel_count.load(std::memory_order_acquire));
+    return i >= 0 ? md__kernels[i].name : NULL;
+}
+
+int md_cuda_kernel_count(void) { return md__kernel_count.load(std::memory_order_acquire); }
+
+md_status md_cuda_kernel_at(int i, const void **func, const char **name) {
+    const int n = md__kernel_count.load(std::memory_order_acquire);
+    if (i < 0 || i >= n)
+        return md_set_error(MD_ERR_RANGE, "md_cuda_kernel_at", 0, "i", "%d is outside 0..%d", i, n - 1);
+    if (func) *func = md__kernels[i].func;
+    if (name) *name = md__kernels[i].name;
+    return MD_OK;
+}
+
+md_status md_cuda_launch_error(cudaError_t err, const void *func, const char *file, int line) {
+    char what[MD_CUDA_KERNEL_NAME_MAX + 32];
+    const char *name = md_cuda_kernel_name(func);
+    if (name) snprintf(what, sizeof what, "launch of %s", name);
+    else snprintf(what, sizeof what, "launch of kernel %p", func);
+    return md_cuda_error(err, what, file, line);
 }
 
 int md_cuda_available(void) {
@@ -473,6 +899,116 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info) {
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream) {
     MD_CUDA_TRY(cudaMemsetAsync(d_ptr, 0xFF, count * sizeof(float), stream));
     return MD_OK;
+}
+
+/* ---- plans ---- */
+
+/* cudaMalloc (pinned = 0) or cudaHostAlloc (pinned = 1) of count * size bytes, checked for
+ * overflow; a failure names what and the size. */
+static md_status md__cuda_alloc(void **p, size_t count, size_t size, const char *what, int pinned) {
+    const char *fn = pinned ? "cudaHostAlloc" : "cudaMalloc";
+    size_t bytes;
+    cudaError_t e;
+    *p = NULL;
+    if (size != 0 && count > (size_t)-1 / size)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, what, "%zu x %zu bytes overflow", count, size);
+    bytes = count * size != 0 ? count * size : 1;
+    e = pinned ? cudaHostAlloc(p, bytes, cudaHostAllocDefault) : cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        char w[160];
+        *p = NULL;
+        snprintf(w, sizeof w, "%s(%s, %zu bytes)", fn, what ? what : "buffer", count * size);
+        return md_cuda_error(e, w, __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+    return md__cuda_alloc(d, count, size, what, 0);
+}
+
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what) {
+    return md__cuda_alloc(h, count, size, what, 1);
+}
+
+void md_cuda_free(void *d) {
+    if (d) (void)cudaFree(d);
+}
+
+void md_cuda_free_pinned(void *h) {
+    if (h) (void)cudaFreeHost(h);
+}
+
+void md_cuda_queue_destroy(md_cuda_queue *q) {
+    if (!q) return;
+    if (q->stream) {
+        (void)cudaStreamSynchronize(q->stream);
+        (void)cudaStreamDestroy(q->stream);
+    }
+    md_cuda_free(q->d_flags);
+    md_cuda_free_pinned(q->h_flags);
+    memset(q, 0, sizeof *q);
+}
+
+md_status md_cuda_queue_create(md_cuda_queue *q) {
+    md_cuda_queue t;
+    md_status st;
+    cudaError_t e;
+    if (!q) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create", 0, "q", "is NULL");
+    memset(q, 0, sizeof *q);
+    memset(&t, 0, sizeof t);
+    if ((e = cudaGetDevice(&t.device)) != cudaSuccess) return md_cuda_error(e, "cudaGetDevice", __FILE__, __LINE__);
+    if ((e = cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        t.stream = NULL;
+        return md_cuda_error(e, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    }
+    if ((st = md_cuda_alloc((void **)&t.d_flags, MD_CUDA_FLAG_WORDS, sizeof *t.d_flags, "flags")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_flags, MD_CUDA_FLAG_WORDS, sizeof *t.h_flags, "flags mirror")) != MD_OK)
+        goto fail;
+    memset(t.h_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.h_flags);
+    if ((e = cudaMemsetAsync(t.d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.d_flags, t.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(t.stream)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemsetAsync(flags)", __FILE__, __LINE__);
+        goto fail;
+    }
+    *q = t;
+    return MD_OK;
+fail:
+    md_cuda_queue_destroy(&t);
+    return st;
+}
+
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail) {
+    unsigned long long d;
+    if (!q || !q->h_flags || (int)flag < 0 || flag >= MD_CUDA_FLAG_COUNT) return 0;
+    if (!((q->h_flags[0] >> (int)flag) & 1ull)) return 0;
+    d = q->h_flags[1 + (int)flag];
+    if (detail) *detail = flag == MD_CUDA_FLAG_OVERFLOW ? d : ~d;
+    return 1;
+}
+
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text) {
+    static const char *const fields[MD_CUDA_FLAG_COUNT] = {"input", "capacity", "input"};
+    static const char *const formats[MD_CUDA_FLAG_COUNT] = {"element %llu is not finite", "exceeded: %llu needed",
+                                                           "element %llu is out of range"};
+    char msg[256];
+    unsigned long long detail = 0;
+    int f;
+    if (!q || !q->stream || !q->d_flags)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where ? where : "md_cuda_queue_sync", 0, "queue",
+                            "is not made (md_cuda_queue_create)");
+    MD_CUDA_TRY(cudaMemcpyAsync(q->h_flags, q->d_flags, MD_CUDA_FLAG_WORDS * sizeof *q->h_flags,
+                                cudaMemcpyDeviceToHost, q->stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(q->stream));
+    if (q->h_flags[0] == 0) return MD_OK;
+    MD_CUDA_TRY(cudaMemsetAsync(q->d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *q->d_flags, q->stream));
+    for (f = 0; f < MD_CUDA_FLAG_COUNT; f++)
+        if (md_cuda_queue_flag(q, (md_cuda_flag)f, &detail)) break;
+    if (f == MD_CUDA_FLAG_COUNT)
+        return md_set_error(MD_ERR_RANGE, where, 0, "flags", "unknown device flags 0x%llx", q->h_flags[0]);
+    /* the format comes from the caller's table or the defaults above; it takes one %llu */
+    snprintf(msg, sizeof msg, text && text[f].format ? text[f].format : formats[f], detail);
+    return md_set_error(MD_ERR_RANGE, where, 0, text && text[f].field ? text[f].field : fields[f], "%s", msg);
 }
 
 /* ---- timing ---- */
@@ -597,15 +1133,6 @@ static md_status md__ceil_grid(const void *kernel, int *grid) {
     return MD_OK;
 }
 
-/* One MUFU.RSQ. rsqrtf() is the same instruction when compiled with -ftz=true (or
- * -use_fast_math); without it nvcc wraps each MUFU.RSQ in a denormal guard (FSETP + two FMUL),
- * which would make this loop measure the guard, not the unit. */
-static __device__ __forceinline__ float md__ceil_rsqrt_ftz(float x) {
-    float y;
-    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* x = rsqrt(x) + c stays in [c, c + 1/sqrt(c)] for c >= 1: no denormal, no overflow. */
 __global__ void md__ceil_rsqrt_kernel(const float *__restrict__ in, float *__restrict__ out,
                                       int iters) {
@@ -618,7 +1145,7 @@ __global__ void md__ceil_rsqrt_kernel(const float *__restrict__ in, float *__res
 #pragma unroll
         for (u = 0; u < 4; u++)
 #pragma unroll
-            for (k = 0; k < MD__CEIL_CHAINS; k++) x[k] = md__ceil_rsqrt_ftz(x[k]) + c;
+            for (k = 0; k < MD__CEIL_CHAINS; k++) x[k] = md_cuda_rsqrt_mufu(x[k]) + c;
     }
 #pragma unroll
     for (k = 0; k < MD__CEIL_CHAINS; k++) s += x[k];
@@ -677,7 +1204,8 @@ __global__ void md__ceil_copy_kernel(const float4 *__restrict__ src, float4 *__r
     for (; i < n; i += stride) dst[i] = src[i];
 }
 
-__global__ void md__ceil_empty_kernel(void) {}
+/* Empty; the argument is there because MD_CUDA_LAUNCH needs one. */
+__global__ void md__ceil_empty_kernel(int unused) { (void)unused; }
 
 /* ---- compute-bound kernels: rsqrt, fma, shared atomics ---- */
 
@@ -693,19 +1221,16 @@ static md_status md__ceil_compute_run(void *ctx, cudaStream_t stream) {
     md__ceil_compute *c = (md__ceil_compute *)ctx;
     switch (c->kind) {
     case MD__CEIL_RSQRT:
-        md__ceil_rsqrt_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const float *)c->in,
-                                                                      (float *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_rsqrt_kernel");
+        MD_CUDA_LAUNCH(md__ceil_rsqrt_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const float *)c->in,
+                       (float *)c->out, c->iters);
         break;
     case MD__CEIL_FMA:
-        md__ceil_fma_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const float *)c->in,
-                                                                    (float *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_fma_kernel");
+        MD_CUDA_LAUNCH(md__ceil_fma_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const float *)c->in,
+                       (float *)c->out, c->iters);
         break;
     case MD__CEIL_SMEM_ATOMIC:
-        md__ceil_smem_atomic_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const int *)c->in,
-                                                                            (int *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_smem_atomic_kernel");
+        MD_CUDA_LAUNCH(md__ceil_smem_atomic_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const int *)c->in,
+                       (int *)c->out, c->iters);
         break;
     }
     return MD_OK;
@@ -793,8 +1318,7 @@ typedef struct md__ceil_copy {
 
 static md_status md__ceil_copy_run(void *ctx, cudaStream_t stream) {
     md__ceil_copy *c = (md__ceil_copy *)ctx;
-    md__ceil_copy_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>(c->src, c->dst, c->n);
-    MD_CUDA_TRY_LAUNCH("md__ceil_copy_kernel");
+    MD_CUDA_LAUNCH(md__ceil_copy_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, c->src, c->dst, c->n);
     return MD_OK;
 }
 
@@ -884,8 +1408,7 @@ static md_status md__ceil_launch_run(void *ctx, cudaStream_t stream) {
     md__ceil_launch *c = (md__ceil_launch *)ctx;
     int i;
     for (i = 0; i < c->count; i++) {
-        md__ceil_empty_kernel<<<1, 1, 0, stream>>>();
-        MD_CUDA_TRY_LAUNCH("md__ceil_empty_kernel");
+        MD_CUDA_LAUNCH(md__ceil_empty_kernel, 1, 1, 0, stream, 0);
     }
     return MD_OK;
 }
@@ -995,30 +1518,48 @@ md_status md_cuda_measure_ceilings(md_cuda_ceilings *c) {
     return MD_OK;
 }
 
+/* One JSON number as md.h's md_bench_json writes it: %.6g, or null for NaN and infinities. */
+static void md__cuda_json_number(char *buf, size_t cap, double v) {
+    if (isfinite(v)) snprintf(buf, cap, "%.6g", v);
+    else snprintf(buf, cap, "null");
+}
+
 int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c) {
-    md__sb b;
-    double per_clk = (c && c->sm_count > 0 && c->clock_khz > 0) ? (double)c->sm_count * c->clock_khz * 1e3 : NAN;
+    enum { NUM = 12 };
+    char dev[6 * sizeof c->device], num[NUM][32];
+    double v[NUM], per_clk;
+    size_t k = 0, i;
     if (!c) return -1;
-    b.buf = buf;
-    b.cap = buf ? cap : 0;
-    b.len = 0;
-    md__sb_printf(&b, "{\"schema\":\"md_ceilings/1\"");
-    md__json_string(&b, "device", c->device);
-    md__sb_printf(&b, ",\"sm_count\":%d", c->sm_count);
-    md__json_number(&b, "clock_mhz", c->clock_khz > 0 ? c->clock_khz * 1e-3 : NAN);
-    md__json_number(&b, "rsqrt_per_s", c->rsqrt_per_s);
-    md__json_number(&b, "rsqrt_per_sm_clk", c->rsqrt_per_s / per_clk);
-    md__json_number(&b, "fma_per_s", c->fma_per_s);
-    md__json_number(&b, "fma_per_sm_clk", c->fma_per_s / per_clk);
-    md__json_number(&b, "flop_per_s", 2.0 * c->fma_per_s);
-    md__json_number(&b, "dram_bytes_per_s", c->dram_bytes_per_s);
-    md__json_number(&b, "memcpy_bytes_per_s", c->memcpy_bytes_per_s);
-    md__json_number(&b, "smem_atomic_per_s", c->smem_atomic_per_s);
-    md__json_number(&b, "smem_atomic_per_sm_clk", c->smem_atomic_per_s / per_clk);
-    md__json_number(&b, "launch_s", c->launch_s);
-    md__json_number(&b, "graph_node_s", c->graph_node_s);
-    md__sb_printf(&b, "}");
-    return b.len > (size_t)INT_MAX ? INT_MAX : (int)b.len;
+    /* the device name as a JSON string: quote and backslash escaped, control characters as \u00XX */
+    for (i = 0; i < sizeof c->device && c->device[i]; i++) {
+        const unsigned char ch = (unsigned char)c->device[i];
+        if (ch == '"' || ch == '\\') k += (size_t)snprintf(dev + k, sizeof dev - k, "\\%c", ch);
+        else if (ch < 0x20) k += (size_t)snprintf(dev + k, sizeof dev - k, "\\u%04x", ch);
+        else dev[k++] = (char)ch;
+    }
+    dev[k] = '\0';
+    per_clk = (c->sm_count > 0 && c->clock_khz > 0) ? (double)c->sm_count * c->clock_khz * 1e3 : NAN;
+    v[0] = c->clock_khz > 0 ? c->clock_khz * 1e-3 : NAN;
+    v[1] = c->rsqrt_per_s;
+    v[2] = c->rsqrt_per_s / per_clk;
+    v[3] = c->fma_per_s;
+    v[4] = c->fma_per_s / per_clk;
+    v[5] = 2.0 * c->fma_per_s;
+    v[6] = c->dram_bytes_per_s;
+    v[7] = c->memcpy_bytes_per_s;
+    v[8] = c->smem_atomic_per_s;
+    v[9] = c->smem_atomic_per_s / per_clk;
+    v[10] = c->launch_s;
+    v[11] = c->graph_node_s;
+    for (i = 0; i < NUM; i++) md__cuda_json_number(num[i], sizeof num[i], v[i]);
+    /* one snprintf: it returns the length the whole object needs, as the contract says */
+    return snprintf(buf, buf ? cap : 0,
+                    "{\"schema\":\"md_ceilings/1\",\"device\":\"%s\",\"sm_count\":%d,\"clock_mhz\":%s,\"rsqrt_per_s\":%s,"
+                    "\"rsqrt_per_sm_clk\":%s,\"fma_per_s\":%s,\"fma_per_sm_clk\":%s,\"flop_per_s\":%s,"
+                    "\"dram_bytes_per_s\":%s,\"memcpy_bytes_per_s\":%s,\"smem_atomic_per_s\":%s,"
+                    "\"smem_atomic_per_sm_clk\":%s,\"launch_s\":%s,\"graph_node_s\":%s}",
+                    dev, c->sm_count, num[0], num[1], num[2], num[3], num[4], num[5], num[6], num[7], num[8], num[9],
+                    num[10], num[11]);
 }
 
 /* ---- dcs ---- */
@@ -1035,13 +1576,12 @@ typedef struct md__dcs_geom {
  * the same atom at the same time: the constant cache broadcasts it in one transaction. */
 __constant__ float4 md__dcs_catoms[MD_DCS_CONST_CHUNK];
 
-/* MUFU.RSQ with no denormal fix-up (rsqrtf without -ftz adds one): every r^2 that reaches
- * it is >= MD_DCS_MIN_R2 or is discarded by a select. */
-static __device__ __forceinline__ float md__rsqrt_mufu(float x) {
-    float y;
-    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
+/* Public, in the file with MD_CUDA_IMPLEMENTATION only (the buffer lives there): atom a of the
+ * constant buffer, for a kernel of one's own that reads the atoms a DCS plan of a
+ * constant-memory rung put there (bench/hybrid_shapes.cu, bench/hybrid_rule.cu). Make such a
+ * plan with at most MD_DCS_CONST_CHUNK atoms (p.const_resident is then 1 after the upload) and
+ * read md_cuda_dcs_const_atom(0 .. n - 1) on the plan's stream while the plan exists. */
+static __device__ __forceinline__ float4 md_cuda_dcs_const_atom(int a) { return md__dcs_catoms[a]; }
 
 /* Rung 1, scatter: one thread per atom adds q/r to every point with atomicAdd. All threads
  * of a warp add to the same point at the same time, so the L2 applies their atomics one
@@ -1060,7 +1600,7 @@ __global__ void md__dcs_scatter_kernel(const float4 *__restrict__ atoms, int n, 
             for (int i = 0; i < g.nx; i++, p++) {
                 const float dx = fmaf((float)i, g.hx, g.ox) - at.x;
                 const float r2 = dx * dx + dy * dy + dz * dz;
-                if (r2 >= MD_DCS_MIN_R2) atomicAdd(p, q * md__rsqrt_mufu(r2));
+                if (r2 >= MD_DCS_MIN_R2) atomicAdd(p, q * md_cuda_rsqrt_mufu(r2));
             }
         }
     }
@@ -1080,7 +1620,7 @@ __global__ void md__dcs_gather_kernel(const float4 *__restrict__ atoms, int n, m
         const float4 at = atoms[a];
         const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
         const float r2 = dx * dx + dy * dy + dz * dz;
-        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, v);
     }
     out[((size_t)k * g.ony + j) * g.onx + i] = (float)MD_COULOMB * v;
 }
@@ -1098,7 +1638,7 @@ __global__ void md__dcs_const_kernel(int n, md__dcs_geom g, float *out, int accu
         const float4 at = md__dcs_catoms[a];
         const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
         const float r2 = dx * dx + dy * dy + dz * dz;
-        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, v);
     }
     const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
     out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * v;
@@ -1122,7 +1662,7 @@ static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dyd
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const float dx = x[u] - at.x, r2 = fmaf(dx, dx, dydz2);
-        acc[u] = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, acc[u]);
+        acc[u] = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, acc[u]);
     }
 }
 
@@ -1172,7 +1712,7 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
                 for (int u = 0; u < U; u++) {
                     const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
                     const float rinv = ((HYB >> (((s * R + r) * U + u) & 63)) & 1) ? md_soft_rsqrtf(r2)
-                                                                                  : md__rsqrt_mufu(r2);
+                                                                                  : md_cuda_rsqrt_mufu(r2);
                     acc[r][u] = fmaf(q[s], rinv, acc[r][u]);
                 }
     }
@@ -1278,7 +1818,7 @@ __global__ void md__dcs_fixup_kernel(const float4 *__restrict__ atoms, int n, md
             const float4 at = atoms[b];
             const float dz = z - at.z, dy = y - at.y, dx = x - at.x;
             const float r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
-            v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+            v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, v);
         }
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0) out[((size_t)pk * g.ony + pj) * g.onx + pi] = (float)MD_COULOMB * v;
@@ -1339,55 +1879,66 @@ size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry) {
 static md_status md__dcs_scatter_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                         cudaStream_t s) {
     MD_CUDA_TRY(cudaMemsetAsync(out, 0, (size_t)g.nx * g.ny * g.nz * sizeof(float), s));
-    md__dcs_scatter_kernel<<<(n + 127) / 128, 128, 0, s>>>(atoms, n, g, out);
-    MD_CUDA_TRY_LAUNCH("md__dcs_scatter_kernel");
+    MD_CUDA_LAUNCH(md__dcs_scatter_kernel, (n + 127) / 128, 128, 0, s, atoms, n, g, out);
     return MD_OK;
 }
 
 static md_status md__dcs_gather_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                        cudaStream_t s) {
     const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
-    md__dcs_gather_kernel<<<grid, block, 0, s>>>(atoms, n, g, out);
-    MD_CUDA_TRY_LAUNCH("md__dcs_gather_kernel");
+    MD_CUDA_LAUNCH(md__dcs_gather_kernel, grid, block, 0, s, atoms, n, g, out);
     return MD_OK;
 }
 
-/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. */
+/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. Only the
+ * holder of the constant buffer calls it (md_cuda_dcs_plan, md_cuda_dcs_device). */
 static md_status md__dcs_const_upload(const float4 *atoms, int a0, int m, cudaStream_t s) {
     MD_CUDA_TRY(cudaMemcpyToSymbolAsync(md__dcs_catoms, atoms + a0, (size_t)m * sizeof(float4), 0,
                                         cudaMemcpyDeviceToDevice, s));
     return MD_OK;
 }
 
+/* resident = 1: the n <= MD_DCS_CONST_CHUNK atoms are already in md__dcs_catoms (a plan's
+ * upload put them there), so the launch is all there is to do. */
 static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
-                                      cudaStream_t s) {
+                                      cudaStream_t s, int resident) {
     const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
     for (int a0 = 0; a0 < n; a0 += MD_DCS_CONST_CHUNK) {
         const int m = n - a0 < MD_DCS_CONST_CHUNK ? n - a0 : MD_DCS_CONST_CHUNK;
-        md_status st = md__dcs_const_upload(atoms, a0, m, s);
-        if (st != MD_OK) return st;
-        md__dcs_const_kernel<<<grid, block, 0, s>>>(m, g, out, a0 > 0);
-        MD_CUDA_TRY_LAUNCH("md__dcs_const_kernel");
+        if (!resident) {
+            md_status st = md__dcs_const_upload(atoms, a0, m, s);
+            if (st != MD_OK) return st;
+        }
+        MD_CUDA_LAUNCH(md__dcs_const_kernel, grid, block, 0, s, m, g, out, a0 > 0);
     }
     return MD_OK;
+}
+
+/* The registry name of one instantiation of md__dcs_unroll_kernel, template arguments written out. */
+static const char *md__dcs_unroll_name(char *buf, size_t cap, int u, int r, unsigned long long hyb, int src, int pad,
+                                       int minb) {
+    snprintf(buf, cap, "md__dcs_unroll_kernel<%d, %d, 0x%llx, %d, %d, %d>", u, r, hyb, src, pad, minb);
+    return buf;
 }
 
 /* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
 template <int U, int R, unsigned long long HYB, int SRC, int PAD, int MINB>
 static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
-                                       cudaStream_t s) {
+                                       cudaStream_t s, int resident) {
     const dim3 block(MD_DCS_BLOCK_X, MD_DCS_BLOCK_Y);
     const dim3 grid((g.nx + U * MD_DCS_BLOCK_X - 1) / (U * MD_DCS_BLOCK_X),
                     (g.ny + R * MD_DCS_BLOCK_Y - 1) / (R * MD_DCS_BLOCK_Y), g.nz);
     const int chunk = SRC == MD__DCS_SRC_CONST ? MD_DCS_CONST_CHUNK : n;
+    char name[MD_CUDA_KERNEL_NAME_MAX]; /* written only when the launch registers the kernel */
     for (int a0 = 0; a0 < n; a0 += chunk) {
         const int m = n - a0 < chunk ? n - a0 : chunk;
-        if (SRC == MD__DCS_SRC_CONST) {
+        if (SRC == MD__DCS_SRC_CONST && !resident) {
             md_status st = md__dcs_const_upload(atoms, a0, m, s);
             if (st != MD_OK) return st;
         }
-        md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB><<<grid, block, 0, s>>>(atoms + a0, m, g, out, a0 > 0);
-        MD_CUDA_TRY_LAUNCH("md__dcs_unroll_kernel");
+        MD_CUDA_LAUNCH_NAMED((md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB>),
+                             md__dcs_unroll_name(name, sizeof name, U, R, HYB, SRC, PAD, MINB), grid, block, 0, s,
+                             atoms + a0, m, g, out, a0 > 0);
     }
     return MD_OK;
 }
@@ -1422,20 +1973,16 @@ static int md__dcs_hybrid_compiled(int soft) {
 /* The hybrid rung: the sum without the rule, then md__dcs_fixup_kernel; on a grid finer than
  * MD__DCS_FIXUP_MIN_H, the same 8 x 4 shape with MUFU alone and the rule in the loop. */
 static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
-                                       cudaStream_t s) {
+                                       cudaStream_t s, int resident) {
     md_status st;
-    if (!md__dcs_hybrid_compiled(soft))
-        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
-                            "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
     if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))
-        return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s);
-    if (soft == 8) st = md__dcs_unroll_launch<MD__DCS_HYBRID(8)>(a, n, g, o, s);
-    else if (soft == 16) st = md__dcs_unroll_launch<MD__DCS_HYBRID(16)>(a, n, g, o, s);
-    else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s);
-    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s);
+        return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s, resident);
+    if (soft == 8) st = md__dcs_unroll_launch<MD__DCS_HYBRID(8)>(a, n, g, o, s, resident);
+    else if (soft == 16) st = md__dcs_unroll_launch<MD__DCS_HYBRID(16)>(a, n, g, o, s, resident);
+    else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s, resident);
+    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s, resident);
     if (st != MD_OK) return st;
-    md__dcs_fixup_kernel<<<(n + 127) / 128, 128, 0, s>>>(a, n, g, o);
-    MD_CUDA_TRY_LAUNCH("md__dcs_fixup_kernel");
+    MD_CUDA_LAUNCH(md__dcs_fixup_kernel, (n + 127) / 128, 128, 0, s, a, n, g, o);
     return MD_OK;
 }
 
@@ -1443,6 +1990,30 @@ int md_cuda_dcs_hybrid_splits(int *splits, int cap) {
     const int count = (int)(sizeof md__dcs_hybrid_splits / sizeof md__dcs_hybrid_splits[0]);
     for (int i = 0; splits && i < cap && i < count; i++) splits[i] = md__dcs_hybrid_splits[i];
     return count;
+}
+
+/* Check a split: one of md__dcs_hybrid_splits. */
+static md_status md__dcs_check_split(const char *fn, int soft) {
+    if (!md__dcs_hybrid_compiled(soft))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "soft",
+                            "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
+    return MD_OK;
+}
+
+/* Fill the kernels' float geometry from a grid (already checked by md_cuda_dcs_out_dims). */
+static void md__dcs_geom_set(md__dcs_geom *g, const md_grid *geometry, const int dims[3]) {
+    memset(g, 0, sizeof *g);
+    g->ox = (float)geometry->origin[0];
+    g->oy = (float)geometry->origin[1];
+    g->oz = (float)geometry->origin[2];
+    g->hx = (float)geometry->spacing[0];
+    g->hy = (float)geometry->spacing[1];
+    g->hz = (float)geometry->spacing[2];
+    g->nx = geometry->n[0];
+    g->ny = geometry->n[1];
+    g->nz = geometry->n[2];
+    g->onx = dims[0];
+    g->ony = dims[1];
 }
 
 /* Check the arguments of the device entry points and fill the kernels' geometry. */
@@ -1458,50 +2029,92 @@ static md_status md__dcs_prepare(const char *fn, md_dcs_variant variant, const m
     if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
     if (!d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
     if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
-    g->ox = (float)geometry->origin[0];
-    g->oy = (float)geometry->origin[1];
-    g->oz = (float)geometry->origin[2];
-    g->hx = (float)geometry->spacing[0];
-    g->hy = (float)geometry->spacing[1];
-    g->hz = (float)geometry->spacing[2];
-    g->nx = geometry->n[0];
-    g->ny = geometry->n[1];
-    g->nz = geometry->n[2];
-    g->onx = d[0];
-    g->ony = d[1];
+    md__dcs_geom_set(g, geometry, d);
     return MD_OK;
 }
 
-/* The dispatcher. */
-md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
-                             float *d_out, cudaStream_t stream) {
-    md__dcs_geom g;
-    const float4 *a = (const float4 *)d_xyzq;
-    md_status st = md__dcs_prepare("md_cuda_dcs_device", variant, d_xyzq, n, geometry, d_out, &g);
-    if (st != MD_OK) return st;
+/* The dispatcher: enqueue rung `variant` (hybrid split `soft`) on stream s. resident: the
+ * atoms are already in the constant buffer (see md__dcs_const_launch). */
+static md_status md__dcs_run(md_dcs_variant variant, int soft, const float4 *a, int n, md__dcs_geom g, float *out,
+                             cudaStream_t s, int resident) {
     switch (variant) {
-    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(MD_DCS_HYBRID_SOFT, a, n, g, d_out, stream);
+    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, out, s);
+    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, out, s);
+    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, out, s, 0);
+    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, out, s, 0);
+    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(soft, a, n, g, out, s, resident);
     default: break;
     }
-    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_device", 0, "variant", "unknown rung %d",
-                        (int)variant);
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs", 0, "variant", "unknown rung %d", (int)variant);
+}
+
+/* ---- the __constant__ atom buffer: one holder at a time ---- */
+
+/* 1 for the rungs that read md__dcs_catoms. */
+static int md__dcs_uses_const(md_dcs_variant v) {
+    return v == MD_DCS_GPU_CONST || v == MD_DCS_GPU_UNROLL4 || v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_UNROLL8X2 ||
+           v == MD_DCS_GPU_HYBRID;
+}
+
+static std::atomic<unsigned long long> md__dcs_const_holder(0); /* ticket of the holder, 0: free */
+static std::atomic<unsigned long long> md__dcs_const_tickets(0);
+
+/* Take the constant buffer for the caller (a new ticket in *ticket), or fail naming the rule. */
+static md_status md__dcs_const_claim(const char *fn, md_dcs_variant v, unsigned long long *ticket) {
+    unsigned long long t = md__dcs_const_tickets.fetch_add(1) + 1, expect = 0;
+    if (!md__dcs_const_holder.compare_exchange_strong(expect, t))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant",
+                            "%s reads its atoms from the __constant__ buffer, which another DCS plan holds "
+                            "(constant memory is process-global: one such plan at a time); destroy that plan "
+                            "first, or use gpu_gather, gpu_l1 or gpu_shared, which need no constant memory",
+                            md_dcs_variant_name(v));
+    *ticket = t;
+    return MD_OK;
+}
+
+static void md__dcs_const_release(unsigned long long *ticket) {
+    unsigned long long expect = *ticket;
+    if (expect) (void)md__dcs_const_holder.compare_exchange_strong(expect, 0);
+    *ticket = 0;
+}
+
+md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+                             float *d_out, cudaStream_t stream) {
+    const char *fn = "md_cuda_dcs_device";
+    md__dcs_geom g;
+    unsigned long long ticket = 0;
+    md_status st = md__dcs_prepare(fn, variant, d_xyzq, n, geometry, d_out, &g);
+    cudaError_t e;
+    if (st != MD_OK) return st;
+    if (!md__dcs_uses_const(variant))
+        return md__dcs_run(variant, MD_DCS_HYBRID_SOFT, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    if ((st = md__dcs_const_claim(fn, variant, &ticket)) != MD_OK) return st;
+    st = md__dcs_run(variant, MD_DCS_HYBRID_SOFT, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    /* the buffer is given back only when no kernel of this call can still read it */
+    e = cudaStreamSynchronize(stream);
+    md__dcs_const_release(&ticket);
+    if (st == MD_OK && e != cudaSuccess) st = md_cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__);
+    return st;
 }
 
 md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n, const md_grid *geometry,
                                     float *d_out, cudaStream_t stream) {
+    const char *fn = "md_cuda_dcs_hybrid_device";
     md__dcs_geom g;
-    md_status st = md__dcs_prepare("md_cuda_dcs_hybrid_device", MD_DCS_GPU_HYBRID, d_xyzq, n, geometry,
-                                   d_out, &g);
-    if (st != MD_OK) return st;
-    return md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream);
+    unsigned long long ticket = 0;
+    md_status st = md__dcs_prepare(fn, MD_DCS_GPU_HYBRID, d_xyzq, n, geometry, d_out, &g);
+    cudaError_t e;
+    if (st != MD_OK || (st = md__dcs_check_split(fn, soft)) != MD_OK) return st;
+    if ((st = md__dcs_const_claim(fn, MD_DCS_GPU_HYBRID, &ticket)) != MD_OK) return st;
+    st = md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    e = cudaStreamSynchronize(stream); /* no kernel of this call reads the buffer any more */
+    md__dcs_const_release(&ticket);
+    if (st == MD_OK && e != cudaSuccess) st = md_cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__);
+    return st;
 }
 
 md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
@@ -1545,56 +2158,171 @@ md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geomet
     return MD_OK;
 }
 
-md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
-    const char *fn = "md_cuda_dcs";
-    md_float4 *d_xyzq = NULL;
-    float *d_out = NULL, *h_out = NULL;
-    size_t count, out_count;
-    int d[3] = {0, 0, 0};
+/* ---- the plan ---- */
+
+void md_cuda_dcs_plan_destroy(md_cuda_dcs_plan *p) {
+    if (!p) return;
+    md_cuda_queue_destroy(&p->queue); /* waits for the stream first */
+    if (p->staged) (void)cudaEventDestroy(p->staged);
+    md_cuda_free(p->d_xyzq);
+    md_cuda_free(p->d_out);
+    md_cuda_free_pinned(p->h_stage);
+    md_cuda_free_pinned(p->h_out);
+    md__dcs_const_release(&p->const_claim);
+    memset(p, 0, sizeof *p);
+}
+
+md_status md_cuda_dcs_plan_create(md_cuda_dcs_plan *p, md_dcs_variant variant, int capacity,
+                                  const md_grid *geometry) {
+    const char *fn = "md_cuda_dcs_plan_create";
+    md_cuda_dcs_plan t;
     md_status st;
     cudaError_t e;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    memset(p, 0, sizeof *p);
+    memset(&t, 0, sizeof t);
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
+                            md_dcs_variant_name(variant));
+    if (capacity < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "capacity", "must be >= 1 (got %d)", capacity);
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, t.out_dims)) != MD_OK) return st;
+    t.variant = variant;
+    t.soft = MD_DCS_HYBRID_SOFT;
+    t.capacity = capacity;
+    t.geometry = *geometry;
+    t.geometry.data = NULL;
+    t.out_count = (size_t)t.out_dims[0] * t.out_dims[1] * t.out_dims[2];
+    if (md__dcs_uses_const(variant) && (st = md__dcs_const_claim(fn, variant, &t.const_claim)) != MD_OK) return st;
+    if ((st = md_cuda_queue_create(&t.queue)) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_xyzq, (size_t)capacity, sizeof(md_float4), "atoms")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_out, t.out_count, sizeof(float), "map")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_stage, (size_t)capacity, sizeof(md_float4), "atom staging")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_out, md_grid_count(geometry), sizeof(float), "map")) != MD_OK)
+        goto fail;
+    if ((e = cudaEventCreateWithFlags(&t.staged, cudaEventDisableTiming)) != cudaSuccess) {
+        t.staged = NULL;
+        st = md_cuda_error(e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+        goto fail;
+    }
+    *p = t;
+    return MD_OK;
+fail:
+    md_cuda_dcs_plan_destroy(&t);
+    return st;
+}
+
+md_status md_cuda_dcs_plan_set_split(md_cuda_dcs_plan *p, int soft) {
+    const char *fn = "md_cuda_dcs_plan_set_split";
+    md_status st;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (p->variant != MD_DCS_GPU_HYBRID)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s has no split (only gpu_hybrid)",
+                            md_dcs_variant_name(p->variant));
+    if ((st = md__dcs_check_split(fn, soft)) != MD_OK) return st;
+    p->soft = soft;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_plan_upload(md_cuda_dcs_plan *p, const md_float4 *xyzq, int n) {
+    const char *fn = "md_cuda_dcs_plan_upload";
+    if (!p || !p->d_xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (n > p->capacity)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms exceed the plan's capacity of %d", n, p->capacity);
+    MD_CUDA_TRY(cudaEventSynchronize(p->staged)); /* the previous upload's copy has left h_stage */
+    memcpy(p->h_stage, xyzq, (size_t)n * sizeof *xyzq);
+    MD_CUDA_TRY(cudaMemcpyAsync(p->d_xyzq, p->h_stage, (size_t)n * sizeof *xyzq, cudaMemcpyHostToDevice,
+                                p->queue.stream));
+    p->const_resident = 0;
+    if (p->const_claim && n <= MD_DCS_CONST_CHUNK) {
+        md_status st = md__dcs_const_upload((const float4 *)p->d_xyzq, 0, n, p->queue.stream);
+        if (st != MD_OK) return st;
+        p->const_resident = 1;
+    }
+    MD_CUDA_TRY(cudaEventRecord(p->staged, p->queue.stream));
+    p->n = n;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_plan_enqueue(md_cuda_dcs_plan *p) {
+    const char *fn = "md_cuda_dcs_plan_enqueue";
+    md__dcs_geom g;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (p->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "no atoms uploaded (md_cuda_dcs_plan_upload)");
+    md__dcs_geom_set(&g, &p->geometry, p->out_dims);
+    return md__dcs_run(p->variant, p->soft, (const float4 *)p->d_xyzq, p->n, g, p->d_out, p->queue.stream,
+                       p->const_resident);
+}
+
+/* Public, in the file with MD_CUDA_IMPLEMENTATION only (it instantiates the kernel): for tuning
+ * the hybrid rung (bench/hybrid_masks.cu). Enqueue an MD_DCS_GPU_HYBRID plan with the 64-bit
+ * mask MASK instead of a compiled split: bit (s R + r) U + u set = atom s of the pair, row r,
+ * point u takes md_soft_rsqrtf (U = 8 points, R = 4 rows); then the fix-up, as the plan's own
+ * enqueue does. Errors: not a hybrid plan or no atoms (MD_ERR_INVALID_ARGUMENT), a grid finer
+ * than the fix-up allows (MD_ERR_UNSUPPORTED: the plan's enqueue falls back; this does not). */
+template <unsigned long long MASK> md_status md_cuda_dcs_plan_enqueue_mask(md_cuda_dcs_plan *p) {
+    const char *fn = "md_cuda_dcs_plan_enqueue_mask";
+    md__dcs_geom g;
+    md_status st;
+    if (!p || !p->d_out || p->variant != MD_DCS_GPU_HYBRID || p->n < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "needs a gpu_hybrid plan with atoms uploaded");
+    md__dcs_geom_set(&g, &p->geometry, p->out_dims);
+    if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "geometry", "spacing below %g nm: no mask runs there",
+                            (double)MD__DCS_FIXUP_MIN_H);
+    st = md__dcs_unroll_launch<8, 4, MASK, MD__DCS_SRC_CONST, 1, 4>((const float4 *)p->d_xyzq, p->n, g, p->d_out,
+                                                                   p->queue.stream, p->const_resident);
+    if (st != MD_OK) return st;
+    MD_CUDA_LAUNCH(md__dcs_fixup_kernel, (p->n + 127) / 128, 128, 0, p->queue.stream, (const float4 *)p->d_xyzq, p->n,
+                   g, p->d_out);
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_plan_sync(md_cuda_dcs_plan *p, md_grid *grid) {
+    const char *fn = "md_cuda_dcs_plan_sync";
+    const int *d;
+    md_status st;
+    int k;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (grid && (!grid->data || grid->n[0] != p->geometry.n[0] || grid->n[1] != p->geometry.n[1] ||
+                 grid->n[2] != p->geometry.n[2]))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "needs data and the plan's %d x %d x %d points",
+                            p->geometry.n[0], p->geometry.n[1], p->geometry.n[2]);
+    d = p->out_dims;
+    if (grid) {
+        const int nx = p->geometry.n[0], ny = p->geometry.n[1], nz = p->geometry.n[2];
+        const size_t row = (size_t)nx * sizeof(float), pitch = (size_t)d[0] * sizeof(float);
+        /* crop the padded rows and planes while copying: row pitch d[0], d[1] rows a plane */
+        if (d[1] == ny)
+            MD_CUDA_TRY(cudaMemcpy2DAsync(p->h_out, row, p->d_out, pitch, row, (size_t)ny * nz, cudaMemcpyDeviceToHost,
+                                          p->queue.stream));
+        else
+            for (k = 0; k < nz; k++)
+                MD_CUDA_TRY(cudaMemcpy2DAsync(p->h_out + (size_t)k * nx * ny, row, p->d_out + (size_t)k * d[0] * d[1], pitch,
+                                              row, (size_t)ny, cudaMemcpyDeviceToHost, p->queue.stream));
+    }
+    if ((st = md_cuda_queue_sync(&p->queue, fn, NULL)) != MD_OK) return st;
+    if (grid) memcpy(grid->data, p->h_out, md_grid_count(grid) * sizeof(float));
+    return MD_OK;
+}
+
+md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
+    const char *fn = "md_cuda_dcs";
+    md_cuda_dcs_plan p;
+    md_status st;
     if (!md_dcs_variant_is_gpu(variant))
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
                             md_dcs_variant_name(variant));
     if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
     if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
     if (!grid || !grid->data) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "has no data");
-    if ((st = md_cuda_dcs_out_dims(variant, grid, d)) != MD_OK) return st;
-    count = md_grid_count(grid);
-    out_count = (size_t)d[0] * d[1] * d[2];
-    h_out = (float *)md_alloc_array(count, sizeof(float));
-    if (!h_out) return MD_ERR_OUT_OF_MEMORY;
-#define MD__DCS_CUDA(call)                                                                         \
-    do {                                                                                           \
-        if ((e = (call)) != cudaSuccess) {                                                         \
-            st = md_cuda_error(e, #call, __FILE__, __LINE__);                                      \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
-    MD__DCS_CUDA(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq));
-    MD__DCS_CUDA(cudaMalloc((void **)&d_out, out_count * sizeof(float)));
-    MD__DCS_CUDA(cudaMemcpy(d_xyzq, xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice));
+    if ((st = md_cuda_dcs_plan_create(&p, variant, n, grid)) != MD_OK) return st;
     /* NaN first: an element a rung failed to write comes back as NaN, never as stale memory */
-    if ((st = md_cuda_poison(d_out, out_count, 0)) != MD_OK) goto done;
-    if ((st = md_cuda_dcs_device(variant, d_xyzq, n, grid, d_out, 0)) != MD_OK) goto done;
-    /* Crop the padded rows and planes while copying back: row pitch d[0], d[1] rows a plane. */
-    if (d[1] == grid->n[1])
-        MD__DCS_CUDA(cudaMemcpy2D(h_out, (size_t)grid->n[0] * sizeof(float), d_out, (size_t)d[0] * sizeof(float),
-                                  (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1] * grid->n[2],
-                                  cudaMemcpyDeviceToHost));
-    else
-        for (int k = 0; k < grid->n[2]; k++)
-            MD__DCS_CUDA(cudaMemcpy2D(h_out + (size_t)k * grid->n[0] * grid->n[1], (size_t)grid->n[0] * sizeof(float),
-                                      d_out + (size_t)k * d[0] * d[1], (size_t)d[0] * sizeof(float),
-                                      (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1],
-                                      cudaMemcpyDeviceToHost));
-#undef MD__DCS_CUDA
-    memcpy(grid->data, h_out, count * sizeof(float));
-    st = MD_OK;
-done:
-    if (d_xyzq) (void)cudaFree(d_xyzq);
-    if (d_out) (void)cudaFree(d_out);
-    md_free(h_out);
+    if ((st = md_cuda_dcs_plan_upload(&p, xyzq, n)) == MD_OK && (st = md_cuda_poison(p.d_out, p.out_count, p.queue.stream)) == MD_OK &&
+        (st = md_cuda_dcs_plan_enqueue(&p)) == MD_OK)
+        st = md_cuda_dcs_plan_sync(&p, grid);
+    md_cuda_dcs_plan_destroy(&p);
     return st;
 }
 
@@ -1612,46 +2340,45 @@ done:
  *   build/tests/gpu_rdf                   every rung against the CPU, exactly
  *   build/chapters/05_histograms          the timed ladder (--quick: small) */
 
-/* Kernel arguments: the gathered positions, the launch's rows of A, the bins this
- * pass counts and the float geometry (computed on the host exactly as md.h does). */
+/* Kernel arguments: the gathered positions, the launch's rows of A, the bins this pass
+ * counts and the frame's float geometry (computed on the host exactly as md.h does). */
 struct md__rdf_kp {
     const float4 *a, *b;
     unsigned int *hist;
-    int a0, a1, nb, same, nbins, bin_lo, bin_n;
-    float L[3], iL[3], rmax2, inv_w;
+    int a0, a1, nb, same, bin_lo, bin_n;
+    md_cuda_rdf_geom g;
 };
 
-/* The pair rule of md.h (md__rdf_bin), with explicitly rounded operations so no
- * compiler flag (contraction, fast math) can change a bin: every rung counts
- * exactly what the CPU reference counts. */
-__device__ __forceinline__ float md__rdf_image_dev(float d, float L) {
-    return fminf(fabsf(d), __fsub_rn(L, fabsf(d))); /* one FADD and one FMNMX */
-}
-
-__device__ __forceinline__ int md__rdf_bin_dev(const md__rdf_kp &p, float4 a, float4 b) {
-    float dx = md__rdf_image_dev(__fsub_rn(b.x, a.x), p.L[0]);
-    float dy = md__rdf_image_dev(__fsub_rn(b.y, a.y), p.L[1]);
-    float dz = md__rdf_image_dev(__fsub_rn(b.z, a.z), p.L[2]);
-    float r2 = __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
-    int k;
-    if (!(r2 < p.rmax2)) return -1; /* out of range: no square root */
-    k = (int)__fmul_rn(__fsqrt_rn(r2), p.inv_w);
-    return k < p.nbins ? k : p.nbins - 1;
+md_status md_cuda_rdf_geom_set(md_cuda_rdf_geom *g, const md_rdf *r, const double box[3]) {
+    const char *fn = "md_cuda_rdf_geom_set";
+    md_status st;
+    int d;
+    if (!g || !r) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "g/r", "is NULL");
+    if ((st = md_rdf_check_box(fn, box, r->rmax)) != MD_OK) return st;
+    for (d = 0; d < 3; d++) { /* the float geometry, exactly as md.h's CPU rungs form it */
+        g->L[d] = (float)box[d];
+        g->iL[d] = (float)(1.0 / box[d]);
+    }
+    g->rmax2 = (float)(r->rmax * r->rmax);
+    g->inv_w = (float)((double)r->nbins / r->rmax);
+    g->nbins = r->nbins;
+    return MD_OK;
 }
 
 /* Gather the selected positions, wrapped into [0, L) as md.h does, the atom index in .w.
- * A non-finite coordinate sets *bad. */
+ * A non-finite coordinate raises MD_CUDA_FLAG_NONFINITE with the atom's index. */
 __global__ void md__rdf_gather_kernel(const md_float4 *__restrict__ xyz, const int *__restrict__ sel, int n,
-                                      float4 *__restrict__ out, md__rdf_kp p, unsigned long long *bad) {
+                                      float4 *__restrict__ out, md_cuda_rdf_geom g, unsigned long long *flags) {
     int k = blockIdx.x * blockDim.x + threadIdx.x, i;
     md_float4 q;
     if (k >= n) return;
     i = sel[k];
     q = xyz[i];
-    if (!isfinite(q.x) || !isfinite(q.y) || !isfinite(q.z)) *bad = 1ULL + (unsigned long long)i;
-    out[k] = make_float4(__fmaf_rn(-p.L[0], floorf(__fmul_rn(q.x, p.iL[0])), q.x),
-                         __fmaf_rn(-p.L[1], floorf(__fmul_rn(q.y, p.iL[1])), q.y),
-                         __fmaf_rn(-p.L[2], floorf(__fmul_rn(q.z, p.iL[2])), q.z), __int_as_float(i));
+    if (!isfinite(q.x) || !isfinite(q.y) || !isfinite(q.z))
+        md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)i);
+    out[k] = make_float4(__fmaf_rn(-g.L[0], floorf(__fmul_rn(q.x, g.iL[0])), q.x),
+                         __fmaf_rn(-g.L[1], floorf(__fmul_rn(q.y, g.iL[1])), q.y),
+                         __fmaf_rn(-g.L[2], floorf(__fmul_rn(q.z, g.iL[2])), q.z), __int_as_float(i));
 }
 
 /* One thread per A row of the launch, one block per (256 rows, 1024-atom tile of B).
@@ -1684,7 +2411,7 @@ __global__ void __launch_bounds__(MD_CUDA_RDF_BLOCK) md__rdf_kernel(md__rdf_kp p
         if (p.same) { /* two loops, so the inner one carries no test of p.same */
 #pragma unroll 4
             for (j = max(j0, i + 1); j < j1; j++) {
-                k = md__rdf_bin_dev(p, a, MODE == 0 ? p.b[j] : tile[j - j0]) - p.bin_lo;
+                k = md_cuda_rdf_bin(&p.g, a, MODE == 0 ? p.b[j] : tile[j - j0]) - p.bin_lo;
                 if (k >= 0 && k < p.bin_n) {
                     if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
                     else atomicAdd(&h[k], 1u);
@@ -1694,7 +2421,7 @@ __global__ void __launch_bounds__(MD_CUDA_RDF_BLOCK) md__rdf_kernel(md__rdf_kp p
 #pragma unroll 4
             for (j = j0; j < j1; j++) {
                 const float4 b = MODE == 0 ? p.b[j] : tile[j - j0];
-                k = md__rdf_bin_dev(p, a, b) - p.bin_lo;
+                k = md_cuda_rdf_bin(&p.g, a, b) - p.bin_lo;
                 if (k >= 0 && k < p.bin_n && __float_as_int(b.w) != ia) {
                     if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
                     else atomicAdd(&h[k], 1u);
@@ -1726,7 +2453,7 @@ static size_t md__rdf_smem_bytes(int mode, int bin_n) {
 }
 
 md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
-    int optin = 0;
+    int optin = 0, dev = 0;
     size_t avail;
     if (!max_bins) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "max_bins", "is NULL");
     if (variant == MD_RDF_GPU_GLOBAL || variant == MD_RDF_GPU_PASSES) {
@@ -1736,7 +2463,8 @@ md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
     if (variant != MD_RDF_GPU_SHARED && variant != MD_RDF_GPU_WARP)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "variant", "%s is not a GPU rung",
                             md_rdf_variant_name(variant));
-    MD_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    MD_CUDA_TRY(cudaGetDevice(&dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     avail = (size_t)optin > MD_CUDA_RDF_TILE * sizeof(float4) ? (size_t)optin - MD_CUDA_RDF_TILE * sizeof(float4) : 0;
     *max_bins = (int)(avail / sizeof(unsigned int) / (variant == MD_RDF_GPU_WARP ? MD_CUDA_RDF_BLOCK / 32 : 1));
     return MD_OK;
@@ -1744,30 +2472,35 @@ md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
 
 void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p) {
     if (!p) return;
-    if (p->d_sel_a) (void)cudaFree(p->d_sel_a);
-    if (p->d_sel_b) (void)cudaFree(p->d_sel_b);
-    if (p->d_a) (void)cudaFree(p->d_a);
-    if (p->d_b && p->d_b != p->d_a) (void)cudaFree(p->d_b);
-    if (p->d_h32) (void)cudaFree(p->d_h32);
-    if (p->d_h64) (void)cudaFree(p->d_h64);
-    md_free(p->h_h64);
+    md_cuda_queue_destroy(&p->queue); /* waits for the stream first */
+    md_cuda_free(p->d_sel_a);
+    md_cuda_free(p->d_sel_b);
+    md_cuda_free(p->d_a);
+    if (p->d_b != p->d_a) md_cuda_free(p->d_b);
+    md_cuda_free(p->d_h32);
+    md_cuda_free(p->d_h64);
+    md_cuda_free_pinned(p->h_h64);
+    md_free(p->boxes);
     memset(p, 0, sizeof *p);
 }
 
-/* Upload a selection (NULL: 0 .. n-1). */
-static md_status md__rdf_upload_sel(int **d, const int *sel, int n) {
+/* Upload a selection (NULL: 0 .. n-1) on the plan's stream and wait for it: create may wait,
+ * and the copy is then done before any enqueue on that stream (or any other) can read it. */
+static md_status md__rdf_upload_sel(int **d, const int *sel, int n, cudaStream_t s) {
     int *tmp = NULL, k;
-    cudaError_t e;
+    md_status st;
+    cudaError_t e = cudaSuccess;
     if (!sel) {
         if (!(tmp = (int *)md_alloc_array((size_t)n, sizeof(int)))) return MD_ERR_OUT_OF_MEMORY;
         for (k = 0; k < n; k++) tmp[k] = k;
         sel = tmp;
     }
-    e = cudaMalloc((void **)d, (size_t)n * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemcpy(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+    if ((st = md_cuda_alloc((void **)d, (size_t)n, sizeof(int), "selection")) == MD_OK &&
+        ((e = cudaMemcpyAsync(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+         (e = cudaStreamSynchronize(s)) != cudaSuccess))
+        st = md_cuda_error(e, "cudaMemcpyAsync(selection)", __FILE__, __LINE__);
     md_free(tmp);
-    if (e != cudaSuccess) return md_cuda_error(e, "cudaMalloc/cudaMemcpy(selection)", __FILE__, __LINE__);
-    return MD_OK;
+    return st;
 }
 
 md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
@@ -1776,7 +2509,9 @@ md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *se
     md_cuda_rdf_plan t;
     md_status st;
     cudaError_t e;
+    int optin = 0;
     if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    memset(p, 0, sizeof *p);
     if (nbins < 1 || nbins > (1 << 26))
         return md_set_error(MD_ERR_RANGE, fn, 0, "nbins", "must be in 1..%d (got %d)", 1 << 26, nbins);
     memset(&t, 0, sizeof t);
@@ -1792,19 +2527,35 @@ md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *se
     if (opts) t.opts = *opts;
     if (t.opts.max_pairs_per_launch == 0 || t.opts.max_pairs_per_launch > MD_CUDA_RDF_MAX_LAUNCH_PAIRS)
         t.opts.max_pairs_per_launch = MD_CUDA_RDF_MAX_LAUNCH_PAIRS;
-    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na)) != MD_OK) goto fail;
-    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb)) != MD_OK) goto fail;
-    e = cudaMalloc((void **)&t.d_a, (size_t)na * sizeof(md_float4));
-    if (e == cudaSuccess && !t.same) e = cudaMalloc((void **)&t.d_b, (size_t)nb * sizeof(md_float4));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h32, (size_t)nbins * sizeof(unsigned int));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h64, ((size_t)nbins + 1) * sizeof(unsigned long long));
-    if (e != cudaSuccess) {
-        st = md_cuda_error(e, "cudaMalloc(rdf plan)", __FILE__, __LINE__);
+    if ((st = md_cuda_queue_create(&t.queue)) != MD_OK) return st;
+    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na, t.queue.stream)) != MD_OK) goto fail;
+    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb, t.queue.stream)) != MD_OK) goto fail;
+    if ((st = md_cuda_alloc((void **)&t.d_a, (size_t)na, sizeof(md_float4), "positions A")) != MD_OK) goto fail;
+    if (t.same) t.d_b = t.d_a;
+    else if ((st = md_cuda_alloc((void **)&t.d_b, (size_t)nb, sizeof(md_float4), "positions B")) != MD_OK) goto fail;
+    if ((st = md_cuda_alloc((void **)&t.d_h32, (size_t)nbins, sizeof(unsigned int), "histogram")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_h64, (size_t)nbins, sizeof(unsigned long long), "totals")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_h64, (size_t)nbins, sizeof(unsigned long long), "totals")) != MD_OK)
+        goto fail;
+    if ((e = cudaMemsetAsync(t.d_h64, 0, (size_t)nbins * sizeof(unsigned long long), t.queue.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(t.queue.stream)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemsetAsync(totals)", __FILE__, __LINE__);
         goto fail;
     }
-    if (t.same) t.d_b = t.d_a;
-    if (!(t.h_h64 = (unsigned long long *)md_alloc_array((size_t)nbins + 1, sizeof(unsigned long long)))) {
-        st = MD_ERR_OUT_OF_MEMORY;
+    if ((st = md_cuda_rdf_max_bins(MD_RDF_GPU_SHARED, &t.max_bins_shared)) != MD_OK ||
+        (st = md_cuda_rdf_max_bins(MD_RDF_GPU_WARP, &t.max_bins_warp)) != MD_OK)
+        goto fail;
+    /* Let the shared-histogram kernels use all the shared memory a block may opt in to. The
+     * attribute belongs to the kernel, not the plan: setting it to the device's largest value
+     * means no plan can lower it under another. */
+    if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, t.queue.device)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaDeviceGetAttribute", __FILE__, __LINE__);
+        goto fail;
+    }
+    if (optin > 48 * 1024 &&
+        ((e = cudaFuncSetAttribute(md__rdf_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin)) != cudaSuccess ||
+         (e = cudaFuncSetAttribute(md__rdf_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin)) != cudaSuccess)) {
+        st = md_cuda_error(e, "cudaFuncSetAttribute(md__rdf_kernel)", __FILE__, __LINE__);
         goto fail;
     }
     *p = t;
@@ -1814,64 +2565,55 @@ fail:
     return st;
 }
 
-md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
-                                 const md_float4 *d_xyz, const double box[3]) {
-    const char *fn = "md_cuda_rdf_accumulate";
-    const cudaStream_t s = p ? p->opts.stream : 0;
-    md__rdf_kp kp;
-    md_status st;
-    int mode, bin_step, d, max_bins = INT_MAX, a0, a1, k;
-    unsigned long long rows;
-    size_t smem;
+/* The host-side checks of an enqueue: the plan, the accumulator, the box (into *g). */
+static md_status md__rdf_check(const char *fn, const md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz,
+                               const double box[3], md_cuda_rdf_geom *g) {
     if (!p || !p->d_h64) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_rdf_plan_create)");
     if (!r || !r->counts) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is not initialized (md_rdf_init)");
     if (!d_xyz) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_xyz", "is NULL");
     if (r->nbins != p->nbins)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nbins", "accumulator has %d bins, plan %d", r->nbins, p->nbins);
-    if (!md_rdf_variant_is_gpu(variant))
-        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is not a GPU rung: run it with md_rdf_accumulate",
-                            md_rdf_variant_name(variant));
-    if ((st = md_rdf_check_box(fn, box, r->rmax)) != MD_OK) return st;
-    mode = variant == MD_RDF_GPU_GLOBAL ? 0 : variant == MD_RDF_GPU_WARP ? 2 : 1;
-    if ((st = md_cuda_rdf_max_bins(variant == MD_RDF_GPU_PASSES ? MD_RDF_GPU_SHARED : variant, &max_bins)) != MD_OK)
-        return st;
-    bin_step = p->nbins;
-    if (variant == MD_RDF_GPU_PASSES) {
-        if (p->opts.max_bins_per_pass > 0 && p->opts.max_bins_per_pass < max_bins) max_bins = p->opts.max_bins_per_pass;
-        bin_step = p->nbins < max_bins ? p->nbins : max_bins;
-    } else if (mode != 0 && p->nbins > max_bins) {
-        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "nbins",
-                            "%d bins do not fit in shared memory for %s (at most %d): use MD_RDF_GPU_PASSES",
-                            p->nbins, md_rdf_variant_name(variant), max_bins);
-    }
-    /* the float geometry, exactly as md.h's md__rdf_geom_set */
+    if (p->pending > 0 && r->rmax != p->rmax)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rmax",
+                            "%g nm, but the %lld frames enqueued since the last sync have rmax %g nm", r->rmax,
+                            p->pending, p->rmax);
+    return md_cuda_rdf_geom_set(g, r, box);
+}
+
+/* Enqueue the gathers of A (and B) with geometry g. */
+static md_status md__rdf_enqueue_gather(md_cuda_rdf_plan *p, const md_float4 *d_xyz, const md_cuda_rdf_geom *g) {
+    const cudaStream_t s = p->queue.stream;
+    MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->na + 255) / 256, 256, 0, s, d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a,
+                   *g, p->queue.d_flags);
+    if (!p->same)
+        MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->nb + 255) / 256, 256, 0, s, d_xyz, p->d_sel_b, p->nb,
+                       (float4 *)p->d_b, *g, p->queue.d_flags);
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz, const double box[3],
+                                  md_cuda_rdf_geom *g) {
+    md_cuda_rdf_geom t;
+    md_status st;
+    if ((st = md__rdf_check("md_cuda_rdf_plan_gather", p, r, d_xyz, box, &t)) != MD_OK) return st;
+    if ((st = md__rdf_enqueue_gather(p, d_xyz, &t)) != MD_OK) return st;
+    if (g) *g = t;
+    return MD_OK;
+}
+
+/* The counting launches of one frame (after its gather), each adding into the totals. */
+static md_status md__rdf_count(md_cuda_rdf_plan *p, int mode, int bin_step, const md_cuda_rdf_geom *g) {
+    const cudaStream_t s = p->queue.stream;
+    md__rdf_kp kp;
+    unsigned long long rows;
+    int a0, a1, k;
     memset(&kp, 0, sizeof kp);
-    for (d = 0; d < 3; d++) {
-        kp.L[d] = (float)box[d];
-        kp.iL[d] = (float)(1.0 / box[d]);
-    }
-    kp.rmax2 = (float)(r->rmax * r->rmax);
-    kp.inv_w = (float)((double)r->nbins / r->rmax);
-    kp.nbins = p->nbins;
+    kp.g = *g;
     kp.nb = p->nb;
     kp.same = p->same;
     kp.a = (const float4 *)p->d_a;
     kp.b = (const float4 *)p->d_b;
     kp.hist = p->d_h32;
-    MD_CUDA_TRY(cudaMemsetAsync(p->d_h64, 0, ((size_t)p->nbins + 1) * sizeof(unsigned long long), s));
-    md__rdf_gather_kernel<<<(p->na + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a, kp,
-                                                               p->d_h64 + p->nbins);
-    MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(A)");
-    if (!p->same) {
-        md__rdf_gather_kernel<<<(p->nb + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_b, p->nb, (float4 *)p->d_b, kp,
-                                                                   p->d_h64 + p->nbins);
-        MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(B)");
-    }
-    smem = md__rdf_smem_bytes(mode, bin_step);
-    if (smem > 48 * 1024) {
-        if (mode == 1) MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        else MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    }
     /* every counter of one launch is bounded by the pairs the launch visits: at most
      * rows * nb <= max_pairs_per_launch <= 2^32 - 1, so no 32-bit counter overflows */
     rows = p->opts.max_pairs_per_launch / (unsigned long long)p->nb;
@@ -1888,22 +2630,99 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
         for (k = 0; k < p->nbins; k += bin_step) {
             kp.bin_lo = k;
             kp.bin_n = p->nbins - k < bin_step ? p->nbins - k : bin_step;
-            if (mode == 0) md__rdf_kernel<0><<<grid, MD_CUDA_RDF_BLOCK, 0, s>>>(kp);
-            else if (mode == 1) md__rdf_kernel<1><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s>>>(kp);
-            else md__rdf_kernel<2><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s>>>(kp);
-            MD_CUDA_TRY_LAUNCH("md__rdf_kernel");
+            if (mode == 0) MD_CUDA_LAUNCH(md__rdf_kernel<0>, grid, MD_CUDA_RDF_BLOCK, 0, s, kp);
+            else if (mode == 1)
+                MD_CUDA_LAUNCH(md__rdf_kernel<1>, grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s, kp);
+            else MD_CUDA_LAUNCH(md__rdf_kernel<2>, grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s, kp);
         }
-        md__rdf_add_kernel<<<(p->nbins + 255) / 256, 256, 0, s>>>(p->d_h64, p->d_h32, p->nbins);
-        MD_CUDA_TRY_LAUNCH("md__rdf_add_kernel");
+        MD_CUDA_LAUNCH(md__rdf_add_kernel, (p->nbins + 255) / 256, 256, 0, s, p->d_h64, p->d_h32, p->nbins);
         p->launches++;
     }
-    MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, ((size_t)p->nbins + 1) * sizeof(unsigned long long),
-                                cudaMemcpyDeviceToHost, s));
-    MD_CUDA_TRY(cudaStreamSynchronize(s));
-    if (p->h_h64[p->nbins])
-        return md_set_error(MD_ERR_RANGE, fn, 0, "xyz", "atom %llu has a non-finite coordinate", p->h_h64[p->nbins] - 1);
+    return MD_OK;
+}
+
+/* Drop the frames enqueued since the last sync: zero the totals (in stream order). Returns the
+ * memset's error without recording it, so a caller on an error path keeps its own message. */
+static cudaError_t md__rdf_drop(md_cuda_rdf_plan *p) {
+    p->pending = 0;
+    return cudaMemsetAsync(p->d_h64, 0, (size_t)p->nbins * sizeof(unsigned long long), p->queue.stream);
+}
+
+md_status md_cuda_rdf_plan_enqueue(md_rdf_variant variant, md_cuda_rdf_plan *p, const md_rdf *r,
+                                   const md_float4 *d_xyz, const double box[3]) {
+    const char *fn = "md_cuda_rdf_plan_enqueue";
+    md_cuda_rdf_geom g;
+    md_status st;
+    int mode, bin_step, max_bins;
+    if (!md_rdf_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is not a GPU rung: run it with md_rdf_accumulate",
+                            md_rdf_variant_name(variant));
+    if ((st = md__rdf_check(fn, p, r, d_xyz, box, &g)) != MD_OK) return st;
+    mode = variant == MD_RDF_GPU_GLOBAL ? 0 : variant == MD_RDF_GPU_WARP ? 2 : 1;
+    max_bins = variant == MD_RDF_GPU_WARP ? p->max_bins_warp : p->max_bins_shared;
+    bin_step = p->nbins;
+    if (variant == MD_RDF_GPU_PASSES) {
+        if (p->opts.max_bins_per_pass > 0 && p->opts.max_bins_per_pass < max_bins) max_bins = p->opts.max_bins_per_pass;
+        bin_step = p->nbins < max_bins ? p->nbins : max_bins;
+    } else if (mode != 0 && p->nbins > max_bins) {
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "nbins",
+                            "%d bins do not fit in shared memory for %s (at most %d): use MD_RDF_GPU_PASSES",
+                            p->nbins, md_rdf_variant_name(variant), max_bins);
+    }
+    if (p->pending == p->boxes_cap) { /* room for this frame's box (host memory) */
+        const long long cap = p->boxes_cap ? 2 * p->boxes_cap : 16;
+        double *b = (double *)md_alloc_array((size_t)cap, 3 * sizeof(double));
+        if (!b) return MD_ERR_OUT_OF_MEMORY;
+        if (p->pending) memcpy(b, p->boxes, (size_t)p->pending * 3 * sizeof(double));
+        md_free(p->boxes);
+        p->boxes = b;
+        p->boxes_cap = cap;
+    }
+    if ((st = md__rdf_enqueue_gather(p, d_xyz, &g)) != MD_OK || (st = md__rdf_count(p, mode, bin_step, &g)) != MD_OK) {
+        (void)md__rdf_drop(p); /* part of this frame may be in the totals: the batch is lost */
+        return st;
+    }
+    memcpy(p->boxes + 3 * p->pending, box, 3 * sizeof(double));
+    p->rmax = r->rmax;
+    p->pending++;
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_plan_sync(md_cuda_rdf_plan *p, md_rdf *r) {
+    const char *fn = "md_cuda_rdf_plan_sync";
+    md_cuda_flag_text text[MD_CUDA_FLAG_COUNT];
+    md_status st;
+    cudaError_t e;
+    long long f, frames;
+    int k;
+    if (!p || !p->d_h64) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_rdf_plan_create)");
+    if (p->pending > 0 && (!r || !r->counts || r->nbins != p->nbins || r->rmax != p->rmax))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r",
+                            "is not the accumulator the frames were enqueued for (%d bins, rmax %g nm)", p->nbins,
+                            p->rmax);
+    memset(text, 0, sizeof text);
+    text[MD_CUDA_FLAG_NONFINITE].field = "xyz";
+    text[MD_CUDA_FLAG_NONFINITE].format = "atom %llu has a non-finite coordinate";
+    if (p->pending > 0)
+        MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, (size_t)p->nbins * sizeof *p->h_h64, cudaMemcpyDeviceToHost,
+                                    p->queue.stream));
+    if ((st = md_cuda_queue_sync(&p->queue, fn, text)) != MD_OK) {
+        (void)md__rdf_drop(p); /* the batch is lost; the plan is ready for the next */
+        return st;
+    }
+    if ((frames = p->pending) == 0) return MD_OK;
+    if ((e = md__rdf_drop(p)) != cudaSuccess) /* zero the totals for the next batch */
+        return md_cuda_error(e, "cudaMemsetAsync(totals)", __FILE__, __LINE__);
     for (k = 0; k < p->nbins; k++) r->counts[k] += p->h_h64[k];
-    return md_rdf_add_frame(r, box, p->pairs, p->centers);
+    for (f = 0; f < frames; f++) (void)md_rdf_add_frame(r, p->boxes + 3 * f, p->pairs, p->centers);
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
+                                 const md_float4 *d_xyz, const double box[3]) {
+    md_status st = md_cuda_rdf_plan_enqueue(variant, p, r, d_xyz, box);
+    if (st != MD_OK) return st;
+    return md_cuda_rdf_plan_sync(p, r);
 }
 
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
