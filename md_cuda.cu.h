@@ -3606,10 +3606,14 @@ __global__ void md__cell_grid_kernel(md_cuda_cell_grid *g, const double *__restr
     if (!md__cell_grid_make(box, min_cell, cap_cells, natoms, g) && flags) md_cuda_flag_raise(flags, MD_CUDA_FLAG_RANGE, 0);
 }
 
-/* The coordinate x wrapped into [0, L]: x - L floor(x / L) in float (one rounded FMA). The
- * sort stores exactly this value, so an atom's cell and its stored coordinate agree. */
+/* The coordinate x wrapped into [0, L): x - L floor(x / L) in float (one rounded FMA), moved
+ * into [0, L) where rounding left it on L or a hair below 0. Wrapping a wrapped value gives it
+ * back unchanged, so sorting again does not move atoms. The sort stores exactly this value, so
+ * an atom's cell and its stored coordinate agree. */
 static inline __host__ __device__ float md__wrap_f32(float x, float L, float invL) {
-    return fmaf(-L, floorf(md__fmul(x, invL)), x);
+    float w = fmaf(-L, floorf(md__fmul(x, invL)), x);
+    if (w < 0.0f) w += L;
+    return w >= L ? 0.0f : w;
 }
 
 static inline __host__ __device__ int md__cell_of(float xw, float inv_cell, int dim) {
@@ -4370,6 +4374,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK)
 struct md__nb_exact_args {
     const float4 *xyzq;
     const int *type;
+    const int *order;
     const float2 *lj;
     int ntypes, n, stride;
     const int *exn, *exl;
@@ -4456,6 +4461,8 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_tiles_kernel(md__nb_e
     const md_nb_box_f32 b = md__box_f32(a.box);
     const float4 pi = act ? a.xyzq[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const int ti = act ? a.type[i] * a.ntypes : 0, m = act ? a.exn[i] : 0;
+    if (act && !(isfinite(pi.x) && isfinite(pi.y) && isfinite(pi.z)))
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)a.order[i]);
     int kx = 0, nex = m > 0 ? a.exl[i] : INT_MAX, bad = 0;
     md_fixed f[3] = {0, 0, 0}, e[2] = {0, 0}, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int j0 = 0; j0 < a.n; j0 += MD_CUDA_NB_BLOCK) {
@@ -4501,6 +4508,8 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_full_kernel(md__nb_ex
     const int ti = a.type[ii] * a.ntypes, cnt = act ? a.nbn[i] : 0;
     int kmax = cnt, bad = 0;
     md_fixed f[3] = {0, 0, 0}, e[2] = {0, 0}, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (act && !(isfinite(pi.x) && isfinite(pi.y) && isfinite(pi.z)))
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)a.order[i]);
     for (int o = 16; o > 0; o >>= 1) kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, o));
     for (int k = 0; k < kmax; k++) {
         const unsigned mk = 0u - (unsigned)(k < cnt);
@@ -4530,6 +4539,8 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_half_kernel(md__nb_ex
     const int ti = a.type[ii] * a.ntypes, cnt = act ? a.nbn[i] : 0;
     int kmax = cnt, bad = 0;
     md_fixed f[3] = {0, 0, 0}, e[2] = {0, 0}, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (act && !(isfinite(pi.x) && isfinite(pi.y) && isfinite(pi.z)))
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)a.order[i]);
     for (int o = 16; o > 0; o >>= 1) kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, o));
     for (int k = 0; k < kmax; k++) {
         const unsigned mk = 0u - (unsigned)(k < cnt);
@@ -4820,6 +4831,7 @@ struct md__nb_bonded_args {
     md_fixed *force, *energy;
     int stride;
     double self_energy, disp_e, disp_w;
+    double reach; /* cutoff (tiles) or cutoff + buffer (lists): must be at most half the box */
     long long *ctl;
     unsigned long long *flags;
     md_nb_coeffs k;
@@ -4879,6 +4891,11 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_bonded_kernel(md__nb_
         }
     if (t == 0) {
         const double vol = a.box[0] * a.box[1] * a.box[2];
+        const double shortest = fmin(a.box[0], fmin(a.box[1], a.box[2]));
+        if (!(2.0 * a.reach <= shortest)) { /* the box may have changed on the device */
+            atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 1ull);
+            md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
+        }
         if (FLAGS & 1) {
             atomicAdd(&a.energy[MD_CUDA_E_COUL_SELF], md__fixed_from_double(a.self_energy, MD_ENERGY_FIXED_SCALE));
             atomicAdd(&a.energy[MD_CUDA_E_LJ_DISPERSION], md__fixed_from_double(a.disp_e / vol, MD_ENERGY_FIXED_SCALE));
@@ -5414,6 +5431,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         const char *base;
         a.xyzq = s->d_xyzq;
         a.type = s->d_type;
+        a.order = s->d_order;
         a.lj = s->d_lj;
         a.ntypes = s->ntypes;
         a.n = n;
@@ -5466,6 +5484,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         b.self_energy = b.ewald ? -MD_COULOMB * p->params.ewald_beta / sqrt(3.14159265358979323846) * s->sum_q2 : 0.0;
         b.disp_e = disp ? pre * (s->disp_c12 / (9.0 * pow(rc, 9.0)) - s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
         b.disp_w = disp ? pre * (4.0 * s->disp_c12 / (9.0 * pow(rc, 9.0)) - 2.0 * s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
+        b.reach = p->variant == MD_NB_GPU_TILES ? p->params.cutoff : p->params.cutoff + p->params.buffer;
         b.ctl = p->d_ctl;
         b.flags = s->q.d_flags;
         b.k = p->coeffs;
@@ -5506,8 +5525,9 @@ md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *
         return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq", "atom %llu (caller numbering) has a non-finite coordinate", detail);
     if (h[MD__NB_CTL_REASON] & 1)
         return md_set_error(MD_ERR_RANGE, fn, 0, "cutoff",
-                            "cutoff + buffer = %g nm is more than half the shortest box edge: the minimum image would miss pairs",
-                            p->params.cutoff + p->params.buffer);
+                            "cutoff%s = %g nm is more than half the shortest box edge: the minimum image would miss pairs",
+                            p->variant == MD_NB_GPU_TILES ? "" : " + buffer",
+                            p->variant == MD_NB_GPU_TILES ? p->params.cutoff : p->params.cutoff + p->params.buffer);
     if (md_cuda_queue_flag(&s->q, MD_CUDA_FLAG_OVERFLOW, &detail)) {
         if (h[MD__NB_CTL_NEED_ENTRIES] > p->cap_entries)
             return md_set_error(MD_ERR_RANGE, fn, 0, "list_capacity",

@@ -591,10 +591,577 @@ static void cluster_search_on_host(void) {
     }
 }
 
+
+/* ---------------------------------------------------------------- GPU tests */
+
+/* Fill a device buffer with 0xFF bytes (NaN floats, all-ones fixed point): what a kernel fails to
+ * overwrite shows. */
+static int poison(void *d, size_t bytes, cudaStream_t st) {
+    return cudaMemsetAsync(d, 0xFF, bytes, st) == cudaSuccess;
+}
+
+/* One evaluation on a poisoned state: forces and energies poisoned, zeroed, evaluated, polled. */
+static md_status evaluate(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what, md_energy *e) {
+    md_status st;
+    if (!poison(s->d_force, 3 * (size_t)s->stride * sizeof(md_fixed), s->q.stream) ||
+        !poison(s->d_energy, MD_CUDA_E_COUNT * sizeof(md_fixed), s->q.stream))
+        return md_set_error(MD_ERR_CUDA, "evaluate", 0, NULL, "poison failed");
+    if ((st = md_cuda_state_zero(s)) != MD_OK || (st = md_cuda_nb_enqueue(p, s, what)) != MD_OK) return st;
+    return md_cuda_nb_plan_poll(p, s, e);
+}
+
+/* A system's state on the device (capacity n + 37, so the stride is not n). */
+static md_status make_state(md_cuda_state *st, const md_system *s, const md_topology *t, const md_lj_table *lj) {
+    md_status r;
+    if ((r = md_cuda_state_create(st, s->n + 37)) != MD_OK) return r;
+    return md_cuda_state_upload(st, s, t, lj);
+}
+
+static md_status alloc_like(md_system *out, const md_system *s) {
+    md_status r = md_system_alloc(out, s->n);
+    if (r == MD_OK) memcpy(out->box, s->box, sizeof out->box);
+    return r;
+}
+
+static void state_roundtrip(void) {
+    md_system s, back;
+    md_topology t;
+    md_lj_table lj;
+    md_cuda_state st;
+    md_energy e;
+    long long step = -1;
+    std::vector<md_fixed> f;
+    NEED_GPU();
+    MD_CHECK_OK(water(&s, &t, &lj, 100, 41));
+    for (int i = 0; i < s.n; i++) s.vel[i].x += 0.25f * (float)(i % 7);
+    MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+    MD_CHECK(st.stride % 32 == 0 && st.stride >= st.capacity);
+    MD_CHECK_OK(alloc_like(&back, &s));
+    for (int i = 0; i < s.n; i++) back.xyzq[i].x = back.vel[i].y = NAN;
+    MD_CHECK(poison(st.d_force, 3 * (size_t)st.stride * sizeof(md_fixed), st.q.stream));
+    MD_CHECK_OK(md_cuda_state_zero(&st));
+    f.assign(3 * (size_t)s.n, 1);
+    MD_CHECK_OK(md_cuda_state_download(&st, &back, NULL, f.data()));
+    for (int i = 0; i < s.n; i++) {
+        MD_CHECKF(back.xyzq[i].x == s.xyzq[i].x && back.xyzq[i].y == s.xyzq[i].y && back.xyzq[i].z == s.xyzq[i].z &&
+                      back.xyzq[i].w == t.charge[i],
+                  "atom %d position or charge changed", i);
+        MD_CHECKF(back.vel[i].x == s.vel[i].x && back.vel[i].y == s.vel[i].y && back.vel[i].z == s.vel[i].z,
+                  "atom %d velocity changed", i);
+        MD_CHECKF(f[3 * i] == 0 && f[3 * i + 1] == 0 && f[3 * i + 2] == 0, "atom %d force not zeroed", i);
+    }
+    MD_CHECK_OK(md_cuda_state_poll(&st, &e, &step));
+    MD_CHECK(step == 0 && md_energy_total(&e) == 0.0);
+    MD_CHECK_OK(md_cuda_state_enqueue_kinetic(&st));
+    MD_CHECK_OK(md_cuda_state_poll(&st, &e, NULL));
+    {
+        double ke = 0.0;
+        for (int i = 0; i < s.n; i++)
+            ke += 0.5 * t.mass[i] * ((double)s.vel[i].x * s.vel[i].x + (double)s.vel[i].y * s.vel[i].y +
+                                     (double)s.vel[i].z * s.vel[i].z);
+        MD_CHECK_CLOSE(e.kinetic, ke, 1e-5, 1e-6); /* float per atom, float block sums */
+    }
+    { /* too many atoms for the capacity */
+        md_cuda_state small;
+        MD_CHECK_OK(md_cuda_state_create(&small, s.n - 1));
+        MD_CHECK_ERROR(md_cuda_state_upload(&small, &s, &t, &lj), MD_ERR_RANGE, "capacity");
+        md_cuda_state_destroy(&small);
+    }
+    md_cuda_state_destroy(&st);
+    md_cuda_state_destroy(&st); /* safe twice */
+    md_system_free(&back);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+}
+
+/* GPU raw sums vs md_nb_compute(MD_NB_CPU_FIXED) on the state's own coordinates (downloaded:
+ * the sort wraps them into the box). Returns the number of differing words, -1 on error. */
+static long long compare_fixed(md_cuda_state *st, const md_topology *t, const md_lj_table *lj, const md_nb_params *p,
+                               const char *what) {
+    md_system back;
+    md_nb_plan cp;
+    md_energy e;
+    std::vector<md_fixed> f(3 * (size_t)st->n);
+    long long bad = 0;
+    static const int terms[5] = {MD_CUDA_E_LJ, MD_CUDA_E_COUL_REAL, MD_CUDA_E_COUL_EXCL, MD_CUDA_E_LJ14, MD_CUDA_E_COUL14};
+    static const int cpu[5] = {MD_NB_FIXED_LJ, MD_NB_FIXED_COUL, MD_NB_FIXED_EXCL, MD_NB_FIXED_LJ14, MD_NB_FIXED_COUL14};
+    if (md_system_alloc(&back, st->n) != MD_OK) return -1;
+    memcpy(back.box, st->box, sizeof back.box);
+    if (md_cuda_state_download(st, &back, NULL, f.data()) != MD_OK || md_nb_plan_create(&cp, p, st->n) != MD_OK ||
+        md_nb_compute(MD_NB_CPU_FIXED, &cp, t, lj, back.xyzq, back.box, NULL, &e) != MD_OK) {
+        printf("  %s: %s\n", what, md_last_error());
+        md_system_free(&back);
+        return -1;
+    }
+    for (int i = 0; i < 3 * st->n; i++)
+        if (f[i] != cp.fixed_force[i]) {
+            if (bad < 3)
+                printf("  %s: atom %d component %d: gpu %.9g, cpu %.9g kJ/mol/nm\n", what, i / 3, i % 3,
+                       md_fixed_to_double(f[i], MD_FORCE_FIXED_SCALE), md_fixed_to_double(cp.fixed_force[i], MD_FORCE_FIXED_SCALE));
+            bad++;
+        }
+    for (int k = 0; k < 5; k++)
+        if (st->h_energy[terms[k]] != cp.fixed_energy[cpu[k]]) {
+            printf("  %s: energy term %d: gpu %.9f, cpu %.9f kJ/mol\n", what, terms[k],
+                   md_fixed_to_double(st->h_energy[terms[k]], MD_ENERGY_FIXED_SCALE),
+                   md_fixed_to_double(cp.fixed_energy[cpu[k]], MD_ENERGY_FIXED_SCALE));
+            bad++;
+        }
+    for (int k = 0; k < 9; k++)
+        if (st->h_energy[MD_CUDA_E_VIRIAL_XX + k] != cp.fixed_virial[k]) {
+            if (bad < 3) printf("  %s: virial %d differs\n", what, k);
+            bad++;
+        }
+    if (fabs(md_fixed_to_double(st->h_energy[MD_CUDA_E_COUL_SELF], MD_ENERGY_FIXED_SCALE) - e.coul_self) >
+        1e-7 * fabs(e.coul_self) + 1e-7) {
+        printf("  %s: self energy %.9f, cpu %.9f\n", what, md_fixed_to_double(st->h_energy[MD_CUDA_E_COUL_SELF], MD_ENERGY_FIXED_SCALE),
+               e.coul_self);
+        bad++;
+    }
+    md_nb_plan_free(&cp);
+    md_system_free(&back);
+    return bad;
+}
+
+static const md_nb_variant exact_rungs[3] = {MD_NB_GPU_TILES, MD_NB_GPU_FULL_LIST, MD_NB_GPU_HALF_LIST};
+
+/* The exact rungs are bitwise MD_NB_CPU_FIXED: water (Ewald, LB) and chains (1-4 pairs, 6 types). */
+static void exact_rungs_bitwise(void) {
+    for (int sys = 0; sys < 2; sys++) {
+        md_system s;
+        md_topology t;
+        md_lj_table lj;
+        md_cuda_state st;
+        md_nb_params p;
+        memset(&p, 0, sizeof p);
+        NEED_GPU();
+        if (sys == 0) MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 300 : 1500, 42));
+        else MD_CHECK_OK(chains(&s, &t, &lj, sanitize ? 2.4 : 3.6, 43));
+        MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+        for (int v = 0; v < 3; v++) {
+            md_cuda_nb_plan pl;
+            md_energy e;
+            char what[96];
+            long long bad;
+            snprintf(what, sizeof what, "%s, %s", sys ? "chains" : "water", md_nb_variant_name(exact_rungs[v]));
+            MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, exact_rungs[v], &p, NULL));
+            MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e));
+            bad = compare_fixed(&st, &t, &lj, &p, what);
+            MD_CHECKF(bad == 0, "%s: %lld words differ from MD_NB_CPU_FIXED", what, bad);
+            md_cuda_nb_plan_destroy(&pl);
+        }
+        md_cuda_state_destroy(&st);
+        md_system_free(&s);
+        md_topology_free(&t);
+        md_lj_table_free(&lj);
+    }
+}
+
+/* The cluster rungs against the double CPU reference (see the file's header for tolerances). */
+static void cluster_rungs_vs_cpu(void) {
+    static const struct {
+        md_nb_variant v;
+        int warp;
+    } rungs[4] = {{MD_NB_GPU_CLUSTER, 0}, {MD_NB_GPU_CLUSTER_SMEM, 0}, {MD_NB_GPU_CLUSTER, 16}, {MD_NB_GPU_CLUSTER, 8}};
+    for (int sys = 0; sys < 2; sys++) {
+        md_system s, back;
+        md_topology t;
+        md_lj_table lj;
+        md_cuda_state st;
+        md_nb_params p;
+        memset(&p, 0, sizeof p);
+        NEED_GPU();
+        if (sys == 0) MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 400 : 2500, 44));
+        else MD_CHECK_OK(chains(&s, &t, &lj, sanitize ? 2.4 : 3.6, 45));
+        MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+        MD_CHECK_OK(alloc_like(&back, &s));
+        for (int v = 0; v < 4; v++) {
+            md_cuda_nb_plan pl;
+            md_cuda_nb_opts o;
+            md_nb_plan cp;
+            md_energy e, ref, fix;
+            std::vector<double> fg(3 * (size_t)s.n), fr(3 * (size_t)s.n);
+            double err, rms, scale, w = 0.0;
+            char what[96];
+            memset(&o, 0, sizeof o);
+            o.warp = rungs[v].warp;
+            snprintf(what, sizeof what, "%s, %s, warp %d", sys ? "chains" : "water", md_nb_variant_name(rungs[v].v),
+                     rungs[v].warp ? rungs[v].warp : 32);
+            MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, rungs[v].v, &p, &o));
+            MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e)); /* builds and prunes */
+            MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e)); /* the pruned list */
+            MD_CHECK_OK(md_cuda_state_download(&st, &back, fg.data(), NULL));
+            MD_CHECK_OK(md_nb_plan_create(&cp, &p, s.n));
+            MD_CHECK_OK(md_nb_compute(MD_NB_CPU_VERLET, &cp, &t, &lj, back.xyzq, back.box, fr.data(), &ref));
+            MD_CHECK_OK(md_nb_compute(MD_NB_CPU_FIXED, &cp, &t, &lj, back.xyzq, back.box, NULL, &fix));
+            err = force_error(fg.data(), fr.data(), s.n, &rms);
+            scale = fabs(ref.lj) + fabs(ref.coul_real);
+            for (int k = 0; k < 9; k += 4) w += fabs(ref.virial[k]);
+            printf("  %s: force error %.2e (F_rms %.1f), LJ %.6f / %.6f, Coulomb %.4f / %.4f kJ/mol, %lld rebuilds\n", what,
+                   err, rms, e.lj, ref.lj, e.coul_real, ref.coul_real, pl.stats.rebuilds);
+            MD_CHECKF(err < 5e-4, "%s: force error %.3e", what, err);
+            MD_CHECKF(fabs(e.lj - ref.lj) < 2e-5 * scale && fabs(e.coul_real - ref.coul_real) < 2e-5 * scale,
+                      "%s: pair energies off", what);
+            /* the exact kernel's terms equal MD_NB_CPU_FIXED's bits */
+            MD_CHECKF(st.h_energy[MD_CUDA_E_COUL_EXCL] == cp.fixed_energy[MD_NB_FIXED_EXCL] &&
+                          st.h_energy[MD_CUDA_E_LJ14] == cp.fixed_energy[MD_NB_FIXED_LJ14] &&
+                          st.h_energy[MD_CUDA_E_COUL14] == cp.fixed_energy[MD_NB_FIXED_COUL14],
+                      "%s: exclusion or 1-4 energies differ from MD_NB_CPU_FIXED", what);
+            for (int k = 0; k < 9; k++)
+                MD_CHECKF(fabs(e.virial[k] - ref.virial[k]) < 1e-4 * w, "%s: virial %d %.6f, cpu %.6f", what, k, e.virial[k],
+                          ref.virial[k]);
+            MD_CHECK(pl.stats.rebuilds == 1 && pl.stats.entries > 0 && pl.stats.computed_pairs > 0);
+            md_nb_plan_free(&cp);
+            md_cuda_nb_plan_destroy(&pl);
+        }
+        md_cuda_state_destroy(&st);
+        md_system_free(&back);
+        md_system_free(&s);
+        md_topology_free(&t);
+        md_lj_table_free(&lj);
+    }
+}
+
+/* Every rung twice, after a forced rebuild and after a re-sort: the same bits. */
+static void repeatable(void) {
+    static const md_nb_variant all[5] = {MD_NB_GPU_TILES, MD_NB_GPU_FULL_LIST, MD_NB_GPU_HALF_LIST, MD_NB_GPU_CLUSTER,
+                                         MD_NB_GPU_CLUSTER_SMEM};
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_cuda_state st;
+    NEED_GPU();
+    MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 300 : 2000, 46));
+    MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+    for (int v = 0; v < 5; v++) {
+        md_cuda_nb_plan pl;
+        md_energy e;
+        std::vector<md_fixed> f0(3 * (size_t)s.n), f1(3 * (size_t)s.n);
+        md_fixed e0[MD_CUDA_E_COUNT];
+        static const unsigned extra[3] = {0u, MD_CUDA_NB_REBUILD, MD_CUDA_NB_SORT};
+        MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, all[v], NULL, NULL));
+        MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e));
+        MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e)); /* after the prune */
+        MD_CHECK_OK(md_cuda_state_download(&st, NULL, NULL, f0.data()));
+        memcpy(e0, st.h_energy, sizeof e0);
+        for (int k = 0; k < 3; k++) {
+            MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL | extra[k], &e));
+            if (extra[k]) MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e));
+            MD_CHECK_OK(md_cuda_state_download(&st, NULL, NULL, f1.data()));
+            MD_CHECKF(f0 == f1 && memcmp(e0, st.h_energy, sizeof e0) == 0, "%s: run %d (%s) differs from the first",
+                      md_nb_variant_name(all[v]), k, k == 0 ? "again" : k == 1 ? "rebuilt" : "re-sorted");
+        }
+        md_cuda_nb_plan_destroy(&pl);
+    }
+    md_cuda_state_destroy(&st);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+}
+
+/* Move caller atom c by dx (nm) along x on the device. */
+static int move_atom(md_cuda_state *st, int c, float dx) {
+    int slot;
+    float4 p;
+    if (cudaStreamSynchronize(st->q.stream) != cudaSuccess ||
+        cudaMemcpy(&slot, st->d_rank + c, sizeof slot, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(&p, st->d_xyzq + slot, sizeof p, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return 0;
+    p.x += dx;
+    return cudaMemcpy(st->d_xyzq + slot, &p, sizeof p, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaDeviceSynchronize() == cudaSuccess;
+}
+
+/* The half-buffer rule on the device, and forces after moves without a sort (the escape path). */
+static void rebuild_rule(void) {
+    md_system s, back;
+    md_topology t;
+    md_lj_table lj;
+    md_cuda_state st;
+    md_cuda_nb_plan pl;
+    md_nb_plan cp;
+    md_energy e;
+    NEED_GPU();
+    MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 300 : 2000, 47));
+    MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+    MD_CHECK_OK(alloc_like(&back, &s));
+    for (int v = 0; v < 2; v++) {
+        const md_nb_variant var = v ? MD_NB_GPU_FULL_LIST : MD_NB_GPU_CLUSTER;
+        std::vector<double> fg(3 * (size_t)s.n), fr(3 * (size_t)s.n);
+        double err;
+        MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, var, NULL, NULL));
+        MD_CHECK_OK(evaluate(&pl, &st, 0, &e));
+        MD_CHECK(pl.stats.rebuilds == 1);
+        MD_CHECK(move_atom(&st, 5, 0.03f)); /* 0.6 x half the buffer: no rebuild */
+        MD_CHECK_OK(evaluate(&pl, &st, 0, &e));
+        MD_CHECKF(pl.stats.rebuilds == 1, "%s: rebuilt after a move of 0.03 nm", md_nb_variant_name(var));
+        MD_CHECK(move_atom(&st, 5, 0.03f)); /* now 0.06 from the build: rebuild */
+        MD_CHECK(move_atom(&st, 17, -0.045f));
+        MD_CHECK_OK(evaluate(&pl, &st, 0, &e));
+        MD_CHECKF(pl.stats.rebuilds == 2, "%s: %lld rebuilds after a move of 0.06 nm, want 2", md_nb_variant_name(var),
+                  pl.stats.rebuilds);
+        MD_CHECK_OK(md_cuda_state_download(&st, &back, fg.data(), NULL));
+        MD_CHECK_OK(md_nb_plan_create(&cp, NULL, s.n));
+        MD_CHECK_OK(md_nb_compute(MD_NB_CPU_VERLET, &cp, &t, &lj, back.xyzq, back.box, fr.data(), &e));
+        err = force_error(fg.data(), fr.data(), s.n, NULL);
+        MD_CHECKF(err < 5e-4, "%s after moves: force error %.3e", md_nb_variant_name(var), err);
+        md_nb_plan_free(&cp);
+        md_cuda_nb_plan_destroy(&pl);
+    }
+    md_cuda_state_destroy(&st);
+    md_system_free(&back);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+}
+
+/* Tiny capacities: the poll names the capacity, md_cuda_nb_plan_grow fixes it, the forces are right. */
+static void capacity_overflow(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_cuda_state st;
+    NEED_GPU();
+    MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 300 : 1200, 48));
+    MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+    for (int v = 0; v < 3; v++) {
+        const md_nb_variant var = v == 0 ? MD_NB_GPU_CLUSTER : v == 1 ? MD_NB_GPU_FULL_LIST : MD_NB_GPU_HALF_LIST;
+        md_cuda_nb_plan pl;
+        md_cuda_nb_opts o;
+        md_energy e;
+        md_status r = MD_ERR_RANGE;
+        int tries = 0, grown = 0;
+        memset(&o, 0, sizeof o);
+        o.list_capacity = 64;
+        o.excl_capacity = 2;
+        o.max_neighbors = 8;
+        MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, var, NULL, &o));
+        MD_CHECK_ERROR(evaluate(&pl, &st, MD_CUDA_NB_ENERGY, &e), MD_ERR_RANGE, "md_cuda_nb_plan_grow");
+        while (r != MD_OK && tries < 4) {
+            MD_CHECK_OK(md_cuda_nb_plan_grow(&pl, &st, &grown));
+            MD_CHECK(grown == 1);
+            r = evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e);
+            tries++;
+        }
+        MD_CHECKF(r == MD_OK, "%s: still failing after %d grows: %s", md_nb_variant_name(var), tries, md_last_error());
+        if (var != MD_NB_GPU_CLUSTER) {
+            const long long bad = compare_fixed(&st, &t, &lj, &pl.params, md_nb_variant_name(var));
+            MD_CHECKF(bad == 0, "%s after growing: %lld words differ from MD_NB_CPU_FIXED", md_nb_variant_name(var), bad);
+        } else {
+            md_system back;
+            md_nb_plan cp;
+            md_energy ref;
+            std::vector<double> fg(3 * (size_t)s.n), fr(3 * (size_t)s.n);
+            MD_CHECK_OK(alloc_like(&back, &s));
+            MD_CHECK_OK(md_cuda_state_download(&st, &back, fg.data(), NULL));
+            MD_CHECK_OK(md_nb_plan_create(&cp, NULL, s.n));
+            MD_CHECK_OK(md_nb_compute(MD_NB_CPU_VERLET, &cp, &t, &lj, back.xyzq, back.box, fr.data(), &ref));
+            MD_CHECKF(force_error(fg.data(), fr.data(), s.n, NULL) < 5e-4, "cluster after growing: forces off");
+            md_nb_plan_free(&cp);
+            md_system_free(&back);
+        }
+        md_cuda_nb_plan_destroy(&pl);
+    }
+    md_cuda_state_destroy(&st);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+}
+
+/* Host and device checks of bad input. */
+static void bad_input(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_cuda_state st;
+    md_cuda_nb_plan pl;
+    md_nb_params p;
+    md_energy e;
+    NEED_GPU();
+    MD_CHECK_OK(water(&s, &t, &lj, 300, 49)); /* edge 2.08 nm */
+    MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+    memset(&p, 0, sizeof p);
+    p.cutoff = 1.2;
+    MD_CHECK_ERROR(md_cuda_nb_plan_create(&pl, &st, MD_NB_GPU_CLUSTER, &p, NULL), MD_ERR_RANGE, "half the shortest box edge");
+    MD_CHECK_ERROR(md_cuda_nb_plan_create(&pl, &st, MD_NB_CPU_FIXED, NULL, NULL), MD_ERR_UNSUPPORTED, "not a GPU rung");
+    p.cutoff = 0.9;
+    p.lj = MD_LJ_FORCE_SWITCH;
+    MD_CHECK_ERROR(md_cuda_nb_plan_create(&pl, &st, MD_NB_GPU_CLUSTER, &p, NULL), MD_ERR_UNSUPPORTED, "force switch");
+    for (int v = 0; v < 3; v++) {
+        const md_nb_variant var = v == 0 ? MD_NB_GPU_CLUSTER : v == 1 ? MD_NB_GPU_FULL_LIST : MD_NB_GPU_TILES;
+        const double small[3] = {1.7, 1.7, 1.7}; /* below twice the cutoff (tiles) and cutoff + buffer */
+        MD_CHECK_OK(md_cuda_state_upload(&st, &s, &t, &lj));
+        MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, var, NULL, NULL));
+        MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY, &e));
+        /* a NaN coordinate, named by its caller index */
+        MD_CHECK(move_atom(&st, 123, NAN));
+        MD_CHECK_ERROR(evaluate(&pl, &st, MD_CUDA_NB_ENERGY, &e), MD_ERR_RANGE, "atom 123");
+        /* a box shrunk on the device below twice cutoff + buffer */
+        MD_CHECK_OK(md_cuda_state_upload(&st, &s, &t, &lj));
+        MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY, &e));
+        MD_CHECK(cudaStreamSynchronize(st.q.stream) == cudaSuccess);
+        MD_CHECK(cudaMemcpy(st.d_box, small, sizeof small, cudaMemcpyHostToDevice) == cudaSuccess);
+        MD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        MD_CHECK_ERROR(evaluate(&pl, &st, MD_CUDA_NB_ENERGY, &e), MD_ERR_RANGE, "half the shortest box edge");
+        md_cuda_nb_plan_destroy(&pl);
+    }
+    md_cuda_state_destroy(&st);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+}
+
+/* Velocity Verlet on the GPU vs md_dynamics on the CPU, then energy conservation. */
+static void nve(void) {
+    md_system s, back, cpu_sys;
+    md_topology t;
+    md_lj_table lj;
+    md_fcc_desc d;
+    md_nb_params p;
+    md_dynamics dy;
+    md_cuda_state st;
+    md_cuda_nb_plan pl;
+    md_energy e;
+    const double dt = 0.004;
+    const int nrun = sanitize ? 200 : 2000;
+    double e0, emin, emax, worst = 0.0;
+    long long step = 0;
+    NEED_GPU();
+    memset(&d, 0, sizeof d);
+    d.cells = sanitize ? 4 : 6;
+    memset(&p, 0, sizeof p);
+    p.coul = MD_COUL_NONE;
+    MD_CHECK_OK(md_build_lj_fluid(&s, &t, &lj, &d));
+    MD_CHECK_OK(md_dynamics_init(&dy, &s, &t, &lj, &p, MD_NB_CPU_VERLET, dt));
+    MD_CHECK_OK(md_integrate_vv(&dy, 10));
+    MD_CHECK_OK(alloc_like(&cpu_sys, &s));
+    MD_CHECK_OK(md_dynamics_get_system(&dy, &cpu_sys));
+    MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+    MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, MD_NB_GPU_CLUSTER, &p, NULL));
+    MD_CHECK_OK(md_cuda_vv_enqueue(&st, &pl, dt, 10, MD_CUDA_NB_ENERGY));
+    MD_CHECK_OK(md_cuda_nb_plan_poll(&pl, &st, &e));
+    MD_CHECK_OK(alloc_like(&back, &s));
+    MD_CHECK_OK(md_cuda_state_download(&st, &back, NULL, NULL));
+    MD_CHECK_OK(md_cuda_state_poll(&st, NULL, &step));
+    MD_CHECK(step == 10);
+    for (int i = 0; i < s.n; i++) {
+        const double L = s.box[0];
+        double dxs[3] = {(double)back.xyzq[i].x - cpu_sys.xyzq[i].x, (double)back.xyzq[i].y - cpu_sys.xyzq[i].y,
+                         (double)back.xyzq[i].z - cpu_sys.xyzq[i].z};
+        for (int k = 0; k < 3; k++) worst = fmax(worst, fabs(dxs[k] - L * rint(dxs[k] / L)));
+    }
+    printf("  after 10 steps: largest position difference GPU - CPU %.2e nm; total energy %.6f / %.6f kJ/mol\n", worst,
+           md_energy_total(&e), md_energy_total(&dy.energy));
+    MD_CHECKF(worst < 2e-5, "positions differ by %.3e nm after 10 steps", worst);
+    MD_CHECK_CLOSE(md_energy_total(&e), md_energy_total(&dy.energy), 1e-4, 1e-3);
+    e0 = emin = emax = md_energy_total(&e);
+    for (int k = 0; k < nrun / 100; k++) {
+        double et;
+        MD_CHECK_OK(md_cuda_vv_enqueue(&st, &pl, dt, 100, MD_CUDA_NB_ENERGY));
+        MD_CHECK_OK(md_cuda_nb_plan_poll(&pl, &st, &e));
+        et = md_energy_total(&e);
+        emin = fmin(emin, et);
+        emax = fmax(emax, et);
+    }
+    printf("  %d steps of %.0f fs: total energy %.5f -> %.5f kJ/mol, drift %.2e, range %.2e kJ/mol per atom, "
+           "%lld rebuilds, %lld sorts\n",
+           nrun, dt * 1000.0, e0, md_energy_total(&e), (md_energy_total(&e) - e0) / s.n, (emax - emin) / s.n,
+           pl.stats.rebuilds, pl.stats.sorts);
+    MD_CHECKF(fabs(md_energy_total(&e) - e0) / s.n < 1e-3 && (emax - emin) / s.n < 2e-3,
+              "energy not conserved: drift %.3e, range %.3e kJ/mol per atom", (md_energy_total(&e) - e0) / s.n,
+              (emax - emin) / s.n);
+    MD_CHECK(pl.stats.rebuilds > 1);
+    md_cuda_nb_plan_destroy(&pl);
+    md_cuda_state_destroy(&st);
+    md_dynamics_free(&dy);
+    md_system_free(&back);
+    md_system_free(&cpu_sys);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+}
+
+/* MD_RDF_GPU_CELL gives md_rdf_accumulate's counts exactly. */
+static void rdf_cell_rung(void) {
+    md_system s;
+    md_float4 *dxyz = NULL;
+    double box[3] = {4.3, 4.5, 4.7};
+    int n = sanitize ? 800 : 9001, *sa, *sb, na, nb;
+    NEED_GPU();
+    MD_CHECK_OK(md_build_random_charges(&s, n, box, 1.0, 50));
+    s.xyzq[3].x += 4.3f; /* outside the box: wrapped like every rung does */
+    s.xyzq[10].z -= 9.4f;
+    MD_CHECK(cudaMalloc((void **)&dxyz, sizeof(md_float4) * n) == cudaSuccess);
+    MD_CHECK(cudaMemcpy(dxyz, s.xyzq, sizeof(md_float4) * n, cudaMemcpyHostToDevice) == cudaSuccess);
+    sa = (int *)malloc(sizeof(int) * n);
+    sb = (int *)malloc(sizeof(int) * n);
+    for (int c = 0; c < 2; c++) {
+        md_rdf ref, g;
+        md_cuda_rdf_plan pl;
+        const int *pb = NULL;
+        if (c == 0) {
+            na = n;
+            nb = 0;
+            for (int i = 0; i < n; i++) sa[i] = i;
+        } else {
+            na = n / 2;
+            nb = n - n / 3;
+            for (int i = 0; i < na; i++) sa[i] = 2 * i;
+            for (int i = 0; i < nb; i++) sb[i] = n - 1 - i;
+            pb = sb;
+        }
+        MD_CHECK_OK(md_rdf_init(&ref, 1.4, 111));
+        MD_CHECK_OK(md_rdf_init(&g, 1.4, 111));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s.xyzq, n, sa, na, pb, nb, box));
+        MD_CHECK_OK(md_cuda_rdf_plan_create(&pl, n, sa, na, pb, nb, 111, NULL));
+        for (int f = 0; f < 2; f++) MD_CHECK_OK(md_cuda_rdf_accumulate(MD_RDF_GPU_CELL, &pl, &g, dxyz, box));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s.xyzq, n, sa, na, pb, nb, box));
+        for (int k = 0; k < 111; k++)
+            MD_CHECKF(g.counts[k] == ref.counts[k], "case %d bin %d: gpu_cell %llu, cpu %llu", c, k,
+                      (unsigned long long)g.counts[k], (unsigned long long)ref.counts[k]);
+        MD_CHECK(g.frames == 2 && g.sum_pair_density == ref.sum_pair_density);
+        md_cuda_rdf_plan_destroy(&pl);
+        md_rdf_free(&ref);
+        md_rdf_free(&g);
+    }
+    free(sa);
+    free(sb);
+    MD_CHECK(cudaFree(dxyz) == cudaSuccess);
+    md_system_free(&s);
+}
+
+/* Every kernel the tests launched is in the registry, once. */
+static void registry_holds_nb_kernels(void) {
+    static const char *names[] = {"md__nb_disp_kernel", "(md__nb_bbox_kernel<4>)", "(md__nb_search_kernel<32>)",
+                                  "md__nb_cluster_kernel<32, 3, 0>", "md__nb_full_kernel<3>", "md__nb_bonded_kernel<3>",
+                                  "md__cell_key_kernel", "md__vv_kick_kernel", "md__rdf_cell_kernel"};
+    NEED_GPU();
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+        int found = 0;
+        for (int k = 0; k < md_cuda_kernel_count(); k++) {
+            const char *name = NULL;
+            MD_CHECK_OK(md_cuda_kernel_at(k, NULL, &name));
+            found += strcmp(name, names[i]) == 0;
+        }
+        MD_CHECKF(found == 1, "%s is registered %d times, want once", names[i], found);
+    }
+}
+
 int main(void) {
     const char *san = getenv("MD_SANITIZE");
     sanitize = san && san[0] == '1';
     MD_RUN(pair_fast_accuracy);
     MD_RUN(cluster_search_on_host);
+    MD_RUN(state_roundtrip);
+    MD_RUN(exact_rungs_bitwise);
+    MD_RUN(cluster_rungs_vs_cpu);
+    MD_RUN(repeatable);
+    MD_RUN(rebuild_rule);
+    MD_RUN(capacity_overflow);
+    MD_RUN(bad_input);
+    MD_RUN(nve);
+    MD_RUN(rdf_cell_rung);
+    MD_RUN(registry_holds_nb_kernels);
     return md_test_summary();
 }
