@@ -3894,15 +3894,25 @@ __global__ void md__nb_scale_lj_kernel(const float2 *__restrict__ lj, int count,
 
 __global__ void md__nb_disp_kernel(const float4 *__restrict__ xyzq, const float4 *__restrict__ ref, int n,
                                   const double *__restrict__ box, float half2, long long *ctl, unsigned long long *flags,
-                                  const int *__restrict__ order) {
+                                  const int *__restrict__ order, md_cuda_cell_grid *grid) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     md_nb_box_f32 b;
     float4 p, r;
     float d[3];
+    if (i == 0 && (box[0] != __longlong_as_double(ctl[MD__NB_CTL_BOX]) || box[1] != __longlong_as_double(ctl[MD__NB_CTL_BOX + 1]) ||
+                   box[2] != __longlong_as_double(ctl[MD__NB_CTL_BOX + 2]))) {
+        /* a new box: rebuild, with the cells of the last sort scaled to it (the same cell counts,
+         * so the grid stays periodic; the escape measures how far atoms are off their cells) */
+        for (int k = 0; k < 3; k++) {
+            const double L = box[k] > 0.0 ? box[k] : 1.0;
+            grid->cell[k] = (float)(L / (double)grid->dim[k]);
+            grid->inv_cell[k] = (float)((double)grid->dim[k] / L);
+            grid->box[k] = (float)L;
+            grid->inv_box[k] = (float)(1.0 / L);
+        }
+        ctl[MD__NB_CTL_REBUILD] = 1;
+    }
     if (ctl[MD__NB_CTL_REBUILD]) return; /* decided already: the build kernels check every atom */
-    if (i == 0)
-        for (int k = 0; k < 3; k++)
-            if (box[k] != __longlong_as_double(ctl[MD__NB_CTL_BOX + k])) ctl[MD__NB_CTL_REBUILD] = 1;
     if (i >= n) return;
     p = xyzq[i];
     if (!isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z)) {
@@ -5337,7 +5347,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         if (((what & MD_CUDA_NB_SORT) || p->sorted_epoch != s->epoch) && (r = md__nb_sort(p, s)) != MD_OK) return r;
         if (what & MD_CUDA_NB_REBUILD) MD_CUDA_TRY(cudaMemsetAsync(p->d_ctl + MD__NB_CTL_REBUILD, 1, 1, st));
         MD_CUDA_LAUNCH(md__nb_disp_kernel, (n + 255) / 256, 256, 0, st, s->d_xyzq, p->d_ref, n, s->d_box, half * half,
-                       p->d_ctl, s->q.d_flags, s->d_order);
+                       p->d_ctl, s->q.d_flags, s->d_order, p->cells.d_grid);
         switch (p->cj) {
         case 1:
             MD_CUDA_LAUNCH((md__nb_bbox_kernel<1>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
