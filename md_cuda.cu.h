@@ -1040,6 +1040,8 @@ typedef struct md_cuda_nb_opts {
     long long excl_capacity; /**< cluster rungs: entries with an exclusion mask (default: 4 per i-cluster + 1024) */
     int chunk;               /**< cluster rungs: entries per work item (default: so that about 16 warps per SM have work) */
     int sort_interval;       /**< md_cuda_vv_enqueue: sort every this many steps (default 100; negative: never) */
+    int time_kernel;         /**< 1: record CUDA events around the pair kernel; the poll writes its time to
+                                  md_cuda_nb_stats::kernel_s (0, default: no events) */
 } md_cuda_nb_opts;
 
 /** @brief Counters of a plan, read by md_cuda_nb_plan_poll. */
@@ -1050,8 +1052,11 @@ typedef struct md_cuda_nb_stats {
     long long entries;         /**< cluster-pair entries (cluster rungs) or list pairs (Verlet rungs) of the last build */
     long long work_items;      /**< cluster rungs: work items of the last build */
     long long masked_entries;  /**< cluster rungs: entries with an exclusion mask */
-    long long computed_pairs;  /**< cluster rungs: lanes x steps of the last build (pairs a kernel computes, padding included);
-                                    Verlet rungs: list entries (x 2 for the full list) */
+    long long computed_pairs;  /**< pairs a kernel computes per evaluation, padding included: cluster rungs, lanes x
+                                    i-cluster steps of the pruned list (of the fresh list before the first evaluation);
+                                    Verlet rungs, list entries (each pair twice in the full list) */
+    long long computed_unpruned; /**< cluster rungs: lanes x steps of the list as built, before the prune */
+    double kernel_s;           /**< seconds of the last pair kernel (md_cuda_nb_opts::time_kernel; else 0) */
     long long pairs_in_cutoff; /**< pairs within the cutoff at the last MD_CUDA_NB_COUNT evaluation (cluster rungs) */
     double escape;             /**< largest distance (nm) an atom was outside its cell at the last build */
 } md_cuda_nb_stats;
@@ -1107,6 +1112,7 @@ typedef struct md_cuda_nb_plan {
     float4 *d_tmp4;            /**< capacity x 2 float4 scratch for the permutation */
     int *d_tmpi;               /**< capacity x 3 int scratch */
     md_fixed *d_tmpf;          /**< 3 stride scratch forces */
+    cudaEvent_t ev[2];         /**< events around the pair kernel (md_cuda_nb_opts::time_kernel) */
     long long *d_ctl;          /**< device control words (see md_cuda.cu.h: MD__NB_CTL_*) */
     long long *h_ctl;          /**< pinned mirror of d_ctl as of the last poll */
 } md_cuda_nb_plan;
@@ -3770,6 +3776,7 @@ enum {
     MD__NB_CTL_OVF,         /* nonzero: this build overflowed a capacity (the list stays invalid) */
     MD__NB_CTL_PRUNE,       /* nonzero: the next cluster kernel prunes the fresh list (set by a build) */
     MD__NB_CTL_KDONE,       /* blocks of the cluster kernel that finished (the last one clears PRUNE) */
+    MD__NB_CTL_PRUNED,      /* lanes x steps of the list after the prune (cluster rungs) */
     MD__NB_CTL_WORDS = 24
 };
 
@@ -3948,6 +3955,7 @@ __global__ void md__nb_bbox_kernel(const float4 *__restrict__ xyzq, const int2 *
         ctl[MD__NB_CTL_NITEMS] = 0;
         ctl[MD__NB_CTL_NEXCL] = 0;
         ctl[MD__NB_CTL_COMPUTED] = 0;
+        ctl[MD__NB_CTL_PRUNED] = 0;
         ctl[MD__NB_CTL_OVF] = 0;
         for (k = 0; k < 3; k++) ctl[MD__NB_CTL_BOX + k] = __double_as_longlong(box[k]);
         if (!(2.0 * (double)rlist <= shortest)) {
@@ -4618,6 +4626,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
     float fix[S], fiy[S], fiz[S], elj = 0.0f, ecl = 0.0f, vir[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     unsigned ivalid = 0; /* bit s: atom ii of i-cluster s is real */
     int bad = 0, npc = 0;
+    long long kept = 0; /* PRUNE: i-cluster steps kept */
     for (int k = lane; k < S * CI; k += W) {
         const int s = k / CI, q = k % CI;
         float4 p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -4710,6 +4719,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                 if (PRUNE && lane == 0) { /* this warp owns the entry: rewrite its inner mask */
                     int4 *ent = (int4 *)&a.entries[e0 + k];
                     ent->y = (int)((info & ~0xffu) | inner);
+                    kept += __popc(inner);
                 }
                 { /* j force over the CI lanes of atom jj: transposed, 4 shuffles, lane ii ends with component ii */
                     float x1 = (ii & 1) ? fjy : fjx, y1 = (ii & 1) ? fjx : fjy, c2, d2;
@@ -4776,6 +4786,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
         for (int o = W / 2; o > 0; o >>= 1) npc += __shfl_xor_sync(vm, npc, o, W);
         if (lane == 0 && npc) atomicAdd((unsigned long long *)&a.ctl[MD__NB_CTL_PAIRS_CUT], (unsigned long long)npc);
     }
+    if (PRUNE && lane == 0 && kept)
+        atomicAdd((unsigned long long *)&a.ctl[MD__NB_CTL_PRUNED], (unsigned long long)(kept * W));
     if (__any_sync(vm, bad) && lane == 0) {
         atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 2ull);
         md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
@@ -5084,6 +5096,8 @@ void md_cuda_nb_plan_destroy(md_cuda_nb_plan *p) {
     md_cuda_free(p->d_tmpf);
     md_cuda_free(p->d_ctl);
     md_cuda_free_pinned(p->h_ctl);
+    if (p->ev[0]) (void)cudaEventDestroy(p->ev[0]);
+    if (p->ev[1]) (void)cudaEventDestroy(p->ev[1]);
     memset(p, 0, sizeof *p);
 }
 
@@ -5228,6 +5242,14 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
             goto fail;
     }
     if ((st = md__nb_alloc_lists(&t, s->q.stream)) != MD_OK) goto fail;
+    if (t.opts.time_kernel) {
+        cudaError_t e = cudaEventCreate(&t.ev[0]);
+        if (e == cudaSuccess) e = cudaEventCreate(&t.ev[1]);
+        if (e != cudaSuccess) {
+            st = md_cuda_error(e, "cudaEventCreate", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
     memset(t.h_ctl, 0, MD__NB_CTL_WORDS * sizeof(long long));
     t.h_ctl[MD__NB_CTL_REBUILD] = 1;
     MD_CUDA_TRY(cudaMemcpyAsync(t.d_ctl, t.h_ctl, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice, s->q.stream));
@@ -5432,8 +5454,10 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             flags = 3;
         }
         k = md__nb_cluster_pick(p->warp, flags, smem);
+        if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_cluster_kernel", p->warp, flags, smem), blocks,
                              MD_CUDA_NB_BLOCK, sbytes, st, a);
+        if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
     } else {
         md__nb_exact_args a;
         const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
@@ -5466,7 +5490,9 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             base = "md__nb_half_kernel";
             k = flags == 0 ? md__nb_half_kernel<0> : flags == 1 ? md__nb_half_kernel<1> : md__nb_half_kernel<3>;
         }
+        if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, base, flags, 0, -1), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+        if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
     }
     {
         md__nb_bonded_args b;
@@ -5520,9 +5546,15 @@ md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *
     p->stats.entries = h[MD__NB_CTL_NENTRIES];
     p->stats.work_items = h[MD__NB_CTL_NITEMS];
     p->stats.masked_entries = h[MD__NB_CTL_NEXCL];
-    p->stats.computed_pairs = md__nb_is_cluster(p->variant) ? h[MD__NB_CTL_COMPUTED]
-                              : p->variant == MD_NB_GPU_FULL_LIST ? h[MD__NB_CTL_NENTRIES] : h[MD__NB_CTL_NENTRIES];
+    p->stats.computed_pairs = !md__nb_is_cluster(p->variant) ? h[MD__NB_CTL_NENTRIES]
+                              : h[MD__NB_CTL_PRUNED] ? h[MD__NB_CTL_PRUNED] : h[MD__NB_CTL_COMPUTED];
+    p->stats.computed_unpruned = md__nb_is_cluster(p->variant) ? h[MD__NB_CTL_COMPUTED] : p->stats.computed_pairs;
     p->stats.pairs_in_cutoff = h[MD__NB_CTL_PAIRS_CUT];
+    if (p->ev[0]) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]) == cudaSuccess) p->stats.kernel_s = 1e-3 * ms;
+        else (void)cudaGetLastError();
+    }
     {
         int bits = (int)h[MD__NB_CTL_ESCAPE_LAST];
         float f;

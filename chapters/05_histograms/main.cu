@@ -7,6 +7,7 @@
  *   gpu_shared    one shared-memory histogram per block, B tiles in shared memory
  *   gpu_warp      one shared-memory histogram per warp
  *   gpu_passes    the shared kernel in passes over bin ranges (for big histograms)
+ *   gpu_cell      a GPU cell list (cells >= rmax, CUB radix sort): only neighbouring cells
  *   exercise      your kernel (exercise.cu)
  *
  * System: a disordered FCC crystal at the density of liquid argon (lattice 0.5719 nm,
@@ -17,7 +18,9 @@
  * against cpu_private on that frame. --quick: 6^3 and 8^3 cells.
  * Rate: pair distances per second (all na (na - 1) / 2 pairs, in range or not).
  *
- *   build/chapters/05_histograms [--quick] [--json FILE] [--reps N] */
+ *   build/chapters/05_histograms [--quick] [--json FILE] [--reps N] [--write-xyz FILE]
+ * --write-xyz FILE writes the GPU table's frame (97,556 atoms; --quick: 2,048) as XYZ (Angstrom),
+ * prints its box edge and exits, so bench/peers.py freud-rdf times freud on the same frame. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "exercise.cu"
@@ -98,8 +101,10 @@ static md_status run_gpu(void *p, cudaStream_t stream) {
  * arithmetic bounds the kernels); dense = 1: rmax = 0.49 box (about half of all pairs in
  * range: the histogram updates bound them, and privatization shows). Variants of the dense
  * table carry the suffix "_dense" in the table and the JSON. */
+#define NRUNGS 5
 static int gpu_part(ladder_opts *o, int cells, int dense) {
-    static const md_rdf_variant rungs[4] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES};
+    static const md_rdf_variant rungs[NRUNGS] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES,
+                                                 MD_RDF_GPU_CELL};
     md_cuda_device_info info;
     md_system s;
     md_rdf ref, g;
@@ -113,14 +118,14 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
     char title[256], dev[300];
     int v, k, reps = o->reps ? o->reps : (o->quick ? 3 : (dense ? 5 : 11)), failed;
     double rmax;
-    char names[5][32];
+    char names[NRUNGS + 1][32];
     cpu_ctx cc;
-    for (v = 0; v < 5; v++)
-        snprintf(names[v], sizeof names[v], "%s%s", v < 4 ? md_rdf_variant_name(rungs[v]) : "exercise",
+    for (v = 0; v <= NRUNGS; v++)
+        snprintf(names[v], sizeof names[v], "%s%s", v < NRUNGS ? md_rdf_variant_name(rungs[v]) : "exercise",
                  dense ? "_dense" : "");
     if (!md_cuda_available()) {
         printf("\nSKIP: %s\n", md_last_error());
-        for (v = 0; v < 5; v++) printf("SKIP %s: no usable CUDA device\n", names[v]);
+        for (v = 0; v <= NRUNGS; v++) printf("SKIP %s: no usable CUDA device\n", names[v]);
         return 0;
     }
     if (md_cuda_get_device_info(0, &info) != MD_OK || disordered_fcc(&s, cells) != MD_OK) {
@@ -162,30 +167,30 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
     }
     memset(&bd, 0, sizeof bd);
     bd.reps = reps;
-    for (v = 0; v <= 4; v++) {
+    for (v = 0; v <= NRUNGS; v++) {
         gpu_ctx gc;
         const char *name = names[v];
         double err;
-        gc.v = v < 4 ? rungs[v] : MD_RDF_VARIANT_COUNT;
+        gc.v = v < NRUNGS ? rungs[v] : MD_RDF_VARIANT_COUNT;
         gc.plan = &plan;
         gc.r = &g;
         gc.d_xyz = d_xyz;
         gc.box = s.box;
         gc.d_hist = d_hist;
-        if (v == 4) { /* the exercise: 32-bit counts of one launch must not wrap */
+        if (v == NRUNGS) { /* the exercise: 32-bit counts of one launch must not wrap */
             if ((double)total > 4294967295.0) {
                 ladder_row_skip(&l, name, "this frame's counts could overflow a 32-bit bin in one launch");
                 continue;
             }
         }
         /* check first, on a poisoned plan (and exercise histogram), then time */
-        if ((v == 4 && md_cuda_poison((float *)d_hist, NBINS, 0) != MD_OK) ||
+        if ((v == NRUNGS && md_cuda_poison((float *)d_hist, NBINS, 0) != MD_OK) ||
             md_cuda_poison((float *)plan.d_a, 4 * (size_t)plan.na, 0) != MD_OK ||
             md_cuda_poison((float *)plan.d_h64, 2 * ((size_t)NBINS + 1), 0) != MD_OK) {
             ladder_row_error(&l, name, md_last_error());
             continue;
         }
-        if (v == 4) {
+        if (v == NRUNGS) {
             md_status st;
             gpu_ctx prep = gc;
             prep.v = MD_RDF_GPU_GLOBAL; /* gathers the frame into plan.d_a */
@@ -235,6 +240,25 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
     return failed;
 }
 
+/* --write-xyz FILE: the GPU table's frame as XYZ (Angstrom), for bench/peers.py freud-rdf. */
+static int write_frame(const char *path, int cells) {
+    md_system s;
+    char comment[128];
+    if (disordered_fcc(&s, cells) != MD_OK) {
+        fprintf(stderr, "frame: %s\n", md_last_error());
+        return 1;
+    }
+    snprintf(comment, sizeof comment, "disordered FCC, %d^3 cells, cubic box %.6f nm, seed %d", cells, s.box[0], LADDER_SEED);
+    if (md_write_xyz(path, &s, comment, 0) != MD_OK) {
+        fprintf(stderr, "frame: %s\n", md_last_error());
+        md_system_free(&s);
+        return 1;
+    }
+    printf("wrote %s: %d atoms, cubic box %.6f nm (rmax %.2f nm, %d bins)\n", path, s.n, s.box[0], RMAX, NBINS);
+    md_system_free(&s);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ladder_opts o;
     ladder l;
@@ -243,12 +267,21 @@ int main(int argc, char **argv) {
     cpu_ctx c;
     char device[64], title[256];
     double pairs, t_simple, t_private, err;
-    int rc = ladder_parse(&o, argc, argv,
-                          "RDF histogram ladder: CPU rungs, then GPU rungs when a device exists.");
+    const char *xyz = NULL;
+    int rc, k, m;
     int cpu_cells, gpu_cells, threads = 1, reps, failed;
+    for (k = 1, m = 1; k < argc; k++) { /* take --write-xyz FILE out before the common options */
+        if (strcmp(argv[k], "--write-xyz") == 0 && k + 1 < argc) xyz = argv[++k];
+        else argv[m++] = argv[k];
+    }
+    argc = m;
+    rc = ladder_parse(&o, argc, argv,
+                      "RDF histogram ladder: CPU rungs, then GPU rungs when a device exists.\n"
+                      "  --write-xyz FILE  write the GPU table's frame as XYZ and exit (for bench/peers.py freud-rdf)");
     if (rc) return rc > 0 ? 0 : 2;
     cpu_cells = o.quick ? 6 : 12;
     gpu_cells = o.quick ? 8 : 29;
+    if (xyz) return write_frame(xyz, gpu_cells); /* the frame only, no ladder */
     reps = o.reps ? o.reps : (o.quick ? 1 : 3);
 #ifdef _OPENMP
     threads = omp_get_max_threads();
