@@ -1151,6 +1151,12 @@ md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown)
 /** @brief Wait for the stream, free the plan and zero it; safe on a zeroed plan. */
 void md_cuda_nb_plan_destroy(md_cuda_nb_plan *p);
 
+/** @brief Enqueue a kernel that keeps the GPU busy for about @p microseconds (one thread spinning on
+ *  the SM clock): enqueued before a batch of launches, it lets the host queue the whole batch
+ *  while the GPU waits, so events around one kernel of the batch time that kernel alone, not the
+ *  host's launch latency (chapter 06 and bench/nb_cluster time the pair kernel this way). */
+md_status md_cuda_hold_stream(cudaStream_t stream, double microseconds);
+
 /** @brief Enqueue @p nsteps velocity Verlet (NVE) steps on the state with plan @p p and time step
  *  @p dt (ps): v += F/m dt/2; x += v dt; zero; forces (md_cuda_nb_enqueue with @p what); v +=
  *  F/m dt/2; kinetic energy (into MD_CUDA_E_KINETIC); step += 1. The first call after an upload
@@ -5632,6 +5638,20 @@ md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown)
     MD_CUDA_TRY(cudaMemcpyAsync(p->d_ctl, h, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice, s->q.stream));
     MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
     if (grown) *grown = 1;
+    return MD_OK;
+}
+
+/* One thread spins until `cycles` SM clock cycles have passed. */
+__global__ void md__hold_kernel(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+md_status md_cuda_hold_stream(cudaStream_t stream, double microseconds) {
+    int khz = 0;
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    MD_CUDA_LAUNCH(md__hold_kernel, 1, 1, 0, stream, (long long)(microseconds * 1e-3 * khz));
     return MD_OK;
 }
 

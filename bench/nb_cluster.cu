@@ -6,7 +6,8 @@
  *
  * For MD_NB_GPU_CLUSTER and MD_NB_GPU_CLUSTER_SMEM (LJ + Ewald real space, cutoff 0.9 nm, buffer
  * 0.1 nm, forces and energies) it builds and prunes the list, then times the pair kernel alone
- * with CUDA events around its launch (md_cuda_nb_opts::time_kernel), median of --reps
+ * with CUDA events around its launch (md_cuda_nb_opts::time_kernel; md_cuda_hold_stream keeps the
+ * GPU busy while the evaluation is queued, so no launch gap is timed), median of --reps
  * evaluations, and prints one md_bench/1 JSON line per rung (rate: pairs within the cutoff per
  * second; ceiling: the MUFU rsqrt rate times the cluster efficiency) and a readable line with
  * the cluster efficiency. Issue utilisation (the pair kernel is issue-bound, not memory-bound):
@@ -91,8 +92,9 @@ int main(int argc, char **argv) {
         }
         if (v == 0) pairs_cut = pairs; /* the pairs within the cutoff do not depend on the rung */
         else pairs = pairs_cut;
-        for (i = 0; i < reps; i++) {
-            if (md_cuda_state_zero(&st) != MD_OK || md_cuda_nb_enqueue(&p, &st, MD_CUDA_NB_ENERGY) != MD_OK ||
+        for (i = 0; i < reps; i++) { /* the GPU held for 200 us while the evaluation is queued: no launch gaps */
+            if (md_cuda_hold_stream(st.q.stream, 200.0) != MD_OK || md_cuda_state_zero(&st) != MD_OK ||
+                md_cuda_nb_enqueue(&p, &st, MD_CUDA_NB_ENERGY) != MD_OK ||
                 md_cuda_nb_plan_poll(&p, &st, &e) != MD_OK) {
                 fprintf(stderr, "FAIL %s: %s\n", md_nb_variant_name(var), md_last_error());
                 return 1;
