@@ -3242,16 +3242,15 @@ __global__ void md__state_gather_kernel(const float4 *__restrict__ xyzq, const f
     of[3 * (size_t)c + 2] = f[2 * (size_t)stride + i];
 }
 
-/* Kinetic energy: m v^2 / 2 per atom (1/m = 0: a frozen atom adds nothing), summed in float
- * per block of 256, converted once per block. */
-__global__ void __launch_bounds__(256) md__kinetic_kernel(const float4 *__restrict__ vel, int n, md_fixed *energy) {
+/* The kinetic energy m v^2 / 2 of velocity v (with 1/m in v.w; 1/m = 0: a frozen atom, 0). */
+static __device__ __forceinline__ float md__kinetic(float4 v) {
+    return v.w > 0.0f ? 0.5f * (v.x * v.x + v.y * v.y + v.z * v.z) / v.w : 0.0f;
+}
+
+/* Add a block's kinetic energies (one per thread, 256 threads) to MD_CUDA_E_KINETIC: summed in
+ * float per block, converted once. Every thread of the block calls it. */
+static __device__ __forceinline__ void md__kinetic_block_add(float ke, md_fixed *energy) {
     __shared__ float part[8];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float ke = 0.0f;
-    if (i < n) {
-        float4 v = vel[i];
-        if (v.w > 0.0f) ke = 0.5f * (v.x * v.x + v.y * v.y + v.z * v.z) / v.w;
-    }
     ke = md__warp_sum_float<32>(ke, 0xffffffffu);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ke;
     __syncthreads();
@@ -3260,6 +3259,12 @@ __global__ void __launch_bounds__(256) md__kinetic_kernel(const float4 *__restri
         for (int w = 0; w < 8; w++) s += part[w];
         atomicAdd(&energy[MD_CUDA_E_KINETIC], md_fixed_from_float(s, (float)MD_ENERGY_FIXED_SCALE));
     }
+}
+
+/* Kinetic energy of every atom into MD_CUDA_E_KINETIC. */
+__global__ void __launch_bounds__(256) md__kinetic_kernel(const float4 *__restrict__ vel, int n, md_fixed *energy) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    md__kinetic_block_add(i < n ? md__kinetic(vel[i]) : 0.0f, energy);
 }
 
 void md_cuda_state_destroy(md_cuda_state *s) {
@@ -4520,11 +4525,12 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_tiles_kernel(md__nb_e
     md__exact_flush<FLAGS>(a.energy, e, w, bad, MD_CUDA_E_LJ, MD_CUDA_E_COUL_REAL, a.ctl, a.flags);
 }
 
-/* MD_NB_GPU_FULL_LIST: thread i over its full list (ELL, column-major, so a warp's loads of its
- * k-th neighbours are one transaction); the warp runs to its longest list, masking the rest: no
- * branch in the loop, no atomics (each pair twice, only the i force written). */
-template <int FLAGS>
-__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_full_kernel(md__nb_exact_args a) {
+/* MD_NB_GPU_FULL_LIST (HALF 0): thread i over its full list (ELL, column-major, so a warp's
+ * loads of its k-th neighbours are one transaction); the warp runs to its longest list, masking
+ * the rest: no branch in the loop, no atomics (each pair twice, only the i force written).
+ * MD_NB_GPU_HALF_LIST (HALF 1): the half list (j > i), the j forces by 64-bit atomicAdd. */
+template <int FLAGS, int HALF>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_list_kernel(md__nb_exact_args a) {
     const int i = blockIdx.x * MD_CUDA_NB_BLOCK + threadIdx.x;
     const int act = i < a.n, ii = act ? i : 0;
     const md_nb_box_f32 b = md__box_f32(a.box);
@@ -4540,52 +4546,19 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_full_kernel(md__nb_ex
         const int jl = a.nb[(size_t)k * a.stride + ii];
         const int j = mk ? jl : ii; /* a select: padding pairs i with itself, masked */
         md_fixed q[3];
-        md__exact_pair<FLAGS>(a.k, b, pi, a.xyzq[j], a.lj[ti + a.type[j]], mk, j > i ? mk : 0u, q, e, w, bad);
+        md__exact_pair<FLAGS>(a.k, b, pi, a.xyzq[j], a.lj[ti + a.type[j]], mk, HALF || j > i ? mk : 0u, q, e, w, bad);
         f[0] += q[0];
         f[1] += q[1];
         f[2] += q[2];
+        if (HALF && mk)
+            for (int x = 0; x < 3; x++)
+                if (q[x]) atomicAdd(&a.force[(size_t)x * a.stride + j], (md_fixed)0 - q[x]);
     }
-    if (act) {
-        a.force[i] += f[0];
-        a.force[a.stride + i] += f[1];
-        a.force[2 * (size_t)a.stride + i] += f[2];
-    }
-    md__exact_flush<FLAGS>(a.energy, e, w, bad, MD_CUDA_E_LJ, MD_CUDA_E_COUL_REAL, a.ctl, a.flags);
-}
-
-/* MD_NB_GPU_HALF_LIST: thread i over its half list (j > i), the j forces by 64-bit atomicAdd. */
-template <int FLAGS>
-__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_half_kernel(md__nb_exact_args a) {
-    const int i = blockIdx.x * MD_CUDA_NB_BLOCK + threadIdx.x;
-    const int act = i < a.n, ii = act ? i : 0;
-    const md_nb_box_f32 b = md__box_f32(a.box);
-    const float4 pi = a.xyzq[ii];
-    const int ti = a.type[ii] * a.ntypes, cnt = act ? a.nbn[i] : 0;
-    int kmax = cnt, bad = 0;
-    md_fixed f[3] = {0, 0, 0}, e[2] = {0, 0}, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    if (act && !(isfinite(pi.x) && isfinite(pi.y) && isfinite(pi.z)))
-        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)a.order[i]);
-    for (int o = 16; o > 0; o >>= 1) kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, o));
-    for (int k = 0; k < kmax; k++) {
-        const unsigned mk = 0u - (unsigned)(k < cnt);
-        const int jl = a.nb[(size_t)k * a.stride + ii];
-        const int j = mk ? jl : ii;
-        md_fixed q[3];
-        md__exact_pair<FLAGS>(a.k, b, pi, a.xyzq[j], a.lj[ti + a.type[j]], mk, mk, q, e, w, bad);
-        f[0] += q[0];
-        f[1] += q[1];
-        f[2] += q[2];
-        if (mk) {
-            if (q[0]) atomicAdd(&a.force[j], (md_fixed)0 - q[0]);
-            if (q[1]) atomicAdd(&a.force[a.stride + j], (md_fixed)0 - q[1]);
-            if (q[2]) atomicAdd(&a.force[2 * (size_t)a.stride + j], (md_fixed)0 - q[2]);
+    if (act)
+        for (int x = 0; x < 3; x++) {
+            if (HALF) atomicAdd(&a.force[(size_t)x * a.stride + i], f[x]);
+            else a.force[(size_t)x * a.stride + i] += f[x];
         }
-    }
-    if (act) {
-        atomicAdd(&a.force[i], f[0]);
-        atomicAdd(&a.force[a.stride + i], f[1]);
-        atomicAdd(&a.force[2 * (size_t)a.stride + i], f[2]);
-    }
     md__exact_flush<FLAGS>(a.energy, e, w, bad, MD_CUDA_E_LJ, MD_CUDA_E_COUL_REAL, a.ctl, a.flags);
 }
 
@@ -4964,7 +4937,6 @@ __global__ void md__vv_kick_drift_kernel(float4 *__restrict__ xyzq, float4 *__re
 __global__ void __launch_bounds__(256) md__vv_kick_kernel(float4 *__restrict__ vel, const md_fixed *__restrict__ f,
                                                           int stride, int n, float half_dt, md_fixed *energy,
                                                           long long *step) {
-    __shared__ float part[8];
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     float ke = 0.0f;
     if (i < n) {
@@ -4974,17 +4946,10 @@ __global__ void __launch_bounds__(256) md__vv_kick_kernel(float4 *__restrict__ v
         v.y = fmaf(h, (float)md_fixed_to_double(f[stride + i], MD_FORCE_FIXED_SCALE), v.y);
         v.z = fmaf(h, (float)md_fixed_to_double(f[2 * (size_t)stride + i], MD_FORCE_FIXED_SCALE), v.z);
         vel[i] = v;
-        if (v.w > 0.0f) ke = 0.5f * (v.x * v.x + v.y * v.y + v.z * v.z) / v.w;
+        ke = md__kinetic(v);
     }
-    ke = md__warp_sum_float<32>(ke, 0xffffffffu);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ke;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float s = 0.0f;
-        for (int w = 0; w < 8; w++) s += part[w];
-        atomicAdd(&energy[MD_CUDA_E_KINETIC], md_fixed_from_float(s, (float)MD_ENERGY_FIXED_SCALE));
-        if (blockIdx.x == 0) *step += 1;
-    }
+    md__kinetic_block_add(ke, energy);
+    if (i == 0) *step += 1;
 }
 
 /* -- host side of the plan -- */
@@ -5318,6 +5283,7 @@ typedef void (*md__nb_bonded_fn)(md__nb_bonded_args);
 /* A kernel's registry name with its template arguments written out (evaluated at registration only). */
 static const char *md__nb_kname(char *buf, size_t cap, const char *base, int a, int b, int c) {
     if (c >= 0) snprintf(buf, cap, "%s<%d, %d, %d>", base, a, b, c);
+    else if (c == -2) snprintf(buf, cap, "%s<%d, %d>", base, a, b);
     else snprintf(buf, cap, "%s<%d>", base, a);
     return buf;
 }
@@ -5490,14 +5456,16 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             base = "md__nb_tiles_kernel";
             k = flags == 0 ? md__nb_tiles_kernel<0> : flags == 1 ? md__nb_tiles_kernel<1> : md__nb_tiles_kernel<3>;
         } else if (p->variant == MD_NB_GPU_FULL_LIST) {
-            base = "md__nb_full_kernel";
-            k = flags == 0 ? md__nb_full_kernel<0> : flags == 1 ? md__nb_full_kernel<1> : md__nb_full_kernel<3>;
+            base = "md__nb_list_kernel";
+            k = flags == 0 ? md__nb_list_kernel<0, 0> : flags == 1 ? md__nb_list_kernel<1, 0> : md__nb_list_kernel<3, 0>;
         } else {
-            base = "md__nb_half_kernel";
-            k = flags == 0 ? md__nb_half_kernel<0> : flags == 1 ? md__nb_half_kernel<1> : md__nb_half_kernel<3>;
+            base = "md__nb_list_kernel";
+            k = flags == 0 ? md__nb_list_kernel<0, 1> : flags == 1 ? md__nb_list_kernel<1, 1> : md__nb_list_kernel<3, 1>;
         }
         if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
-        MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, base, flags, 0, -1), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+        MD_CUDA_LAUNCH_NAMED(k, p->variant == MD_NB_GPU_TILES ? md__nb_kname(nm, sizeof nm, base, flags, 0, -1)
+                                : md__nb_kname(nm, sizeof nm, base, flags, p->variant == MD_NB_GPU_HALF_LIST, -2),
+                             blocks, MD_CUDA_NB_BLOCK, 0, st, a);
         if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
     }
     {

@@ -726,6 +726,14 @@ static long long compare_fixed(md_cuda_state *st, const md_topology *t, const md
 
 static const md_nb_variant exact_rungs[3] = {MD_NB_GPU_TILES, MD_NB_GPU_FULL_LIST, MD_NB_GPU_HALF_LIST};
 
+/* The two systems of the rung tests: water (which 0, m molecules) or chains (which 1, cube edge),
+ * and their state on the device. */
+static md_status test_system(int which, int m, double edge, uint64_t seed, md_system *s, md_topology *t, md_lj_table *lj,
+                             md_cuda_state *st) {
+    md_status r = which == 0 ? water(s, t, lj, m, seed) : chains(s, t, lj, edge, seed);
+    return r == MD_OK ? make_state(st, s, t, lj) : r;
+}
+
 /* The exact rungs are bitwise MD_NB_CPU_FIXED: water (Ewald, LB) and chains (1-4 pairs, 6 types). */
 static void exact_rungs_bitwise(void) {
     for (int sys = 0; sys < 2; sys++) {
@@ -736,9 +744,7 @@ static void exact_rungs_bitwise(void) {
         md_nb_params p;
         memset(&p, 0, sizeof p);
         NEED_GPU();
-        if (sys == 0) MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 300 : 1500, 42));
-        else MD_CHECK_OK(chains(&s, &t, &lj, sanitize ? 2.4 : 3.6, 43));
-        MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+        MD_CHECK_OK(test_system(sys, sanitize ? 300 : 1500, sanitize ? 2.4 : 3.6, 42 + sys, &s, &t, &lj, &st));
         for (int v = 0; v < 3; v++) {
             md_cuda_nb_plan pl;
             md_energy e;
@@ -772,9 +778,7 @@ static void cluster_rungs_vs_cpu(void) {
         md_nb_params p;
         memset(&p, 0, sizeof p);
         NEED_GPU();
-        if (sys == 0) MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 400 : 2500, 44));
-        else MD_CHECK_OK(chains(&s, &t, &lj, sanitize ? 2.4 : 3.6, 45));
-        MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+        MD_CHECK_OK(test_system(sys, sanitize ? 400 : 2500, sanitize ? 2.4 : 3.6, 44 + sys, &s, &t, &lj, &st));
         MD_CHECK_OK(alloc_like(&back, &s));
         for (int v = 0; v < 4; v++) {
             md_cuda_nb_plan pl;
@@ -1134,7 +1138,7 @@ static void rdf_cell_rung(void) {
 /* Every kernel the tests launched is in the registry, once. */
 static void registry_holds_nb_kernels(void) {
     static const char *names[] = {"md__nb_disp_kernel", "(md__nb_bbox_kernel<4>)", "(md__nb_search_kernel<32>)",
-                                  "md__nb_cluster_kernel<32, 3, 0>", "md__nb_full_kernel<3>", "md__nb_bonded_kernel<3>",
+                                  "md__nb_cluster_kernel<32, 3, 0>", "md__nb_list_kernel<3, 0>", "md__nb_bonded_kernel<3>",
                                   "md__cell_key_kernel", "md__vv_kick_kernel", "md__rdf_cell_kernel"};
     NEED_GPU();
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {

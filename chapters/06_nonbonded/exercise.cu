@@ -16,7 +16,7 @@
  *      bits, do not multiply by 0);
  *   3. let every thread of a warp run to the warp's longest row (shuffle a max), masking the
  *      steps past its own row, so the loop has no divergent exit.
- * The library's answer is md__nb_full_kernel in md_cuda.cu.h (section nb); compare the times in
+ * The library's answer is md__nb_list_kernel<FLAGS, 0> in md_cuda.cu.h (section nb); compare the times in
  * the table the chapter prints. The harness runs the exercise with reaction-field Coulomb on a
  * water box, where excluded pairs get nothing, so the pair forces are the whole answer. */
 #include "md_cuda.cu.h"
