@@ -4177,6 +4177,26 @@ static inline __host__ __device__ int md__nb_cand_masks(const md__nb_sc_data &d,
     return any;
 }
 
+/* The end of a list build, reached by every thread of every block of a search kernel: the last
+ * block to finish closes the build (keeps the escape for the statistics and resets it, counts
+ * the build, asks the next cluster kernel to prune when `prune`, and clears the rebuild flag
+ * unless a capacity overflowed: an overflowed list is never used). */
+static __device__ __forceinline__ void md__nb_build_done(long long *ctl, int prune) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_DONE], 1ull) == (unsigned long long)gridDim.x - 1) {
+            __threadfence();
+            ctl[MD__NB_CTL_ESCAPE_LAST] = ctl[MD__NB_CTL_ESCAPE];
+            ctl[MD__NB_CTL_DONE] = 0;
+            ctl[MD__NB_CTL_ESCAPE] = 0;
+            ctl[MD__NB_CTL_REBUILDS] += 1;
+            if (prune) ctl[MD__NB_CTL_PRUNE] = 1;
+            ctl[MD__NB_CTL_REBUILD] = ctl[MD__NB_CTL_OVF];
+        }
+    }
+}
+
 /* Arguments of the cluster search. */
 struct md__nb_search_args {
     const float4 *bb;
@@ -4315,19 +4335,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_
             }
         }
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_DONE], 1ull) == (unsigned long long)gridDim.x - 1) {
-            __threadfence();
-            ctl[MD__NB_CTL_ESCAPE_LAST] = ctl[MD__NB_CTL_ESCAPE];
-            ctl[MD__NB_CTL_DONE] = 0;
-            ctl[MD__NB_CTL_ESCAPE] = 0;
-            ctl[MD__NB_CTL_REBUILDS] += 1;
-            ctl[MD__NB_CTL_PRUNE] = 1;
-            ctl[MD__NB_CTL_REBUILD] = ctl[MD__NB_CTL_OVF]; /* an overflowed list is never used */
-        }
-    }
+    md__nb_build_done(ctl, 1);
 }
 
 /* The Verlet rungs' list: one thread per atom searches the cells its rlist sphere (widened by the
@@ -4383,18 +4391,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK)
     }
     n_here = (long long)md__warp_sum_fixed<32>((md_fixed)n_here, 0xffffffffu);
     if ((threadIdx.x & 31) == 0 && n_here) atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NENTRIES], (unsigned long long)n_here);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_DONE], 1ull) == (unsigned long long)gridDim.x - 1) {
-            __threadfence();
-            ctl[MD__NB_CTL_ESCAPE_LAST] = ctl[MD__NB_CTL_ESCAPE];
-            ctl[MD__NB_CTL_DONE] = 0;
-            ctl[MD__NB_CTL_ESCAPE] = 0;
-            ctl[MD__NB_CTL_REBUILDS] += 1;
-            ctl[MD__NB_CTL_REBUILD] = ctl[MD__NB_CTL_OVF]; /* an overflowed list is never used */
-        }
-    }
+    md__nb_build_done(ctl, 0);
 }
 
 /* -- the pair kernels -- */
