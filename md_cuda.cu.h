@@ -5220,12 +5220,13 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
     }
     memset(t.h_ctl, 0, MD__NB_CTL_WORDS * sizeof(long long));
     t.h_ctl[MD__NB_CTL_REBUILD] = 1;
-    MD_CUDA_TRY(cudaMemcpyAsync(t.d_ctl, t.h_ctl, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice, s->q.stream));
-    if (sort) MD_CUDA_TRY(cudaMemsetAsync(t.d_nbn, 0, (size_t)t.capacity * sizeof(int), s->q.stream));
     {
-        cudaError_t e = cudaStreamSynchronize(s->q.stream);
+        cudaError_t e = cudaMemcpyAsync(t.d_ctl, t.h_ctl, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice,
+                                        s->q.stream);
+        if (e == cudaSuccess && sort) e = cudaMemsetAsync(t.d_nbn, 0, (size_t)t.capacity * sizeof(int), s->q.stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(s->q.stream);
         if (e != cudaSuccess) {
-            st = md_cuda_error(e, "cudaStreamSynchronize(plan create)", __FILE__, __LINE__);
+            st = md_cuda_error(e, "cudaMemcpyAsync/cudaStreamSynchronize(plan create)", __FILE__, __LINE__);
             goto fail;
         }
     }
