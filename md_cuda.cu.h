@@ -1318,6 +1318,8 @@ typedef enum md_cuda_param_rule {
 /** @brief Most kernels the comparator registry holds (rules and parameter layouts); past it,
  *  registration fails and layouts are queried again at every lookup. */
 #define MD_CUDA_GRAPH_REGISTRY_MAX 256
+/** @brief Bytes of a family name md_cuda_graph_family keeps, the NUL included (longer names are cut). */
+#define MD_CUDA_GRAPH_FAMILY_MAX 64
 
 /** @brief A kernel's parameter layout and comparison rules, as the comparator uses them
  *  (md_cuda_graph_rules). */
@@ -1329,6 +1331,7 @@ typedef struct md_cuda_kernel_rules {
     size_t size[MD_CUDA_GRAPH_MAX_PARAMS];             /**< size of each (bytes) */
     md_cuda_param_rule rule[MD_CUDA_GRAPH_MAX_PARAMS]; /**< rule of each */
     md_cuda_param_rule launch;                         /**< rule of the launch shape (grid, block, dynamic shared memory) */
+    char family[MD_CUDA_GRAPH_FAMILY_MAX];             /**< md_cuda_graph_family's family ("" if none) */
 } md_cuda_kernel_rules;
 
 /** @brief Register how the arguments of kernel @p func compare: @p rules has one letter per
@@ -1363,6 +1366,17 @@ md_status md_cuda_graph_register(const void *func, const char *rules, md_cuda_pa
  *  whose letters are not as many as the kernel's parameters (MD_ERR_INVALID_ARGUMENT, naming the
  *  kernel and both counts). */
 md_status md_cuda_graph_rules(const void *func, md_cuda_kernel_rules *out);
+
+/** @brief Put kernel @p func in the family @p family (copied): kernels of one family with the same
+ *  parameter layout (count, offsets and sizes from cudaFuncGetParamInfo) may replace one another
+ *  in a kernel node, and the comparison then calls the node updatable (cudaGraphExecUpdate and
+ *  cudaGraphExecKernelNodeSetParams may change a node's kernel within one module) and compares
+ *  the arguments by the new kernel's rules. For the instantiations of one template that differ
+ *  in what they compute, not in their arguments (a kernel with and without energies). Without
+ *  a family, a kernel replaced by another means instantiating anew. Makes no CUDA call.
+ *  Errors (MD_ERR_INVALID_ARGUMENT): NULL or empty arguments, @p func already in another family;
+ *  a full registry (MD_ERR_OUT_OF_MEMORY). */
+md_status md_cuda_graph_family(const void *func, const char *family);
 
 /** @brief Capture what @p enqueue(@p ctx, @p stream) enqueues on @p stream into a new graph
  *  (cudaStreamBeginCapture in cudaStreamCaptureModeThreadLocal, cudaStreamEndCapture). The
@@ -1434,6 +1448,25 @@ typedef struct md_cuda_graph_verdict {
  *  The verdict is the strongest difference found; its reason names the first node that has it.
  *  Errors: NULL arguments, CUDA errors, a registered kernel whose rules do not fit it. */
 md_status md_cuda_graph_compare(cudaGraph_t a, cudaGraph_t b, md_cuda_graph_verdict *verdict);
+
+/** @brief The kernel nodes that differ (kernel, launch shape or any argument byte) between graphs
+ *  @p a and @p b of the same topology, paired as md_cuda_graph_compare pairs them: node k of the
+ *  list is @p in_a[k] in @p a and @p in_b[k] in @p b (arrays of @p cap), their number in
+ *  *@p count. These are the nodes whose parameters must be set to turn an executable graph of
+ *  @p a into one of @p b (md_cuda_graph_exec_set_kernels): a step's kernels whose arguments
+ *  change between kinds of step. Errors: NULL arguments; a difference in topology, in a node
+ *  that is not a kernel node or inside a child graph, or more than @p cap nodes
+ *  (MD_ERR_INVALID_ARGUMENT, naming it); CUDA errors. */
+md_status md_cuda_graph_kernel_diff(cudaGraph_t a, cudaGraph_t b, cudaGraphNode_t *in_a, cudaGraphNode_t *in_b, int cap,
+                                    int *count);
+
+/** @brief For k < @p count: give node @p in_exec[k] of executable graph @p exec (a node of the graph
+ *  @p exec was instantiated from) the kernel, launch shape and arguments of kernel node
+ *  @p src[k] of any graph (cudaGraphKernelNodeGetParams, cudaGraphExecKernelNodeSetParams): the
+ *  per-step parameter update of chapter 09's rung 3, with no capture. Errors: NULL arguments,
+ *  CUDA errors (a kernel change CUDA does not allow among them). */
+md_status md_cuda_graph_exec_set_kernels(cudaGraphExec_t exec, const cudaGraphNode_t *in_exec, const cudaGraphNode_t *src,
+                                         int count);
 
 /** @brief What an md_cuda_graph_cache does with a new capture. */
 typedef enum md_cuda_graph_policy {
@@ -1541,6 +1574,25 @@ md_status md_cuda_graph_cond_from_word(cudaStream_t stream, cudaGraphConditional
  *  md_cuda_graph_cond_node. */
 md_status md_cuda_graph_loop(cudaStream_t stream, cudaStream_t body_stream, long long *d_count, long long n,
                              const unsigned long long *d_flags, md_cuda_bench_fn body, void *ctx);
+
+/** @brief Enqueue @p body(@p ctx, ...) so that it runs only when the device word *@p d_word is
+ *  non-zero, in a way that suits both paths of an enqueue: when @p stream is capturing, as an IF
+ *  node decided on the device (md_cuda_graph_cond_handle, md_cuda_graph_cond_from_word,
+ *  md_cuda_graph_cond_node with @p body_stream), so a graph launch skips the body's kernels
+ *  altogether; otherwise @p body(@p ctx, @p stream) is enqueued on @p stream as it is, and its
+ *  kernels must themselves do nothing while the word is zero (device-gated, as a neighbour-list
+ *  rebuild is). The same enqueue code thus gives a stream step and an IF-node graph step with
+ *  the same results. Errors: NULL @p d_word or @p body, those of the calls named. */
+md_status md_cuda_graph_run_if(cudaStream_t stream, cudaStream_t body_stream, const long long *d_word,
+                               md_cuda_bench_fn body, void *ctx);
+
+/** @brief Enqueue on @p stream one thread that writes the GPU's global timer (ns, %globaltimer) to
+ *  @p d_times[*@p d_next] and adds 1 to *@p d_next, unless *@p d_next >= @p cap: a timestamp on the
+ *  GPU's timeline, in stream order, that works the same on a stream, in a captured graph and in a
+ *  WHILE body. Chapter 09 stamps the start and end of every step with it to measure the GPU's
+ *  idle gaps between steps (the stamp itself takes the GPU about as long as an empty kernel).
+ *  Errors: NULL pointers, @p cap < 0, launch errors. */
+md_status md_cuda_timestamp_enqueue(cudaStream_t stream, unsigned long long *d_times, long long *d_next, long long cap);
 
 #endif /* MD_CUDA_CU_H */
 
@@ -6166,6 +6218,7 @@ typedef struct md__graph_rule_entry {
     int nparams;    /* -1: the runtime has no parameter information */
     size_t offset[MD_CUDA_GRAPH_MAX_PARAMS];
     size_t size[MD_CUDA_GRAPH_MAX_PARAMS];
+    char family[MD_CUDA_GRAPH_FAMILY_MAX]; /* md_cuda_graph_family ("" if none) */
 } md__graph_rule_entry;
 
 static md__graph_rule_entry md__graph_rule_tab[MD_CUDA_GRAPH_REGISTRY_MAX];
@@ -6226,6 +6279,23 @@ md_status md_cuda_graph_register(const void *func, const char *rules, md_cuda_pa
     e->nrules = n;
     memcpy(e->rule, r, (size_t)n * sizeof r[0]);
     e->launch = launch;
+    return MD_OK;
+}
+
+md_status md_cuda_graph_family(const void *func, const char *family) {
+    const char *fn = "md_cuda_graph_family";
+    md__graph_rule_entry *e;
+    char f[MD_CUDA_GRAPH_FAMILY_MAX];
+    if (!func) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "func", "is NULL");
+    if (!family || !family[0]) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "family", "is NULL or empty");
+    snprintf(f, sizeof f, "%s", family);
+    std::lock_guard<std::mutex> lock(md__graph_rule_mutex);
+    if (!(e = md__graph_rule_find(func)) && !(e = md__graph_rule_add(func)))
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "registry", "is full (%d kernels, MD_CUDA_GRAPH_REGISTRY_MAX)",
+                            MD_CUDA_GRAPH_REGISTRY_MAX);
+    if (e->family[0] && strcmp(e->family, f) != 0)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "family", "the kernel is already in family %s", e->family);
+    memcpy(e->family, f, sizeof f);
     return MD_OK;
 }
 
@@ -6303,6 +6373,7 @@ md_status md_cuda_graph_rules(const void *func, md_cuda_kernel_rules *out) {
     out->registered = copy.registered;
     out->nparams = copy.nparams;
     out->launch = copy.registered ? copy.launch : MD_CUDA_PARAM_MUST_MATCH;
+    memcpy(out->family, copy.family, sizeof out->family);
     for (i = 0; i < copy.nparams; i++) {
         out->offset[i] = copy.offset[i];
         out->size[i] = copy.size[i];
@@ -6606,12 +6677,21 @@ static md_cuda_graph_match md__gcmp_kernel(md__gcmp *c, const md__gsnap_node *x,
         md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "kernel node parameters could not be read: left to cudaGraphExecUpdate");
         return MD_CUDA_GRAPH_UPDATABLE;
     }
-    if (a->func != b->func) {
-        const char *na = md_cuda_kernel_name(a->func);
-        md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, b->func, "replaces kernel %.60s", na ? na : "(not in the launch registry)");
-        return MD_CUDA_GRAPH_REINSTANTIATE;
-    }
     r = y->rules;
+    if (a->func != b->func) {
+        const md_cuda_kernel_rules *q = x->rules;
+        const char *na = md_cuda_kernel_name(a->func);
+        int same = q->family[0] && strcmp(q->family, r->family) == 0 && q->nparams == r->nparams && r->nparams >= 0, i2;
+        for (i2 = 0; same && i2 < r->nparams; i2++) same = q->offset[i2] == r->offset[i2] && q->size[i2] == r->size[i2];
+        if (!same) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, b->func, "replaces kernel %.60s%s", na ? na : "(not in the launch registry)",
+                           q->family[0] && strcmp(q->family, r->family) == 0 ? " of its family, with another parameter layout" : "");
+            return MD_CUDA_GRAPH_REINSTANTIATE;
+        }
+        md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, b->func, "replaces kernel %.60s of its family %.40s, may differ",
+                       na ? na : "(not in the launch registry)", r->family);
+        worst = MD_CUDA_GRAPH_UPDATABLE;
+    }
     if (a->gridDim.x != b->gridDim.x || a->gridDim.y != b->gridDim.y || a->gridDim.z != b->gridDim.z ||
         a->blockDim.x != b->blockDim.x || a->blockDim.y != b->blockDim.y || a->blockDim.z != b->blockDim.z ||
         a->sharedMemBytes != b->sharedMemBytes) {
@@ -6787,6 +6867,93 @@ md_status md_cuda_graph_compare(cudaGraph_t a, cudaGraph_t b, md_cuda_graph_verd
     md__graph_compare_snaps(sa, sb, verdict);
     md__gsnap_free(sa);
     md__gsnap_free(sb);
+    return MD_OK;
+}
+
+static int md__gsnap_kernel_differs(const md__gsnap_node *x, const md__gsnap_node *y) {
+    const cudaKernelNodeParams *a = &x->kp, *b = &y->kp;
+    int i;
+    if (!x->ok || !y->ok || a->func != b->func || !a->kernelParams || !b->kernelParams || x->rules->nparams < 0) return 1;
+    if (a->gridDim.x != b->gridDim.x || a->gridDim.y != b->gridDim.y || a->gridDim.z != b->gridDim.z ||
+        a->blockDim.x != b->blockDim.x || a->blockDim.y != b->blockDim.y || a->blockDim.z != b->blockDim.z ||
+        a->sharedMemBytes != b->sharedMemBytes)
+        return 1;
+    for (i = 0; i < x->rules->nparams; i++)
+        if (memcmp(a->kernelParams[i], b->kernelParams[i], x->rules->size[i]) != 0) return 1;
+    return 0;
+}
+
+md_status md_cuda_graph_kernel_diff(cudaGraph_t a, cudaGraph_t b, cudaGraphNode_t *in_a, cudaGraphNode_t *in_b, int cap,
+                                    int *count) {
+    const char *fn = "md_cuda_graph_kernel_diff";
+    md__gsnap *sa = NULL, *sb = NULL;
+    md_status st = MD_OK;
+    int i, k = 0;
+    if (!a || !b) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, a ? "b" : "a", "is NULL");
+    if (!count || cap < 0 || (cap > 0 && (!in_a || !in_b)))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "in_a/in_b/count", "are NULL or cap < 0");
+    if ((st = md__gsnap_make(a, 0, &sa)) != MD_OK) return st;
+    if ((st = md__gsnap_make(b, 0, &sb)) != MD_OK) goto done;
+    if (sa->n != sb->n || sa->nedges != sb->nedges) {
+        st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "has %d nodes and %d edges, a has %d and %d: another topology",
+                          sb->n, sb->nedges, sa->n, sa->nedges);
+        goto done;
+    }
+    for (i = 0; i < sa->nedges; i++)
+        if (md__gsnap_edge_cmp(&sa->edges[i], &sb->edges[i]) != 0) {
+            st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "node %d has other dependencies: another topology",
+                              sb->edges[i].to);
+            goto done;
+        }
+    for (i = 0; i < sa->n; i++) {
+        const md__gsnap_node *x = &sa->nodes[i], *y = &sb->nodes[i];
+        if (x->type != y->type) {
+            st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "node %d is a %s node, in a a %s node", i,
+                              md__graph_type_name(y->type), md__graph_type_name(x->type));
+            goto done;
+        }
+        if (x->type == cudaGraphNodeTypeKernel) {
+            if (!md__gsnap_kernel_differs(x, y)) continue;
+            if (k >= cap) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cap", "%d: more kernel nodes differ", cap);
+                goto done;
+            }
+            in_a[k] = x->node;
+            in_b[k] = y->node;
+            k++;
+        } else {
+            md_cuda_graph_verdict v;
+            md__gcmp c;
+            md__graph_verdict_init(&v);
+            memset(&c, 0, sizeof c);
+            c.v = &v;
+            c.top = i;
+            snprintf(c.path, sizeof c.path, "node %d", i);
+            if (md__gcmp_node(&c, x, y, 0) != MD_CUDA_GRAPH_IDENTICAL) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "%s: not a kernel node", v.reason);
+                goto done;
+            }
+        }
+    }
+    *count = k;
+done:
+    md__gsnap_free(sa);
+    md__gsnap_free(sb);
+    return st;
+}
+
+md_status md_cuda_graph_exec_set_kernels(cudaGraphExec_t exec, const cudaGraphNode_t *in_exec, const cudaGraphNode_t *src,
+                                         int count) {
+    const char *fn = "md_cuda_graph_exec_set_kernels";
+    int k;
+    if (!exec) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "exec", "is NULL");
+    if (count < 0 || (count > 0 && (!in_exec || !src)))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "in_exec/src", "are NULL or count < 0");
+    for (k = 0; k < count; k++) {
+        cudaKernelNodeParams p;
+        MD_CUDA_TRY(cudaGraphKernelNodeGetParams(src[k], &p));
+        MD_CUDA_TRY(cudaGraphExecKernelNodeSetParams(exec, in_exec[k], &p));
+    }
     return MD_OK;
 }
 
@@ -7112,6 +7279,40 @@ md_status md_cuda_graph_loop(cudaStream_t stream, cudaStream_t body_stream, long
     l.flags = d_flags;
     MD_CUDA_LAUNCH(md__graph_loop_init_kernel, 1, 1, 0, stream, l.h, d_count, n, d_flags);
     return md_cuda_graph_cond_node(stream, body_stream, cudaGraphCondTypeWhile, l.h, md__graph_loop_body, &l, NULL);
+}
+
+md_status md_cuda_graph_run_if(cudaStream_t stream, cudaStream_t body_stream, const long long *d_word,
+                               md_cuda_bench_fn body, void *ctx) {
+    const char *fn = "md_cuda_graph_run_if";
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaGraphConditionalHandle h;
+    md_status st;
+    if (!d_word) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_word", "is NULL");
+    if (!body) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "body", "is NULL");
+    if (stream) MD_CUDA_TRY(cudaStreamIsCapturing(stream, &cs));
+    if (cs != cudaStreamCaptureStatusActive) return body(ctx, stream);
+    if ((st = md_cuda_graph_cond_handle(stream, 0, 0, &h)) != MD_OK || (st = md_cuda_graph_cond_from_word(stream, h, d_word)) != MD_OK)
+        return st;
+    return md_cuda_graph_cond_node(stream, body_stream, cudaGraphCondTypeIf, h, body, ctx, NULL);
+}
+
+__global__ void md__timestamp_kernel(unsigned long long *times, long long *next, long long cap) {
+    const long long i = *next;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (i < cap) {
+        times[i] = t;
+        *next = i + 1;
+    }
+}
+
+md_status md_cuda_timestamp_enqueue(cudaStream_t stream, unsigned long long *d_times, long long *d_next, long long cap) {
+    const char *fn = "md_cuda_timestamp_enqueue";
+    if (!d_times || !d_next) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_times/d_next", "is NULL");
+    if (cap < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cap", "must be >= 0 (got %lld)", cap);
+    MD_CUDA_GRAPH_RULES(md__timestamp_kernel, "DDM", MD_CUDA_PARAM_MUST_MATCH);
+    MD_CUDA_LAUNCH(md__timestamp_kernel, 1, 1, 0, stream, d_times, d_next, cap);
+    return MD_OK;
 }
 
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */

@@ -50,6 +50,12 @@ __global__ void probe_twin_kernel(float *out, int n, float scale, probe_box box)
     if (i < n) out[i] = __fadd_rn(__fadd_rn(__fmul_rn(scale, (float)i), box.lo[0]), __fmul_rn(box.hi[2], (float)box.n));
 }
 
+/* Another member of probe_kernel's family (same parameters, another result): out[i] = scale i - lo[0]. */
+__global__ void probe_alt_kernel(float *out, int n, float scale, probe_box box) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __fsub_rn(__fmul_rn(scale, (float)i), box.lo[0]);
+}
+
 /* A kernel with an argument its result does not depend on (tag), registered IGNORE. */
 __global__ void probe_ignore_kernel(float *out, int n, int tag) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -68,10 +74,20 @@ static float probe_value(int i, float scale, const probe_box *b) {
     return c + b->hi[2] * (float)b->n;
 }
 
+static float probe_alt_value(int i, float scale, const probe_box *b) {
+    const float a = scale * (float)i;
+    return a - b->lo[0];
+}
+
 static md_status probe_register(void) {
     static const char *const rules = "DMDM"; /* pointer may differ, size must match, scalar may differ, struct must match */
     md_status st;
-    if ((st = md_cuda_graph_register((const void *)probe_kernel, rules, MD_CUDA_PARAM_MUST_MATCH)) != MD_OK) return st;
+    if ((st = md_cuda_graph_register((const void *)probe_kernel, rules, MD_CUDA_PARAM_MUST_MATCH)) != MD_OK ||
+        (st = md_cuda_graph_register((const void *)probe_alt_kernel, rules, MD_CUDA_PARAM_MUST_MATCH)) != MD_OK ||
+        (st = md_cuda_graph_family((const void *)probe_kernel, "probe")) != MD_OK ||
+        (st = md_cuda_graph_family((const void *)probe_alt_kernel, "probe")) != MD_OK ||
+        (st = md_cuda_graph_family((const void *)probe_ignore_kernel, "probe")) != MD_OK) /* another layout */
+        return st;
     return md_cuda_graph_register((const void *)probe_ignore_kernel, "DMI", MD_CUDA_PARAM_MAY_DIFFER);
 }
 
@@ -83,7 +99,7 @@ typedef struct probe_args {
     float scale;
     probe_box box;
     int grid;
-    int which;      /* 0: probe_kernel, 1: probe_twin_kernel, 2: probe_ignore_kernel */
+    int which;      /* 0: probe_kernel, 1: probe_twin_kernel, 2: probe_ignore_kernel, 3: probe_alt_kernel */
     int extra;      /* 1: a second probe_kernel node after the first */
     int *side;      /* memset destination */
     int side_count; /* ints set */
@@ -95,6 +111,7 @@ static md_status probe_enqueue(void *ctx, cudaStream_t s) {
     MD_CUDA_TRY(cudaMemsetAsync(a->side, a->side_value, (size_t)a->side_count * sizeof(int), s));
     if (a->which == 0) MD_CUDA_LAUNCH(probe_kernel, a->grid, 128, 0, s, a->out, a->n, a->scale, a->box);
     else if (a->which == 1) MD_CUDA_LAUNCH(probe_twin_kernel, a->grid, 128, 0, s, a->out, a->n, a->scale, a->box);
+    else if (a->which == 3) MD_CUDA_LAUNCH(probe_alt_kernel, a->grid, 128, 0, s, a->out, a->n, a->scale, a->box);
     else MD_CUDA_LAUNCH(probe_ignore_kernel, a->grid, 128, 0, s, a->out, a->n, a->box.tag);
     if (a->extra) MD_CUDA_LAUNCH(probe_kernel, a->grid, 128, 0, s, a->out, a->n, a->scale, a->box);
     return MD_OK;
@@ -165,7 +182,9 @@ static long probe_check_launch(probe_fixture *f, md_cuda_graph_cache *c, const p
         cudaStreamSynchronize(f->s) != cudaSuccess)
         return -1;
     for (i = 0; i < a->n; i++) {
-        const float want = a->which == 2 ? (float)(3 * i + 1) : probe_value(i, a->scale, &a->box);
+        const float want = a->which == 2   ? (float)(3 * i + 1)
+                           : a->which == 3 ? probe_alt_value(i, a->scale, &a->box)
+                                           : probe_value(i, a->scale, &a->box);
         if (memcmp(&f->h_out[i], &want, sizeof want) != 0) bad++;
     }
     return bad;
@@ -174,8 +193,8 @@ static long probe_check_launch(probe_fixture *f, md_cuda_graph_cache *c, const p
 /* ---- registry ---- */
 
 /* Rule strings are parsed letter by letter: bad letters, NULLs, too many letters and a second
- * registration with other rules fail naming the field; the same rules again succeed. Host only
- * (registration makes no CUDA call). */
+ * registration with other rules fail naming the field; the same rules again succeed; a kernel
+ * belongs to one family at most. Host only (registration makes no CUDA call). */
 static void register_parses_and_refuses(void) {
     char many[MD_CUDA_GRAPH_MAX_PARAMS + 2];
     MD_CHECK_ERROR(md_cuda_graph_register(NULL, "D", MD_CUDA_PARAM_MUST_MATCH), MD_ERR_INVALID_ARGUMENT, "func");
@@ -197,6 +216,12 @@ static void register_parses_and_refuses(void) {
                    MD_ERR_INVALID_ARGUMENT, "already registered");
     MD_CHECK_ERROR(md_cuda_graph_register((const void *)probe_mismatch_kernel, "DDD", MD_CUDA_PARAM_MAY_DIFFER),
                    MD_ERR_INVALID_ARGUMENT, "already registered");
+    MD_CHECK_ERROR(md_cuda_graph_family(NULL, "f"), MD_ERR_INVALID_ARGUMENT, "func");
+    MD_CHECK_ERROR(md_cuda_graph_family((const void *)probe_mismatch_kernel, ""), MD_ERR_INVALID_ARGUMENT, "family");
+    MD_CHECK_OK(md_cuda_graph_family((const void *)probe_mismatch_kernel, "mismatch"));
+    MD_CHECK_OK(md_cuda_graph_family((const void *)probe_mismatch_kernel, "mismatch"));
+    MD_CHECK_ERROR(md_cuda_graph_family((const void *)probe_mismatch_kernel, "other"), MD_ERR_INVALID_ARGUMENT,
+                   "already in family mismatch");
     MD_CHECK(strcmp(md_cuda_graph_match_name(MD_CUDA_GRAPH_IDENTICAL), "identical") == 0);
     MD_CHECK(strcmp(md_cuda_graph_match_name(MD_CUDA_GRAPH_UPDATABLE), "updatable") == 0);
     MD_CHECK(strcmp(md_cuda_graph_match_name(MD_CUDA_GRAPH_REINSTANTIATE), "re-instantiate") == 0);
@@ -229,6 +254,11 @@ static void graph_calls_check_arguments(void) {
     MD_CHECK_ERROR(md_cuda_graph_loop((cudaStream_t)0, (cudaStream_t)0, NULL, 3, NULL, probe_enqueue, NULL),
                    MD_ERR_INVALID_ARGUMENT, "d_count");
     MD_CHECK_ERROR(md_cuda_graph_walk(NULL, NULL, NULL), MD_ERR_INVALID_ARGUMENT, "graph");
+    MD_CHECK_ERROR(md_cuda_graph_run_if((cudaStream_t)0, (cudaStream_t)0, NULL, probe_enqueue, NULL), MD_ERR_INVALID_ARGUMENT,
+                   "d_word");
+    MD_CHECK_ERROR(md_cuda_graph_run_if((cudaStream_t)0, (cudaStream_t)0, &count, NULL, NULL), MD_ERR_INVALID_ARGUMENT, "body");
+    MD_CHECK_ERROR(md_cuda_graph_kernel_diff(NULL, NULL, NULL, NULL, 0, NULL), MD_ERR_INVALID_ARGUMENT, "is NULL");
+    MD_CHECK_ERROR(md_cuda_graph_exec_set_kernels(NULL, NULL, NULL, 0), MD_ERR_INVALID_ARGUMENT, "exec");
     md_cuda_graph_cache_destroy(&c);
     MD_CHECK(c.exec == NULL && c.policy == MD_CUDA_GRAPH_POLICY_COMPARE);
 }
@@ -368,6 +398,9 @@ static void compare_one_difference_of_each_kind(void) {
         {"ignored argument", MD_CUDA_GRAPH_IDENTICAL, -1, "identical"},
         {"ignored argument and pointer", MD_CUDA_GRAPH_UPDATABLE, 0, "argument 0"},
         {"ignore kernel: launch shape (may differ)", MD_CUDA_GRAPH_UPDATABLE, -1, "may differ"},
+        {"a kernel of the same family", MD_CUDA_GRAPH_UPDATABLE, -1, "replaces kernel probe_kernel of its family probe"},
+        {"the same family, and a size", MD_CUDA_GRAPH_REINSTANTIATE, 1, "argument 1"},
+        {"the same family, another layout", MD_CUDA_GRAPH_REINSTANTIATE, -1, "of its family, with another parameter layout"},
     };
     const int ncase = (int)(sizeof cases / sizeof cases[0]);
     probe_fixture f;
@@ -382,7 +415,7 @@ static void compare_one_difference_of_each_kind(void) {
         md_cuda_graph_verdict v;
         probe_base(&a, &f);
         if (k >= 11 && k <= 13) a.which = 1;
-        if (k >= 14) a.which = 2;
+        if (k >= 14 && k <= 16) a.which = 2;
         b = a;
         switch (k) {
         case 1: b.out = f.d_out[1]; break;
@@ -400,6 +433,9 @@ static void compare_one_difference_of_each_kind(void) {
         case 14: b.box.tag = 99; break;
         case 15: b.box.tag = 99; b.out = f.d_out[1]; break;
         case 16: b.grid = a.grid + 2; break;
+        case 17: b.which = 3; b.scale = 1.75f; break;
+        case 18: b.which = 3; b.n = a.n - 5; break;
+        case 19: b.which = 2; break;
         default: break;
         }
         MD_CHECK_OK(md_cuda_graph_capture(f.s, probe_enqueue, &a, &ga));
@@ -458,6 +494,115 @@ static void compare_descends_into_child_graphs(void) {
     (void)cudaGraphDestroy(ca);
     (void)cudaGraphDestroy(cb);
     probe_fixture_free(&f);
+}
+
+/* md_cuda_graph_kernel_diff finds exactly the kernel node that differs between two graphs of one
+ * topology (the probe replaced by its family's other kernel, with another scale); an executable
+ * of the first graph given that node's parameters (md_cuda_graph_exec_set_kernels) computes the
+ * second graph's result, and back again. A memset that differs, or another topology, is refused. */
+static void kernel_diff_and_set(void) {
+    probe_fixture f;
+    probe_args a, b, m, t;
+    cudaGraph_t ga = NULL, gb = NULL, gm = NULL, gt = NULL;
+    cudaGraphNode_t in_a[4], in_b[4];
+    md_cuda_graph_cache c;
+    int count = -1;
+    NEED_GPU();
+    MD_CHECK_OK(probe_register());
+    MD_CHECK_OK(probe_fixture_make(&f, 4096));
+    probe_base(&a, &f);
+    b = a;
+    b.which = 3;
+    b.scale = -0.8125f;
+    m = a;
+    m.side_value = 0x33;
+    t = a;
+    t.extra = 1;
+    MD_CHECK_OK(md_cuda_graph_capture(f.s, probe_enqueue, &a, &ga));
+    MD_CHECK_OK(md_cuda_graph_capture(f.s, probe_enqueue, &b, &gb));
+    MD_CHECK_OK(md_cuda_graph_capture(f.s, probe_enqueue, &m, &gm));
+    MD_CHECK_OK(md_cuda_graph_capture(f.s, probe_enqueue, &t, &gt));
+    MD_CHECK_OK(md_cuda_graph_kernel_diff(ga, gb, in_a, in_b, 4, &count));
+    MD_CHECK(count == 1);
+    MD_CHECK_OK(md_cuda_graph_kernel_diff(ga, ga, in_a + 1, in_b + 1, 3, &count));
+    MD_CHECK(count == 0);
+    MD_CHECK_ERROR(md_cuda_graph_kernel_diff(ga, gm, in_a + 1, in_b + 1, 3, &count), MD_ERR_INVALID_ARGUMENT, "not a kernel node");
+    MD_CHECK_ERROR(md_cuda_graph_kernel_diff(ga, gt, in_a + 1, in_b + 1, 3, &count), MD_ERR_INVALID_ARGUMENT, "another topology");
+    MD_CHECK_ERROR(md_cuda_graph_kernel_diff(ga, gb, in_a + 1, in_b + 1, 0, &count), MD_ERR_INVALID_ARGUMENT, "cap");
+    memset(&c, 0, sizeof c);
+    MD_CHECK(cudaGraphInstantiate(&c.exec, ga, 0) == cudaSuccess);
+    MD_CHECK(probe_check_launch(&f, &c, &a) == 0);
+    MD_CHECK_OK(md_cuda_graph_exec_set_kernels(c.exec, in_a, in_b, 1));
+    MD_CHECK(probe_check_launch(&f, &c, &b) == 0);
+    MD_CHECK_OK(md_cuda_graph_exec_set_kernels(c.exec, in_a, in_a, 1)); /* back to the first graph's */
+    MD_CHECK(probe_check_launch(&f, &c, &a) == 0);
+    (void)cudaGraphExecDestroy(c.exec);
+    (void)cudaGraphDestroy(ga);
+    (void)cudaGraphDestroy(gb);
+    (void)cudaGraphDestroy(gm);
+    (void)cudaGraphDestroy(gt);
+    probe_fixture_free(&f);
+}
+
+/* Timestamps in stream order: three stamps around two 20 us spins, on a stream and in a captured
+ * graph, rise by at least the spin (the global timer is in ns; some GPUs update it only every
+ * microsecond, hence the 10 us margin), the count stops at the cap, and a stamp past the cap
+ * writes nothing. */
+__global__ void stamp_spin_kernel(long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((long long)(t - t0) < ns);
+}
+
+typedef struct stamp_ctx {
+    unsigned long long *d_t;
+    long long *d_next;
+} stamp_ctx;
+
+static md_status stamp_enqueue(void *ctx, cudaStream_t s) {
+    const stamp_ctx *c = (const stamp_ctx *)ctx;
+    md_status st;
+    int k;
+    for (k = 0; k < 4; k++) { /* the fourth is past the cap */
+        if ((st = md_cuda_timestamp_enqueue(s, c->d_t, c->d_next, 3)) != MD_OK) return st;
+        if (k < 2) MD_CUDA_LAUNCH(stamp_spin_kernel, 1, 1, 0, s, 20000LL);
+    }
+    return MD_OK;
+}
+
+static void timestamps_in_stream_order(void) {
+    cudaStream_t s = NULL;
+    stamp_ctx c;
+    unsigned long long t[4];
+    long long next = -1;
+    md_cuda_graph_cache g;
+    int pass;
+    NEED_GPU();
+    memset(&g, 0, sizeof g);
+    MD_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    MD_CHECK_OK(md_cuda_alloc((void **)&c.d_t, 4, sizeof(unsigned long long), "stamps"));
+    MD_CHECK_OK(md_cuda_alloc((void **)&c.d_next, 1, sizeof(long long), "next"));
+    MD_CHECK_ERROR(md_cuda_timestamp_enqueue(s, NULL, c.d_next, 3), MD_ERR_INVALID_ARGUMENT, "d_times");
+    MD_CHECK_ERROR(md_cuda_timestamp_enqueue(s, c.d_t, c.d_next, -1), MD_ERR_INVALID_ARGUMENT, "cap");
+    MD_CHECK_OK(md_cuda_graph_cache_capture(&g, s, stamp_enqueue, &c));
+    for (pass = 0; pass < 2; pass++) {
+        MD_CHECK(cudaMemsetAsync(c.d_t, 0, sizeof t, s) == cudaSuccess);
+        MD_CHECK(cudaMemsetAsync(c.d_next, 0, sizeof next, s) == cudaSuccess);
+        if (pass == 0) MD_CHECK_OK(stamp_enqueue(&c, s));
+        else MD_CHECK_OK(md_cuda_graph_cache_launch(&g, s));
+        MD_CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+        MD_CHECK(cudaMemcpy(t, c.d_t, sizeof t, cudaMemcpyDeviceToHost) == cudaSuccess);
+        MD_CHECK(cudaMemcpy(&next, c.d_next, sizeof next, cudaMemcpyDeviceToHost) == cudaSuccess);
+        MD_CHECKF(next == 3 && t[3] == 0, "%s: next %lld, t[3] %llu", pass ? "graph" : "stream", next, t[3]);
+        MD_CHECKF(t[1] >= t[0] + 10000 && t[2] >= t[1] + 10000, "%s: stamps %llu %llu %llu", pass ? "graph" : "stream", t[0],
+                  t[1], t[2]);
+    }
+    md_cuda_graph_cache_destroy(&g);
+    md_cuda_free(c.d_t);
+    md_cuda_free(c.d_next);
+    (void)cudaStreamDestroy(s);
 }
 
 /* ---- the cache ---- */
@@ -730,6 +875,18 @@ static md_status toy_step_if(void *ctx, cudaStream_t s) {
     return MD_OK;
 }
 
+/* One step written once for both paths: md_cuda_graph_run_if makes the rebuild an IF node when
+ * captured and a device-gated launch on a stream. */
+static md_status toy_step_run_if(void *ctx, cudaStream_t s) {
+    toy *t = (toy *)ctx;
+    md_status st;
+    MD_CUDA_LAUNCH(toy_move_kernel, t->grid, 128, 0, s, t->d_x, t->n, t->d_step, t->amp);
+    if ((st = toy_check_part(t, s)) != MD_OK || (st = md_cuda_graph_run_if(s, t->body2, t->d_word, toy_rebuild_part, t)) != MD_OK)
+        return st;
+    MD_CUDA_LAUNCH(toy_tick_kernel, 1, 1, 0, s, t->d_step);
+    return MD_OK;
+}
+
 /* One step with the step number as a kernel argument: an explicit kernel node when captured. */
 static md_status toy_step_arg(void *ctx, cudaStream_t s) {
     toy *t = (toy *)ctx;
@@ -795,26 +952,32 @@ static void toy_stream_matches_host(void) {
 }
 
 /* One captured step (plain stream launches captured), launched once per step: bitwise the
- * stream's trajectory. Then the IF-node step: its rebuilds happen exactly at the stream's
- * steps, and the trajectory is bitwise the stream's. */
+ * stream's trajectory. Then the IF-node step, built from the primitives and through
+ * md_cuda_graph_run_if: its rebuilds happen exactly at the stream's steps, and the trajectory
+ * is bitwise the stream's. md_cuda_graph_run_if's step run on the stream is the stream's too. */
 static void captured_step_and_if_node_match_stream(void) {
+    static const md_cuda_bench_fn steps[3] = {toy_step_stream, toy_step_if, toy_step_run_if};
+    static const char *const names[3] = {"captured step", "IF node", "md_cuda_graph_run_if"};
     toy_check c;
-    int pass;
+    int pass, k;
     NEED_GPU();
     MD_CHECK_OK(toy_check_make(&c));
-    for (pass = 0; pass < 2; pass++) {
+    MD_CHECK_OK(toy_reset(&c.t));
+    for (k = 0; k < c.t.steps; k++) MD_CHECK_OK(toy_step_run_if(&c.t, c.t.s));
+    MD_CHECK_OK(toy_read(&c.t, &c.got));
+    MD_CHECKF(toy_same(&c.t, &c.got, &c.ref), "md_cuda_graph_run_if on a stream: trajectory differs from the stream's");
+    for (pass = 0; pass < 3; pass++) {
         md_cuda_graph_cache g;
-        int k;
         memset(&g, 0, sizeof g);
         MD_CHECK_OK(toy_reset(&c.t));
-        MD_CHECK_OK(md_cuda_graph_cache_capture(&g, c.t.s, pass ? toy_step_if : toy_step_stream, &c.t));
+        MD_CHECK_OK(md_cuda_graph_cache_capture(&g, c.t.s, steps[pass], &c.t));
         for (k = 0; k < c.t.steps; k++) MD_CHECK_OK(md_cuda_graph_cache_launch(&g, c.t.s));
         MD_CHECK_OK(toy_read(&c.t, &c.got));
         md_cuda_graph_cache_destroy(&g);
         MD_CHECKF(memcmp(c.got.log, c.ref.log, (size_t)c.t.steps * sizeof(int)) == 0,
-                  "%s: rebuilds at other steps than the stream's (%d vs %d rebuilds)", pass ? "IF node" : "captured step",
-                  toy_rebuilds(&c.t, &c.got), toy_rebuilds(&c.t, &c.ref));
-        MD_CHECKF(toy_same(&c.t, &c.got, &c.ref), "%s: trajectory differs from the stream's", pass ? "IF node" : "captured step");
+                  "%s: rebuilds at other steps than the stream's (%d vs %d rebuilds)", names[pass], toy_rebuilds(&c.t, &c.got),
+                  toy_rebuilds(&c.t, &c.ref));
+        MD_CHECKF(toy_same(&c.t, &c.got, &c.ref), "%s: trajectory differs from the stream's", names[pass]);
     }
     toy_check_free(&c);
 }
@@ -1092,6 +1255,8 @@ int main(void) {
     MD_RUN(walk_sees_nodes_and_arguments);
     MD_RUN(compare_one_difference_of_each_kind);
     MD_RUN(compare_descends_into_child_graphs);
+    MD_RUN(kernel_diff_and_set);
+    MD_RUN(timestamps_in_stream_order);
     MD_RUN(cache_counts_updates_and_instantiations);
     MD_RUN(toy_stream_matches_host);
     MD_RUN(captured_step_and_if_node_match_stream);
