@@ -235,7 +235,8 @@ static int private_uses(const char *path) {
  * repository root. */
 static void benches_and_chapters_use_public_api(void) {
     static const char *dirs[] = {"bench", "chapters", "chapters/01_sequential_coulomb", "chapters/02_scatter_gather",
-                                 "chapters/03_coalesced_unrolled", "chapters/04_shared_memory", "chapters/05_histograms"};
+                                 "chapters/03_coalesced_unrolled", "chapters/04_shared_memory", "chapters/05_histograms",
+                                 "chapters/09_cuda_graphs"};
     char path[512];
     int d, files = 0, bad = 0;
     for (d = 0; d < (int)(sizeof dirs / sizeof dirs[0]); d++) {
