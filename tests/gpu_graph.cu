@@ -544,18 +544,10 @@ static void kernel_diff_and_set(void) {
     probe_fixture_free(&f);
 }
 
-/* Timestamps in stream order: three stamps around two 20 us spins, on a stream and in a captured
- * graph, rise by at least the spin (the global timer is in ns; some GPUs update it only every
- * microsecond, hence the 10 us margin), the count stops at the cap, and a stamp past the cap
- * writes nothing. */
-__global__ void stamp_spin_kernel(long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while ((long long)(t - t0) < ns);
-}
-
+/* Timestamps in stream order: three stamps around two holds of 20 us (md_cuda_hold_stream counts
+ * SM clock cycles at the peak clock, so it holds at least that long), on a stream and in a
+ * captured graph, rise by at least 10 us each (the global timer is in ns; some GPUs update it
+ * only every microsecond), the count stops at the cap, and a stamp past the cap writes nothing. */
 typedef struct stamp_ctx {
     unsigned long long *d_t;
     long long *d_next;
@@ -567,7 +559,7 @@ static md_status stamp_enqueue(void *ctx, cudaStream_t s) {
     int k;
     for (k = 0; k < 4; k++) { /* the fourth is past the cap */
         if ((st = md_cuda_timestamp_enqueue(s, c->d_t, c->d_next, 3)) != MD_OK) return st;
-        if (k < 2) MD_CUDA_LAUNCH(stamp_spin_kernel, 1, 1, 0, s, 20000LL);
+        if (k < 2 && (st = md_cuda_hold_stream(s, 20.0)) != MD_OK) return st;
     }
     return MD_OK;
 }
