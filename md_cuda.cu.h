@@ -63,7 +63,8 @@
  *   nb        md_cuda_state (the MD state API: create/upload/zero/download/poll/destroy,
  *             md_cuda_energy_term), md_cuda_cell_list (GPU cell lists, CUB radix sort),
  *             md_cuda_nb_plan_create/enqueue/poll/grow/destroy (nonbonded forces: tiles,
- *             full and half Verlet lists, cluster pairs), md_cuda_vv_enqueue (NVE)
+ *             full and half Verlet lists, cluster pairs), md_cuda_vv_enqueue (NVE),
+ *             md_cuda_hold_stream (timing one kernel of a queued batch)
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
