@@ -21,8 +21,9 @@
  *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
  *
  * CONTENTS
- *   core      md_cuda_error, MD_CUDA_TRY, MD_CUDA_TRY_LAUNCH, md_cuda_available,
- *             md_cuda_get_device_info, md_cuda_poison (NaN fill)
+ *   core      md_cuda_error, MD_CUDA_TRY, md_cuda_available, md_cuda_get_device_info,
+ *             md_cuda_poison (NaN fill); MD_CUDA_LAUNCH (every launch: checked and
+ *             registered) and the kernel registry md_cuda_kernel_name/count/at
  *   timing    md_cuda_timer_create/start/stop/destroy, md_cuda_bench (warm-up,
  *             L2 flush, median)
  *   ceilings  md_cuda_measure_ceilings, md_cuda_ceiling_rsqrt/fma/dram/
@@ -39,6 +40,7 @@
 
 #include "md.h"
 #include <cuda_runtime.h>
+#include <atomic> /* MD_CUDA_LAUNCH_NAMED: the per-site registration check */
 
 /** @file md_cuda.cu.h
  *  @brief GPU versions of md.h's kernels (CUDA C, host API callable from C++). */
@@ -60,13 +62,86 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
     } while (0)
 
 /** @brief Check the last kernel launch (cudaGetLastError); on failure return from the
- *  enclosing function with MD_ERR_CUDA naming @p kernel. */
+ *  enclosing function with MD_ERR_CUDA naming @p kernel (a string). For a launch made some
+ *  other way than MD_CUDA_LAUNCH, which checks its own launch and is to be preferred. */
 #define MD_CUDA_TRY_LAUNCH(kernel)                                                                 \
     do {                                                                                           \
         cudaError_t md__e = cudaGetLastError();                                                    \
         if (md__e != cudaSuccess)                                                                  \
             return md_cuda_error(md__e, "launch of " kernel, __FILE__, __LINE__);                  \
     } while (0)
+
+/* ---- the kernel launch registry ---- */
+
+/** @brief Launch @p kernel through the registry (see MD_CUDA_LAUNCH_NAMED), registering it
+ *  under its own spelling (#kernel). A template kernel goes in parentheses so its commas do not
+ *  split the macro's arguments: MD_CUDA_LAUNCH((my_kernel<4, 2>), grid, block, 0, s, x, n).
+ *  At least one kernel argument is required (C++17 variadic macros). */
+#define MD_CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                     \
+    MD_CUDA_LAUNCH_NAMED(kernel, #kernel, grid, block, smem, stream, __VA_ARGS__)
+
+/** @brief Launch @p kernel on @p grid x @p block threads with @p smem bytes of dynamic shared memory
+ *  on @p stream, check the launch and register the kernel: the one way every kernel of
+ *  md_cuda.cu.h is launched.
+ *
+ *  - registers {(const void *)kernel, name} in the process-wide kernel registry
+ *    (md_cuda_kernel_register) the first time this launch site sees that kernel; @p name (a
+ *    `const char *` expression, evaluated only then, copied by the registry) is what
+ *    md_cuda_kernel_name() returns for it; template launchers pass a name with the template
+ *    arguments written out;
+ *  - launches it with the triple-chevron syntax (so a launch inside stream capture becomes a
+ *    kernel node whose function pointer is the registered one);
+ *  - checks the launch with cudaGetLastError() and, on failure, returns MD_ERR_CUDA from the
+ *    enclosing function (which must return md_status) with a message naming @p name, the file
+ *    and the line (md_cuda_launch_error).
+ *  The check after registration costs one relaxed atomic load per launch. */
+#define MD_CUDA_LAUNCH_NAMED(kernel, name, grid, block, smem, stream, ...)                         \
+    do {                                                                                           \
+        static std::atomic<const void *> md__seen_(nullptr);                                      \
+        const void *md__fn_ = (const void *)(kernel);                                              \
+        cudaError_t md__le_;                                                                       \
+        if (md__seen_.load(std::memory_order_relaxed) != md__fn_) {                                \
+            (void)md_cuda_kernel_register(md__fn_, (name));                                        \
+            md__seen_.store(md__fn_, std::memory_order_relaxed);                                   \
+        }                                                                                          \
+        kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__); /* the one launch site */      \
+        md__le_ = cudaGetLastError();                                                              \
+        if (md__le_ != cudaSuccess) return md_cuda_launch_error(md__le_, md__fn_, __FILE__, __LINE__); \
+    } while (0)
+
+/** @brief Most kernels the registry holds (define before including, in the file with
+ *  MD_CUDA_IMPLEMENTATION, to change it). A kernel past the limit still launches; it is just
+ *  not registered (md_cuda_kernel_register returns -1). */
+#ifndef MD_CUDA_KERNEL_REGISTRY_MAX
+#define MD_CUDA_KERNEL_REGISTRY_MAX 1024
+#endif
+/** @brief Longest kernel name the registry keeps (longer names are cut, with the end kept
+ *  NUL-terminated). */
+#define MD_CUDA_KERNEL_NAME_MAX 160
+
+/** @brief Register kernel @p func under @p name (copied) in the process-wide, thread-safe kernel
+ *  registry; a function already registered keeps its first name. Returns its index (0, 1, ... in
+ *  order of first registration), or -1 if @p func or @p name is NULL or the registry is full.
+ *  MD_CUDA_LAUNCH calls it; call it yourself for a kernel launched another way (a library
+ *  kernel, cudaLaunchCooperativeKernel). */
+int md_cuda_kernel_register(const void *func, const char *name);
+
+/** @brief Name of a registered kernel (the host function pointer a launch or a graph kernel
+ *  node carries), or NULL if @p func was never registered. Chapter 09's graph comparator
+ *  keys its rules by this table. */
+const char *md_cuda_kernel_name(const void *func);
+
+/** @brief Number of kernels registered so far. */
+int md_cuda_kernel_count(void);
+
+/** @brief Kernel @p i (0 <= i < md_cuda_kernel_count()) of the registry: its function pointer
+ *  and name (either output may be NULL). Errors: @p i out of range (MD_ERR_RANGE). */
+md_status md_cuda_kernel_at(int i, const void **func, const char **name);
+
+/** @brief The md_status of a failed launch of @p func: MD_ERR_CUDA (or MD_ERR_NO_DEVICE) with
+ *  the message of md_cuda_error() for "launch of <its registered name>". MD_CUDA_LAUNCH_NAMED
+ *  calls it. */
+md_status md_cuda_launch_error(cudaError_t err, const void *func, const char *file, int line);
 
 /** @brief 1 if a CUDA device can be used, else 0 with the reason in md_last_error()
  *  (no driver, no device, a device older than sm_70, ...). */
@@ -96,6 +171,119 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info);
 /** @brief Fill @p count floats at device pointer @p d_ptr with NaN (bytes 0xFF), so an
  *  element a kernel fails to write shows up in the check. */
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream);
+
+/* ======================================================================== */
+/* plans: the state every GPU capability keeps                              */
+/* ======================================================================== */
+
+/* THE PLAN CONVENTION. A GPU capability (the DCS and RDF here; nonbonded forces, PME and the
+ * MD step later) is a plan object with five kinds of call:
+ *
+ *   md_cuda_X_plan_create(&p, ...)   once. Sized by a capacity: device buffers (md_cuda_alloc),
+ *       pinned host buffers (md_cuda_alloc_pinned, cudaHostAlloc), kernel attributes, cuFFT
+ *       plans, and the plan's md_cuda_queue: its own stream, made with
+ *       cudaStreamCreateWithFlags(cudaStreamNonBlocking), and its device flags. It may
+ *       synchronise. On failure everything made so far is released and the plan is zeroed.
+ *   md_cuda_X_plan_upload(&p, ...)   (where inputs come from host arrays) host data is copied
+ *       into a pinned staging buffer and from there by cudaMemcpyAsync on the plan's stream.
+ *   md_cuda_X_plan_enqueue(&p, ...)  every step. Launches (MD_CUDA_LAUNCH), device-to-device
+ *       copies and memsets on the plan's stream, and nothing else: no cudaMalloc or cudaFree,
+ *       no synchronisation, no copy to or from pageable memory, no __constant__ upload, no
+ *       attribute setting, no reading of results. Data that changes from call to call lives
+ *       in device memory (the plan's buffers), so the arguments a stream capture records stay
+ *       valid; what a plan takes as a kernel argument (a box, an atom count) is named in its
+ *       documentation. A problem the device finds (a non-finite coordinate, an exceeded
+ *       capacity) raises a flag (md_cuda_flag_raise) in the queue's flags word instead of
+ *       failing the call. Host-side argument errors are returned at once.
+ *   md_cuda_X_plan_sync(&p, ...)     the one synchronisation point. It enqueues the copies of
+ *       results and of the flags word into pinned memory, waits for the plan's stream
+ *       (md_cuda_queue_sync), turns a raised flag into an md_status, and only if all is well
+ *       writes the caller's outputs. Any number of enqueues may come before one sync.
+ *   md_cuda_X_plan_destroy(&p)       waits for the plan's stream, frees everything and zeroes
+ *       the plan; safe on a zeroed plan.
+ *
+ * and md_cuda_X(...), the one-call wrapper for users who want one: create, upload, enqueue,
+ * sync, destroy. A plan is used from one host thread at a time; different plans are
+ * independent (different streams, buffers and flags) and may run concurrently. The one
+ * exception is the constant-memory rungs of the DCS: __constant__ memory is process-global,
+ * so one plan at a time may hold it (md_cuda_dcs_plan_create says how). */
+
+/** @brief The device flags of a queue: what a kernel found wrong. Each flag has a detail word;
+ *  md_cuda_flag_raise() combines the details of every raise so the result does not depend on
+ *  thread order. */
+typedef enum md_cuda_flag {
+    MD_CUDA_FLAG_NONFINITE = 0, /**< a non-finite input value; detail: the smallest index at fault */
+    MD_CUDA_FLAG_OVERFLOW,      /**< a capacity was exceeded; detail: the largest size needed */
+    MD_CUDA_FLAG_RANGE,         /**< a value outside its valid range; detail: the smallest index at fault */
+    MD_CUDA_FLAG_COUNT          /**< number of flags */
+} md_cuda_flag;
+
+/** @brief Words of a flags block: word 0 holds bit f for each raised flag f, word 1 + f the
+ *  detail of flag f (0 while it is not raised). */
+#define MD_CUDA_FLAG_WORDS (1 + MD_CUDA_FLAG_COUNT)
+
+/** @brief Raise @p flag with @p detail in the flags block @p flags (MD_CUDA_FLAG_WORDS words in
+ *  device memory, md_cuda_queue::d_flags), from device code. The detail kept is the smallest
+ *  index (MD_CUDA_FLAG_NONFINITE, MD_CUDA_FLAG_RANGE; stored as ~index, so an atomicMax keeps
+ *  it) or the largest size (MD_CUDA_FLAG_OVERFLOW) over all raises since the last sync. */
+static __device__ __forceinline__ void md_cuda_flag_raise(unsigned long long *flags, md_cuda_flag flag,
+                                                          unsigned long long detail) {
+    atomicOr(&flags[0], 1ull << (int)flag);
+    atomicMax(&flags[1 + (int)flag], flag == MD_CUDA_FLAG_OVERFLOW ? detail : ~detail);
+}
+
+/** @brief How md_cuda_queue_sync() words a raised flag: the field at fault and a printf format
+ *  with one %llu (the detail: an index, or the size needed). A NULL member takes the default:
+ *  field "input", "element %llu is not finite" (MD_CUDA_FLAG_NONFINITE); field "capacity",
+ *  "exceeded: %llu needed" (MD_CUDA_FLAG_OVERFLOW); field "input", "element %llu is out of
+ *  range" (MD_CUDA_FLAG_RANGE). */
+typedef struct md_cuda_flag_text {
+    const char *field;  /**< field named in the message */
+    const char *format; /**< message, one %llu */
+} md_cuda_flag_text;
+
+/** @brief What every plan holds first: the device it was made on, its own stream and its
+ *  device flags with their pinned mirror. */
+typedef struct md_cuda_queue {
+    int device;                  /**< device current when the queue was made; use the plan with it current */
+    cudaStream_t stream;         /**< the plan's own stream (cudaStreamNonBlocking) */
+    unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words of device memory, zero until a flag is raised */
+    unsigned long long *h_flags; /**< pinned mirror of d_flags as of the last md_cuda_queue_sync() */
+} md_cuda_queue;
+
+/** @brief Make a queue on the current device: a non-blocking stream, a zeroed flags block and its
+ *  pinned mirror. On failure @p q is zeroed. */
+md_status md_cuda_queue_create(md_cuda_queue *q);
+
+/** @brief The synchronisation point of a plan: enqueue the copy of the flags block into pinned
+ *  memory, wait for the stream, and turn a raised flag into MD_ERR_RANGE with a message naming
+ *  @p where, the field and the detail (@p text: MD_CUDA_FLAG_COUNT entries, or NULL for the
+ *  defaults; the first raised flag in enum order is reported). Raised flags are then cleared
+ *  (an enqueued memset), so the next batch starts clean. Returns the stream's own error if the
+ *  work failed. */
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text);
+
+/** @brief 1 if @p flag was raised in the batch the last md_cuda_queue_sync() checked, with its
+ *  detail in @p detail (may be NULL): the index, or the size needed. 0 otherwise. */
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail);
+
+/** @brief Wait for the queue's stream, then destroy it and free the flags; safe on a zeroed
+ *  queue. */
+void md_cuda_queue_destroy(md_cuda_queue *q);
+
+/** @brief cudaMalloc of @p count * @p size bytes (the product checked for overflow) into @p *d;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what);
+
+/** @brief cudaHostAlloc (pinned, cudaHostAllocDefault) of @p count * @p size bytes into @p *h;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what);
+
+/** @brief cudaFree, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free(void *d);
+
+/** @brief cudaFreeHost, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free_pinned(void *h);
 
 /* ======================================================================== */
 /* timing                                                                   */
@@ -408,6 +596,7 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
 
 #include <math.h>
 #include <string.h>
+#include <mutex>
 
 /* ---- core ---- */
 
@@ -418,6 +607,60 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
     (void)cudaGetLastError(); /* clear a sticky-free error so the next call starts clean */
     return md_set_error(st, file, line, NULL, "%s failed: %s (%s)", what, cudaGetErrorString(err),
                         cudaGetErrorName(err));
+}
+
+/* ---- the kernel registry: a fixed table, appended under a mutex, never moved ---- */
+
+typedef struct md__kernel_entry {
+    const void *func;
+    char name[MD_CUDA_KERNEL_NAME_MAX];
+} md__kernel_entry;
+
+static md__kernel_entry md__kernels[MD_CUDA_KERNEL_REGISTRY_MAX];
+static std::atomic<int> md__kernel_count(0); /* entries [0, count) are complete */
+static std::mutex md__kernel_mutex;          /* serialises appends */
+
+static int md__kernel_find(const void *func, int count) {
+    for (int i = 0; i < count; i++)
+        if (md__kernels[i].func == func) return i;
+    return -1;
+}
+
+int md_cuda_kernel_register(const void *func, const char *name) {
+    int i, n;
+    if (!func || !name) return -1;
+    std::lock_guard<std::mutex> lock(md__kernel_mutex);
+    n = md__kernel_count.load(std::memory_order_relaxed);
+    if ((i = md__kernel_find(func, n)) >= 0) return i;
+    if (n >= MD_CUDA_KERNEL_REGISTRY_MAX) return -1;
+    md__kernels[n].func = func;
+    snprintf(md__kernels[n].name, sizeof md__kernels[n].name, "%s", name);
+    md__kernel_count.store(n + 1, std::memory_order_release); /* publish the whole entry */
+    return n;
+}
+
+const char *md_cuda_kernel_name(const void *func) {
+    const int i = md__kernel_find(func, md__kernel_count.load(std::memory_order_acquire));
+    return i >= 0 ? md__kernels[i].name : NULL;
+}
+
+int md_cuda_kernel_count(void) { return md__kernel_count.load(std::memory_order_acquire); }
+
+md_status md_cuda_kernel_at(int i, const void **func, const char **name) {
+    const int n = md__kernel_count.load(std::memory_order_acquire);
+    if (i < 0 || i >= n)
+        return md_set_error(MD_ERR_RANGE, "md_cuda_kernel_at", 0, "i", "%d is outside 0..%d", i, n - 1);
+    if (func) *func = md__kernels[i].func;
+    if (name) *name = md__kernels[i].name;
+    return MD_OK;
+}
+
+md_status md_cuda_launch_error(cudaError_t err, const void *func, const char *file, int line) {
+    char what[MD_CUDA_KERNEL_NAME_MAX + 32];
+    const char *name = md_cuda_kernel_name(func);
+    if (name) snprintf(what, sizeof what, "launch of %s", name);
+    else snprintf(what, sizeof what, "launch of kernel %p", func);
+    return md_cuda_error(err, what, file, line);
 }
 
 int md_cuda_available(void) {
@@ -471,6 +714,116 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info) {
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream) {
     MD_CUDA_TRY(cudaMemsetAsync(d_ptr, 0xFF, count * sizeof(float), stream));
     return MD_OK;
+}
+
+/* ---- plans ---- */
+
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+    cudaError_t e;
+    *d = NULL;
+    if (size != 0 && count > (size_t)-1 / size)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc", 0, what, "%zu x %zu bytes overflow", count, size);
+    if ((e = cudaMalloc(d, count * size != 0 ? count * size : 1)) != cudaSuccess) {
+        char w[160];
+        *d = NULL;
+        snprintf(w, sizeof w, "cudaMalloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        return md_cuda_error(e, w, __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what) {
+    cudaError_t e;
+    *h = NULL;
+    if (size != 0 && count > (size_t)-1 / size)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc_pinned", 0, what, "%zu x %zu bytes overflow", count, size);
+    if ((e = cudaHostAlloc(h, count * size != 0 ? count * size : 1, cudaHostAllocDefault)) != cudaSuccess) {
+        char w[160];
+        *h = NULL;
+        snprintf(w, sizeof w, "cudaHostAlloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        return md_cuda_error(e, w, __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+void md_cuda_free(void *d) {
+    if (d) (void)cudaFree(d);
+}
+
+void md_cuda_free_pinned(void *h) {
+    if (h) (void)cudaFreeHost(h);
+}
+
+void md_cuda_queue_destroy(md_cuda_queue *q) {
+    if (!q) return;
+    if (q->stream) {
+        (void)cudaStreamSynchronize(q->stream);
+        (void)cudaStreamDestroy(q->stream);
+    }
+    md_cuda_free(q->d_flags);
+    md_cuda_free_pinned(q->h_flags);
+    memset(q, 0, sizeof *q);
+}
+
+md_status md_cuda_queue_create(md_cuda_queue *q) {
+    md_cuda_queue t;
+    md_status st;
+    cudaError_t e;
+    if (!q) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create", 0, "q", "is NULL");
+    memset(q, 0, sizeof *q);
+    memset(&t, 0, sizeof t);
+    if ((e = cudaGetDevice(&t.device)) != cudaSuccess) return md_cuda_error(e, "cudaGetDevice", __FILE__, __LINE__);
+    if ((e = cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        t.stream = NULL;
+        return md_cuda_error(e, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    }
+    if ((st = md_cuda_alloc((void **)&t.d_flags, MD_CUDA_FLAG_WORDS, sizeof *t.d_flags, "flags")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_flags, MD_CUDA_FLAG_WORDS, sizeof *t.h_flags, "flags mirror")) != MD_OK)
+        goto fail;
+    memset(t.h_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.h_flags);
+    if ((e = cudaMemsetAsync(t.d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.d_flags, t.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(t.stream)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemsetAsync(flags)", __FILE__, __LINE__);
+        goto fail;
+    }
+    *q = t;
+    return MD_OK;
+fail:
+    md_cuda_queue_destroy(&t);
+    return st;
+}
+
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail) {
+    unsigned long long d;
+    if (!q || !q->h_flags || (int)flag < 0 || flag >= MD_CUDA_FLAG_COUNT) return 0;
+    if (!((q->h_flags[0] >> (int)flag) & 1ull)) return 0;
+    d = q->h_flags[1 + (int)flag];
+    if (detail) *detail = flag == MD_CUDA_FLAG_OVERFLOW ? d : ~d;
+    return 1;
+}
+
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text) {
+    static const char *const fields[MD_CUDA_FLAG_COUNT] = {"input", "capacity", "input"};
+    static const char *const formats[MD_CUDA_FLAG_COUNT] = {"element %llu is not finite", "exceeded: %llu needed",
+                                                           "element %llu is out of range"};
+    char msg[256];
+    unsigned long long detail = 0;
+    int f;
+    if (!q || !q->stream || !q->d_flags)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where ? where : "md_cuda_queue_sync", 0, "queue",
+                            "is not made (md_cuda_queue_create)");
+    MD_CUDA_TRY(cudaMemcpyAsync(q->h_flags, q->d_flags, MD_CUDA_FLAG_WORDS * sizeof *q->h_flags,
+                                cudaMemcpyDeviceToHost, q->stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(q->stream));
+    if (q->h_flags[0] == 0) return MD_OK;
+    MD_CUDA_TRY(cudaMemsetAsync(q->d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *q->d_flags, q->stream));
+    for (f = 0; f < MD_CUDA_FLAG_COUNT; f++)
+        if (md_cuda_queue_flag(q, (md_cuda_flag)f, &detail)) break;
+    if (f == MD_CUDA_FLAG_COUNT)
+        return md_set_error(MD_ERR_RANGE, where, 0, "flags", "unknown device flags 0x%llx", q->h_flags[0]);
+    /* the format comes from the caller's table or the defaults above; it takes one %llu */
+    snprintf(msg, sizeof msg, text && text[f].format ? text[f].format : formats[f], detail);
+    return md_set_error(MD_ERR_RANGE, where, 0, text && text[f].field ? text[f].field : fields[f], "%s", msg);
 }
 
 /* ---- timing ---- */
@@ -675,7 +1028,8 @@ __global__ void md__ceil_copy_kernel(const float4 *__restrict__ src, float4 *__r
     for (; i < n; i += stride) dst[i] = src[i];
 }
 
-__global__ void md__ceil_empty_kernel(void) {}
+/* Empty; the argument is there because MD_CUDA_LAUNCH needs one. */
+__global__ void md__ceil_empty_kernel(int unused) { (void)unused; }
 
 /* ---- compute-bound kernels: rsqrt, fma, shared atomics ---- */
 
@@ -691,19 +1045,16 @@ static md_status md__ceil_compute_run(void *ctx, cudaStream_t stream) {
     md__ceil_compute *c = (md__ceil_compute *)ctx;
     switch (c->kind) {
     case MD__CEIL_RSQRT:
-        md__ceil_rsqrt_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const float *)c->in,
-                                                                      (float *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_rsqrt_kernel");
+        MD_CUDA_LAUNCH(md__ceil_rsqrt_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const float *)c->in,
+                       (float *)c->out, c->iters);
         break;
     case MD__CEIL_FMA:
-        md__ceil_fma_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const float *)c->in,
-                                                                    (float *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_fma_kernel");
+        MD_CUDA_LAUNCH(md__ceil_fma_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const float *)c->in,
+                       (float *)c->out, c->iters);
         break;
     case MD__CEIL_SMEM_ATOMIC:
-        md__ceil_smem_atomic_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const int *)c->in,
-                                                                            (int *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_smem_atomic_kernel");
+        MD_CUDA_LAUNCH(md__ceil_smem_atomic_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const int *)c->in,
+                       (int *)c->out, c->iters);
         break;
     }
     return MD_OK;
@@ -791,8 +1142,7 @@ typedef struct md__ceil_copy {
 
 static md_status md__ceil_copy_run(void *ctx, cudaStream_t stream) {
     md__ceil_copy *c = (md__ceil_copy *)ctx;
-    md__ceil_copy_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>(c->src, c->dst, c->n);
-    MD_CUDA_TRY_LAUNCH("md__ceil_copy_kernel");
+    MD_CUDA_LAUNCH(md__ceil_copy_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, c->src, c->dst, c->n);
     return MD_OK;
 }
 
@@ -882,8 +1232,7 @@ static md_status md__ceil_launch_run(void *ctx, cudaStream_t stream) {
     md__ceil_launch *c = (md__ceil_launch *)ctx;
     int i;
     for (i = 0; i < c->count; i++) {
-        md__ceil_empty_kernel<<<1, 1, 0, stream>>>();
-        MD_CUDA_TRY_LAUNCH("md__ceil_empty_kernel");
+        MD_CUDA_LAUNCH(md__ceil_empty_kernel, 1, 1, 0, stream, 0);
     }
     return MD_OK;
 }
@@ -1337,16 +1686,14 @@ size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry) {
 static md_status md__dcs_scatter_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                         cudaStream_t s) {
     MD_CUDA_TRY(cudaMemsetAsync(out, 0, (size_t)g.nx * g.ny * g.nz * sizeof(float), s));
-    md__dcs_scatter_kernel<<<(n + 127) / 128, 128, 0, s>>>(atoms, n, g, out);
-    MD_CUDA_TRY_LAUNCH("md__dcs_scatter_kernel");
+    MD_CUDA_LAUNCH(md__dcs_scatter_kernel, (n + 127) / 128, 128, 0, s, atoms, n, g, out);
     return MD_OK;
 }
 
 static md_status md__dcs_gather_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                        cudaStream_t s) {
     const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
-    md__dcs_gather_kernel<<<grid, block, 0, s>>>(atoms, n, g, out);
-    MD_CUDA_TRY_LAUNCH("md__dcs_gather_kernel");
+    MD_CUDA_LAUNCH(md__dcs_gather_kernel, grid, block, 0, s, atoms, n, g, out);
     return MD_OK;
 }
 
@@ -1364,10 +1711,16 @@ static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g
         const int m = n - a0 < MD_DCS_CONST_CHUNK ? n - a0 : MD_DCS_CONST_CHUNK;
         md_status st = md__dcs_const_upload(atoms, a0, m, s);
         if (st != MD_OK) return st;
-        md__dcs_const_kernel<<<grid, block, 0, s>>>(m, g, out, a0 > 0);
-        MD_CUDA_TRY_LAUNCH("md__dcs_const_kernel");
+        MD_CUDA_LAUNCH(md__dcs_const_kernel, grid, block, 0, s, m, g, out, a0 > 0);
     }
     return MD_OK;
+}
+
+/* The registry name of one instantiation of md__dcs_unroll_kernel, template arguments written out. */
+static const char *md__dcs_unroll_name(char *buf, size_t cap, int u, int r, unsigned long long hyb, int src, int pad,
+                                       int minb) {
+    snprintf(buf, cap, "md__dcs_unroll_kernel<%d, %d, 0x%llx, %d, %d, %d>", u, r, hyb, src, pad, minb);
+    return buf;
 }
 
 /* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
@@ -1378,14 +1731,16 @@ static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom 
     const dim3 grid((g.nx + U * MD_DCS_BLOCK_X - 1) / (U * MD_DCS_BLOCK_X),
                     (g.ny + R * MD_DCS_BLOCK_Y - 1) / (R * MD_DCS_BLOCK_Y), g.nz);
     const int chunk = SRC == MD__DCS_SRC_CONST ? MD_DCS_CONST_CHUNK : n;
+    char name[MD_CUDA_KERNEL_NAME_MAX]; /* written only when the launch registers the kernel */
     for (int a0 = 0; a0 < n; a0 += chunk) {
         const int m = n - a0 < chunk ? n - a0 : chunk;
         if (SRC == MD__DCS_SRC_CONST) {
             md_status st = md__dcs_const_upload(atoms, a0, m, s);
             if (st != MD_OK) return st;
         }
-        md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB><<<grid, block, 0, s>>>(atoms + a0, m, g, out, a0 > 0);
-        MD_CUDA_TRY_LAUNCH("md__dcs_unroll_kernel");
+        MD_CUDA_LAUNCH_NAMED((md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB>),
+                             md__dcs_unroll_name(name, sizeof name, U, R, HYB, SRC, PAD, MINB), grid, block, 0, s,
+                             atoms + a0, m, g, out, a0 > 0);
     }
     return MD_OK;
 }
@@ -1432,8 +1787,7 @@ static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs
     else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s);
     else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s);
     if (st != MD_OK) return st;
-    md__dcs_fixup_kernel<<<(n + 127) / 128, 128, 0, s>>>(a, n, g, o);
-    MD_CUDA_TRY_LAUNCH("md__dcs_fixup_kernel");
+    MD_CUDA_LAUNCH(md__dcs_fixup_kernel, (n + 127) / 128, 128, 0, s, a, n, g, o);
     return MD_OK;
 }
 
@@ -1857,13 +2211,11 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
     kp.b = (const float4 *)p->d_b;
     kp.hist = p->d_h32;
     MD_CUDA_TRY(cudaMemsetAsync(p->d_h64, 0, ((size_t)p->nbins + 1) * sizeof(unsigned long long), s));
-    md__rdf_gather_kernel<<<(p->na + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a, kp,
-                                                               p->d_h64 + p->nbins);
-    MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(A)");
+    MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->na + 255) / 256, 256, 0, s, d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a,
+                   kp, p->d_h64 + p->nbins);
     if (!p->same) {
-        md__rdf_gather_kernel<<<(p->nb + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_b, p->nb, (float4 *)p->d_b, kp,
-                                                                   p->d_h64 + p->nbins);
-        MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(B)");
+        MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->nb + 255) / 256, 256, 0, s, d_xyz, p->d_sel_b, p->nb,
+                       (float4 *)p->d_b, kp, p->d_h64 + p->nbins);
     }
     smem = md__rdf_smem_bytes(mode, bin_step);
     if (smem > 48 * 1024) {
@@ -1886,13 +2238,12 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
         for (k = 0; k < p->nbins; k += bin_step) {
             kp.bin_lo = k;
             kp.bin_n = p->nbins - k < bin_step ? p->nbins - k : bin_step;
-            if (mode == 0) md__rdf_kernel<0><<<grid, MD_CUDA_RDF_BLOCK, 0, s>>>(kp);
-            else if (mode == 1) md__rdf_kernel<1><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s>>>(kp);
-            else md__rdf_kernel<2><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s>>>(kp);
-            MD_CUDA_TRY_LAUNCH("md__rdf_kernel");
+            if (mode == 0) MD_CUDA_LAUNCH(md__rdf_kernel<0>, grid, MD_CUDA_RDF_BLOCK, 0, s, kp);
+            else if (mode == 1)
+                MD_CUDA_LAUNCH(md__rdf_kernel<1>, grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s, kp);
+            else MD_CUDA_LAUNCH(md__rdf_kernel<2>, grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s, kp);
         }
-        md__rdf_add_kernel<<<(p->nbins + 255) / 256, 256, 0, s>>>(p->d_h64, p->d_h32, p->nbins);
-        MD_CUDA_TRY_LAUNCH("md__rdf_add_kernel");
+        MD_CUDA_LAUNCH(md__rdf_add_kernel, (p->nbins + 255) / 256, 256, 0, s, p->d_h64, p->d_h32, p->nbins);
         p->launches++;
     }
     MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, ((size_t)p->nbins + 1) * sizeof(unsigned long long),

@@ -402,6 +402,31 @@ static void dcs_gpu_atom_on_point(void) {
     md_grid_free(&g);
 }
 
+/* Registry entries whose name starts with prefix. */
+static int registered_with_prefix(const char *prefix) {
+    int i, n = 0;
+    for (i = 0; i < md_cuda_kernel_count(); i++) {
+        const char *name = NULL;
+        if (md_cuda_kernel_at(i, NULL, &name) == MD_OK && strncmp(name, prefix, strlen(prefix)) == 0) n++;
+    }
+    return n;
+}
+
+/* Run last: every kernel the rungs above launched is in the launch registry. Each rung's
+ * kernel once (scatter, gather, const, the fix-up), and md__dcs_unroll_kernel in 10 shapes:
+ * unroll4, unroll8, unroll8x2, l1, shared, the 4 compiled hybrid splits and the hybrid's
+ * fine-grid fallback (dcs_gpu_hybrid_rule runs it). */
+static void registry_holds_every_rung_kernel(void) {
+    static const char *simple[] = {"md__dcs_scatter_kernel", "md__dcs_gather_kernel", "md__dcs_const_kernel",
+                                   "md__dcs_fixup_kernel"};
+    int i;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    for (i = 0; i < 4; i++) MD_CHECKF(registered_with_prefix(simple[i]) == 1, "%s is not registered once", simple[i]);
+    MD_CHECKF(registered_with_prefix("md__dcs_unroll_kernel<") == 10, "%d shapes of md__dcs_unroll_kernel registered, want 10",
+              registered_with_prefix("md__dcs_unroll_kernel<"));
+    MD_CHECK(registered_with_prefix("md__dcs_unroll_kernel<8, 1, 0x0, 0, 1, 16>") == 1); /* unroll8 */
+}
+
 int main(void) {
     MD_RUN(soft_rsqrt_every_float);
     MD_RUN(dcs_gpu_bad_arguments);
@@ -419,5 +444,6 @@ int main(void) {
     MD_RUN(soft_rsqrt_device_bits);
     MD_RUN(dcs_gpu_hybrid_rule);
     MD_RUN(dcs_gpu_atom_on_point);
+    MD_RUN(registry_holds_every_rung_kernel);
     return md_test_summary();
 }
