@@ -15,10 +15,25 @@
  *   Every CUDA call and every launch is checked. md_cuda_available() says
  *   whether a device can be used, and why not.
  *
+ * PLANS
+ *   Every capability is a plan made once and used many times: create (buffers, its own
+ *   non-blocking stream), upload, enqueue (launches only; capturable into a CUDA graph),
+ *   sync (the one synchronisation point; device flags become an md_status), destroy.
+ *   One-call wrappers (md_cuda_dcs, md_cuda_rdf_accumulate) are built on the plans.
+ *   Section "plans" below states the convention.
+ *
  * EXAMPLE
  *       if (!md_cuda_available()) { printf("no GPU: %s\n", md_last_error()); return 0; }
- *       md_cuda_device_info info;  md_cuda_get_device_info(0, &info);
  *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
+ *
+ *       md_cuda_dcs_plan p;                      (or: a plan, for many maps)
+ *       if (md_cuda_dcs_plan_create(&p, MD_DCS_GPU_SHARED, sys.n, &grid) != MD_OK) return 1;
+ *       for (int frame = 0; frame < nframes; frame++) {
+ *           md_cuda_dcs_plan_upload(&p, frames[frame], sys.n);   (async, pinned staging)
+ *           md_cuda_dcs_plan_enqueue(&p);                        (launches only)
+ *           if (md_cuda_dcs_plan_sync(&p, &grid) != MD_OK) break; (waits; map into grid)
+ *       }
+ *       md_cuda_dcs_plan_destroy(&p);
  *
  * CONTENTS
  *   core      md_cuda_error, MD_CUDA_TRY, md_cuda_available, md_cuda_get_device_info,
@@ -29,9 +44,14 @@
  *   ceilings  md_cuda_measure_ceilings, md_cuda_ceiling_rsqrt/fma/dram/
  *             smem_atomic/launch, md_cuda_ceilings_json: micro-benchmarks of the
  *             units that bound the kernels
- *   dcs       md_cuda_dcs (host arrays), md_cuda_dcs_device (device-resident,
- *             for timing), md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
- *             md_cuda_dcs_hybrid_device: direct Coulomb sum, the GPU rungs
+ *   plans     the plan convention (create / upload / enqueue / sync / destroy);
+ *             md_cuda_queue (a plan's stream and device flags), md_cuda_flag_raise,
+ *             md_cuda_alloc, md_cuda_alloc_pinned
+ *   dcs       md_cuda_dcs_plan_create/set_split/upload/enqueue/sync/destroy, md_cuda_dcs
+ *             (one call, host arrays), md_cuda_dcs_device (device arrays, no plan),
+ *             md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
+ *             md_cuda_dcs_hybrid_splits, md_cuda_dcs_hybrid_device: direct Coulomb
+ *             sum, the GPU rungs
  *   rdf       md_cuda_rdf_plan_create/destroy, md_cuda_rdf_accumulate,
  *             md_cuda_rdf_max_bins: radial distribution functions, the GPU rungs
  */
@@ -389,7 +409,8 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 /* ======================================================================== */
 
 /* The GPU rungs of the direct Coulomb sum (md.h's md_dcs_variant), slow to fast. Each is a
- * kernel, a launcher and a case of one dispatcher, md_cuda_dcs_device():
+ * kernel, a launcher and a case of one dispatcher (md__dcs_run), which a plan's enqueue and
+ * md_cuda_dcs_device() call:
  *   MD_DCS_GPU_SCATTER  md__dcs_scatter_kernel   thread per atom, atomicAdd into every point
  *   MD_DCS_GPU_GATHER   md__dcs_gather_kernel    thread per point, atoms from global memory
  *   MD_DCS_GPU_CONST    md__dcs_const_kernel     gather, atoms in __constant__ chunks
@@ -463,17 +484,85 @@ static inline __host__ __device__ float md_soft_rsqrtf(float x) {
     return fmaf(y, p, y);
 }
 
+/** @brief A DCS plan: one rung, a capacity in atoms and a grid geometry, made once; atoms
+ *  uploaded, maps computed and brought back as often as wanted (the plan convention, section
+ *  "plans").
+ *
+ *  The constant-memory rungs (MD_DCS_GPU_CONST, _UNROLL4, _UNROLL8, _UNROLL8X2, _HYBRID) read
+ *  their atoms from one __constant__ buffer of MD_DCS_CONST_CHUNK atoms. __constant__ memory is
+ *  process-global, so a plan of such a rung holds the buffer from create to destroy, and while it
+ *  does, a second such plan (or md_cuda_dcs / md_cuda_dcs_device of such a rung) is refused with
+ *  MD_ERR_UNSUPPORTED. With at most MD_DCS_CONST_CHUNK atoms, the upload also copies them into the
+ *  buffer and the enqueue only launches. With more, the enqueue copies chunk after chunk into the
+ *  buffer (device to device, in stream order) before each chunk's launch: the one documented
+ *  exception to "no __constant__ upload in an enqueue", safe because the plan holds the buffer.
+ *  Every other rung may have any number of plans at once. */
+typedef struct md_cuda_dcs_plan {
+    md_dcs_variant variant;         /**< the GPU rung */
+    int soft;                       /**< MD_DCS_GPU_HYBRID: software rsqrts of every 64 (md_cuda_dcs_plan_set_split) */
+    int capacity;                   /**< most atoms an upload may bring */
+    int n;                          /**< atoms of the last upload (0 before the first) */
+    md_grid geometry;               /**< dimensions, origin and spacing of the map (data is NULL) */
+    int out_dims[3];                /**< dimensions of d_out (padded for some rungs; md_cuda_dcs_out_dims) */
+    size_t out_count;               /**< floats in d_out */
+    md_cuda_queue queue;            /**< the plan's stream and flags */
+    md_float4 *d_xyzq;              /**< capacity atoms on the device */
+    md_float4 *h_stage;             /**< pinned staging buffer of the upload, capacity atoms */
+    float *d_out;                   /**< the (padded) map on the device, out_count floats */
+    float *h_out;                   /**< pinned, md_grid_count(geometry) floats: the cropped map of the last sync */
+    cudaEvent_t staged;             /**< recorded after an upload's copy: h_stage is free once it completes */
+    unsigned long long const_claim; /**< nonzero while the plan holds the __constant__ atom buffer */
+    int const_resident;             /**< 1 if the upload put every atom in the __constant__ buffer */
+} md_cuda_dcs_plan;
+
+/** @brief Make a plan for GPU rung @p variant, up to @p capacity atoms, on the grid shaped like
+ *  @p geometry (its dimensions, origin and spacing; data is not read). Allocates the atoms, the
+ *  (padded) map, a pinned staging buffer and a pinned map, and the plan's queue; claims the
+ *  __constant__ buffer for a constant-memory rung. Errors: a CPU rung, capacity < 1, a bad
+ *  geometry (MD_ERR_INVALID_ARGUMENT); the constant buffer held by another plan
+ *  (MD_ERR_UNSUPPORTED, naming the rungs that do not need it); CUDA errors. On failure @p p is
+ *  zeroed. */
+md_status md_cuda_dcs_plan_create(md_cuda_dcs_plan *p, md_dcs_variant variant, int capacity,
+                                  const md_grid *geometry);
+
+/** @brief Choose the hybrid split of an MD_DCS_GPU_HYBRID plan: @p soft of every 64 atom-evals
+ *  of a thread get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt; @p soft must be
+ *  one of md_cuda_dcs_hybrid_splits() (the default is MD_DCS_HYBRID_SOFT). Host only. */
+md_status md_cuda_dcs_plan_set_split(md_cuda_dcs_plan *p, int soft);
+
+/** @brief Bring @p n atoms (host array: x, y, z in nm, q in e) into the plan: copied into the
+ *  pinned staging buffer, then by cudaMemcpyAsync on the plan's stream. Returns before the copy
+ *  is done; it waits only for the previous upload's copy to have left the staging buffer. The
+ *  enqueues after it see these atoms. Errors: NULL, n < 1 (MD_ERR_INVALID_ARGUMENT), n above
+ *  the capacity (MD_ERR_RANGE, field n), CUDA errors. A graph captured from an enqueue stays
+ *  valid across uploads of the same n (the atom count is a kernel argument). */
+md_status md_cuda_dcs_plan_upload(md_cuda_dcs_plan *p, const md_float4 *xyzq, int n);
+
+/** @brief Enqueue the rung on the plan's stream: launches only (and, for a constant-memory rung
+ *  with more than MD_DCS_CONST_CHUNK atoms, the chunk copies described at md_cuda_dcs_plan).
+ *  Every element of d_out is written. Errors: no upload yet (MD_ERR_INVALID_ARGUMENT), a failed
+ *  launch. */
+md_status md_cuda_dcs_plan_enqueue(md_cuda_dcs_plan *p);
+
+/** @brief The synchronisation point: wait for every enqueue so far and, if @p grid is not NULL,
+ *  copy the map (cropped to the grid) into grid->data, which must have the plan's dimensions.
+ *  grid->data is written only after everything succeeded. */
+md_status md_cuda_dcs_plan_sync(md_cuda_dcs_plan *p, md_grid *grid);
+
+/** @brief Wait for the plan's stream, free everything, give back the __constant__ buffer, zero
+ *  the plan. Safe on a zeroed plan. */
+void md_cuda_dcs_plan_destroy(md_cuda_dcs_plan *p);
+
 /** @brief Compute the potential map (kJ mol^-1 e^-1) of @p n charges @p xyzq (host array,
  *  x, y, z in nm and q in e) on every point of @p grid with the GPU rung @p variant,
  *  overwriting grid->data: the same contract as md_dcs().
  *
- *  Copies the atoms to the device, fills the device output with NaN (md_cuda_poison), runs
- *  md_cuda_dcs_device() on the default stream, and copies the map back (cropping a padded
- *  output), so an element a rung failed to write comes back as NaN. grid->data is written only after
- *  everything succeeded. Errors: a CPU rung or unknown variant, NULL pointers, n < 1, a grid
- *  without data (MD_ERR_INVALID_ARGUMENT); no device (MD_ERR_NO_DEVICE); a failed CUDA call
- *  (MD_ERR_CUDA). The constant-memory rungs use one __constant__ buffer: do not run them
- *  concurrently from several host threads or streams. */
+ *  The one-call wrapper of the plan: md_cuda_dcs_plan_create (capacity n), _upload, the map
+ *  filled with NaN (md_cuda_poison) so an element a rung failed to write comes back as NaN,
+ *  _enqueue, _sync, _destroy. grid->data is written only after everything succeeded. Errors: a
+ *  CPU rung or unknown variant, NULL pointers, n < 1, a grid without data
+ *  (MD_ERR_INVALID_ARGUMENT); a constant-memory rung while a plan holds the constant buffer
+ *  (MD_ERR_UNSUPPORTED); no device (MD_ERR_NO_DEVICE); a failed CUDA call (MD_ERR_CUDA). */
 md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid);
 
 /** @brief Number of floats md_cuda_dcs_device() writes for @p variant on a grid shaped like
@@ -486,10 +575,13 @@ size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry);
  *  (i, j, k) of the grid is at d_out[((size_t)k * dims[1] + j) * dims[0] + i]. */
 md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, int dims[3]);
 
-/** @brief Device-resident DCS for timing: @p d_xyzq holds @p n atoms on the device, @p d_out
- *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream (no
- *  synchronisation). Only the dimensions, origin and spacing of @p geometry are read.
- *  Every element of the (padded) output is written. */
+/** @brief DCS on device arrays without a plan: @p d_xyzq holds @p n atoms on the device, @p d_out
+ *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream. Only the
+ *  dimensions, origin and spacing of @p geometry are read. Every element of the (padded) output
+ *  is written. A rung without constant memory only launches. A constant-memory rung claims the
+ *  __constant__ buffer for the call (MD_ERR_UNSUPPORTED if a plan holds it), copies the chunks
+ *  in, launches, and waits for @p stream before giving the buffer back, so it synchronises and
+ *  cannot be captured: for repeated or captured work, make a plan. */
 md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n,
                              const md_grid *geometry, float *d_out, cudaStream_t stream);
 
@@ -507,7 +599,9 @@ int md_cuda_dcs_hybrid_splits(int *splits, int cap);
 /** @brief md_cuda_dcs_device() of the hybrid rung with a chosen split: @p soft of every 64
  *  atom-evals of a thread get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt.
  *  @p soft must be one of md_cuda_dcs_hybrid_splits(); the output is shaped as for
- *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_SOFT. */
+ *  MD_DCS_GPU_HYBRID. Like md_cuda_dcs_device() for a constant-memory rung, it claims the
+ *  __constant__ buffer for the call and waits for @p stream; a plan with
+ *  md_cuda_dcs_plan_set_split() does the same without waiting. */
 md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
                                     const md_grid *geometry, float *d_out, cudaStream_t stream);
 
@@ -1697,20 +1791,25 @@ static md_status md__dcs_gather_launch(const float4 *atoms, int n, md__dcs_geom 
     return MD_OK;
 }
 
-/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. */
+/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. Only the
+ * holder of the constant buffer calls it (md_cuda_dcs_plan, md_cuda_dcs_device). */
 static md_status md__dcs_const_upload(const float4 *atoms, int a0, int m, cudaStream_t s) {
     MD_CUDA_TRY(cudaMemcpyToSymbolAsync(md__dcs_catoms, atoms + a0, (size_t)m * sizeof(float4), 0,
                                         cudaMemcpyDeviceToDevice, s));
     return MD_OK;
 }
 
+/* resident = 1: the n <= MD_DCS_CONST_CHUNK atoms are already in md__dcs_catoms (a plan's
+ * upload put them there), so the launch is all there is to do. */
 static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
-                                      cudaStream_t s) {
+                                      cudaStream_t s, int resident) {
     const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
     for (int a0 = 0; a0 < n; a0 += MD_DCS_CONST_CHUNK) {
         const int m = n - a0 < MD_DCS_CONST_CHUNK ? n - a0 : MD_DCS_CONST_CHUNK;
-        md_status st = md__dcs_const_upload(atoms, a0, m, s);
-        if (st != MD_OK) return st;
+        if (!resident) {
+            md_status st = md__dcs_const_upload(atoms, a0, m, s);
+            if (st != MD_OK) return st;
+        }
         MD_CUDA_LAUNCH(md__dcs_const_kernel, grid, block, 0, s, m, g, out, a0 > 0);
     }
     return MD_OK;
@@ -1726,7 +1825,7 @@ static const char *md__dcs_unroll_name(char *buf, size_t cap, int u, int r, unsi
 /* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
 template <int U, int R, unsigned long long HYB, int SRC, int PAD, int MINB>
 static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
-                                       cudaStream_t s) {
+                                       cudaStream_t s, int resident) {
     const dim3 block(MD_DCS_BLOCK_X, MD_DCS_BLOCK_Y);
     const dim3 grid((g.nx + U * MD_DCS_BLOCK_X - 1) / (U * MD_DCS_BLOCK_X),
                     (g.ny + R * MD_DCS_BLOCK_Y - 1) / (R * MD_DCS_BLOCK_Y), g.nz);
@@ -1734,7 +1833,7 @@ static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom 
     char name[MD_CUDA_KERNEL_NAME_MAX]; /* written only when the launch registers the kernel */
     for (int a0 = 0; a0 < n; a0 += chunk) {
         const int m = n - a0 < chunk ? n - a0 : chunk;
-        if (SRC == MD__DCS_SRC_CONST) {
+        if (SRC == MD__DCS_SRC_CONST && !resident) {
             md_status st = md__dcs_const_upload(atoms, a0, m, s);
             if (st != MD_OK) return st;
         }
@@ -1775,17 +1874,14 @@ static int md__dcs_hybrid_compiled(int soft) {
 /* The hybrid rung: the sum without the rule, then md__dcs_fixup_kernel; on a grid finer than
  * MD__DCS_FIXUP_MIN_H, the same 8 x 4 shape with MUFU alone and the rule in the loop. */
 static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
-                                       cudaStream_t s) {
+                                       cudaStream_t s, int resident) {
     md_status st;
-    if (!md__dcs_hybrid_compiled(soft))
-        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
-                            "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
     if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))
-        return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s);
-    if (soft == 8) st = md__dcs_unroll_launch<MD__DCS_HYBRID(8)>(a, n, g, o, s);
-    else if (soft == 16) st = md__dcs_unroll_launch<MD__DCS_HYBRID(16)>(a, n, g, o, s);
-    else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s);
-    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s);
+        return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s, resident);
+    if (soft == 8) st = md__dcs_unroll_launch<MD__DCS_HYBRID(8)>(a, n, g, o, s, resident);
+    else if (soft == 16) st = md__dcs_unroll_launch<MD__DCS_HYBRID(16)>(a, n, g, o, s, resident);
+    else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s, resident);
+    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s, resident);
     if (st != MD_OK) return st;
     MD_CUDA_LAUNCH(md__dcs_fixup_kernel, (n + 127) / 128, 128, 0, s, a, n, g, o);
     return MD_OK;
@@ -1795,6 +1891,30 @@ int md_cuda_dcs_hybrid_splits(int *splits, int cap) {
     const int count = (int)(sizeof md__dcs_hybrid_splits / sizeof md__dcs_hybrid_splits[0]);
     for (int i = 0; splits && i < cap && i < count; i++) splits[i] = md__dcs_hybrid_splits[i];
     return count;
+}
+
+/* Check a split: one of md__dcs_hybrid_splits. */
+static md_status md__dcs_check_split(const char *fn, int soft) {
+    if (!md__dcs_hybrid_compiled(soft))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "soft",
+                            "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
+    return MD_OK;
+}
+
+/* Fill the kernels' float geometry from a grid (already checked by md_cuda_dcs_out_dims). */
+static void md__dcs_geom_set(md__dcs_geom *g, const md_grid *geometry, const int dims[3]) {
+    memset(g, 0, sizeof *g);
+    g->ox = (float)geometry->origin[0];
+    g->oy = (float)geometry->origin[1];
+    g->oz = (float)geometry->origin[2];
+    g->hx = (float)geometry->spacing[0];
+    g->hy = (float)geometry->spacing[1];
+    g->hz = (float)geometry->spacing[2];
+    g->nx = geometry->n[0];
+    g->ny = geometry->n[1];
+    g->nz = geometry->n[2];
+    g->onx = dims[0];
+    g->ony = dims[1];
 }
 
 /* Check the arguments of the device entry points and fill the kernels' geometry. */
@@ -1810,50 +1930,92 @@ static md_status md__dcs_prepare(const char *fn, md_dcs_variant variant, const m
     if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
     if (!d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
     if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
-    g->ox = (float)geometry->origin[0];
-    g->oy = (float)geometry->origin[1];
-    g->oz = (float)geometry->origin[2];
-    g->hx = (float)geometry->spacing[0];
-    g->hy = (float)geometry->spacing[1];
-    g->hz = (float)geometry->spacing[2];
-    g->nx = geometry->n[0];
-    g->ny = geometry->n[1];
-    g->nz = geometry->n[2];
-    g->onx = d[0];
-    g->ony = d[1];
+    md__dcs_geom_set(g, geometry, d);
     return MD_OK;
 }
 
-/* The dispatcher. */
-md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
-                             float *d_out, cudaStream_t stream) {
-    md__dcs_geom g;
-    const float4 *a = (const float4 *)d_xyzq;
-    md_status st = md__dcs_prepare("md_cuda_dcs_device", variant, d_xyzq, n, geometry, d_out, &g);
-    if (st != MD_OK) return st;
+/* The dispatcher: enqueue rung `variant` (hybrid split `soft`) on stream s. resident: the
+ * atoms are already in the constant buffer (see md__dcs_const_launch). */
+static md_status md__dcs_run(md_dcs_variant variant, int soft, const float4 *a, int n, md__dcs_geom g, float *out,
+                             cudaStream_t s, int resident) {
     switch (variant) {
-    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(MD_DCS_HYBRID_SOFT, a, n, g, d_out, stream);
+    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, out, s);
+    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, out, s);
+    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, out, s, 0);
+    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, out, s, 0);
+    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(soft, a, n, g, out, s, resident);
     default: break;
     }
-    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_device", 0, "variant", "unknown rung %d",
-                        (int)variant);
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs", 0, "variant", "unknown rung %d", (int)variant);
+}
+
+/* ---- the __constant__ atom buffer: one holder at a time ---- */
+
+/* 1 for the rungs that read md__dcs_catoms. */
+static int md__dcs_uses_const(md_dcs_variant v) {
+    return v == MD_DCS_GPU_CONST || v == MD_DCS_GPU_UNROLL4 || v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_UNROLL8X2 ||
+           v == MD_DCS_GPU_HYBRID;
+}
+
+static std::atomic<unsigned long long> md__dcs_const_holder(0); /* ticket of the holder, 0: free */
+static std::atomic<unsigned long long> md__dcs_const_tickets(0);
+
+/* Take the constant buffer for the caller (a new ticket in *ticket), or fail naming the rule. */
+static md_status md__dcs_const_claim(const char *fn, md_dcs_variant v, unsigned long long *ticket) {
+    unsigned long long t = md__dcs_const_tickets.fetch_add(1) + 1, expect = 0;
+    if (!md__dcs_const_holder.compare_exchange_strong(expect, t))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant",
+                            "%s reads its atoms from the __constant__ buffer, which another DCS plan holds "
+                            "(constant memory is process-global: one such plan at a time); destroy that plan "
+                            "first, or use gpu_gather, gpu_l1 or gpu_shared, which need no constant memory",
+                            md_dcs_variant_name(v));
+    *ticket = t;
+    return MD_OK;
+}
+
+static void md__dcs_const_release(unsigned long long *ticket) {
+    unsigned long long expect = *ticket;
+    if (expect) (void)md__dcs_const_holder.compare_exchange_strong(expect, 0);
+    *ticket = 0;
+}
+
+md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+                             float *d_out, cudaStream_t stream) {
+    const char *fn = "md_cuda_dcs_device";
+    md__dcs_geom g;
+    unsigned long long ticket = 0;
+    md_status st = md__dcs_prepare(fn, variant, d_xyzq, n, geometry, d_out, &g);
+    cudaError_t e;
+    if (st != MD_OK) return st;
+    if (!md__dcs_uses_const(variant))
+        return md__dcs_run(variant, MD_DCS_HYBRID_SOFT, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    if ((st = md__dcs_const_claim(fn, variant, &ticket)) != MD_OK) return st;
+    st = md__dcs_run(variant, MD_DCS_HYBRID_SOFT, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    /* the buffer is given back only when no kernel of this call can still read it */
+    e = cudaStreamSynchronize(stream);
+    md__dcs_const_release(&ticket);
+    if (st == MD_OK && e != cudaSuccess) st = md_cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__);
+    return st;
 }
 
 md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n, const md_grid *geometry,
                                     float *d_out, cudaStream_t stream) {
+    const char *fn = "md_cuda_dcs_hybrid_device";
     md__dcs_geom g;
-    md_status st = md__dcs_prepare("md_cuda_dcs_hybrid_device", MD_DCS_GPU_HYBRID, d_xyzq, n, geometry,
-                                   d_out, &g);
-    if (st != MD_OK) return st;
-    return md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream);
+    unsigned long long ticket = 0;
+    md_status st = md__dcs_prepare(fn, MD_DCS_GPU_HYBRID, d_xyzq, n, geometry, d_out, &g);
+    cudaError_t e;
+    if (st != MD_OK || (st = md__dcs_check_split(fn, soft)) != MD_OK) return st;
+    if ((st = md__dcs_const_claim(fn, MD_DCS_GPU_HYBRID, &ticket)) != MD_OK) return st;
+    st = md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    e = cudaStreamSynchronize(stream); /* no kernel of this call reads the buffer any more */
+    md__dcs_const_release(&ticket);
+    if (st == MD_OK && e != cudaSuccess) st = md_cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__);
+    return st;
 }
 
 md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
@@ -1897,56 +2059,147 @@ md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geomet
     return MD_OK;
 }
 
-md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
-    const char *fn = "md_cuda_dcs";
-    md_float4 *d_xyzq = NULL;
-    float *d_out = NULL, *h_out = NULL;
-    size_t count, out_count;
-    int d[3] = {0, 0, 0};
+/* ---- the plan ---- */
+
+void md_cuda_dcs_plan_destroy(md_cuda_dcs_plan *p) {
+    if (!p) return;
+    md_cuda_queue_destroy(&p->queue); /* waits for the stream first */
+    if (p->staged) (void)cudaEventDestroy(p->staged);
+    md_cuda_free(p->d_xyzq);
+    md_cuda_free(p->d_out);
+    md_cuda_free_pinned(p->h_stage);
+    md_cuda_free_pinned(p->h_out);
+    md__dcs_const_release(&p->const_claim);
+    memset(p, 0, sizeof *p);
+}
+
+md_status md_cuda_dcs_plan_create(md_cuda_dcs_plan *p, md_dcs_variant variant, int capacity,
+                                  const md_grid *geometry) {
+    const char *fn = "md_cuda_dcs_plan_create";
+    md_cuda_dcs_plan t;
     md_status st;
     cudaError_t e;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    memset(p, 0, sizeof *p);
+    memset(&t, 0, sizeof t);
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
+                            md_dcs_variant_name(variant));
+    if (capacity < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "capacity", "must be >= 1 (got %d)", capacity);
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, t.out_dims)) != MD_OK) return st;
+    t.variant = variant;
+    t.soft = MD_DCS_HYBRID_SOFT;
+    t.capacity = capacity;
+    t.geometry = *geometry;
+    t.geometry.data = NULL;
+    t.out_count = (size_t)t.out_dims[0] * t.out_dims[1] * t.out_dims[2];
+    if (md__dcs_uses_const(variant) && (st = md__dcs_const_claim(fn, variant, &t.const_claim)) != MD_OK) return st;
+    if ((st = md_cuda_queue_create(&t.queue)) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_xyzq, (size_t)capacity, sizeof(md_float4), "atoms")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_out, t.out_count, sizeof(float), "map")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_stage, (size_t)capacity, sizeof(md_float4), "atom staging")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_out, md_grid_count(geometry), sizeof(float), "map")) != MD_OK)
+        goto fail;
+    if ((e = cudaEventCreateWithFlags(&t.staged, cudaEventDisableTiming)) != cudaSuccess) {
+        t.staged = NULL;
+        st = md_cuda_error(e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+        goto fail;
+    }
+    *p = t;
+    return MD_OK;
+fail:
+    md_cuda_dcs_plan_destroy(&t);
+    return st;
+}
+
+md_status md_cuda_dcs_plan_set_split(md_cuda_dcs_plan *p, int soft) {
+    const char *fn = "md_cuda_dcs_plan_set_split";
+    md_status st;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (p->variant != MD_DCS_GPU_HYBRID)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s has no split (only gpu_hybrid)",
+                            md_dcs_variant_name(p->variant));
+    if ((st = md__dcs_check_split(fn, soft)) != MD_OK) return st;
+    p->soft = soft;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_plan_upload(md_cuda_dcs_plan *p, const md_float4 *xyzq, int n) {
+    const char *fn = "md_cuda_dcs_plan_upload";
+    if (!p || !p->d_xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (n > p->capacity)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms exceed the plan's capacity of %d", n, p->capacity);
+    MD_CUDA_TRY(cudaEventSynchronize(p->staged)); /* the previous upload's copy has left h_stage */
+    memcpy(p->h_stage, xyzq, (size_t)n * sizeof *xyzq);
+    MD_CUDA_TRY(cudaMemcpyAsync(p->d_xyzq, p->h_stage, (size_t)n * sizeof *xyzq, cudaMemcpyHostToDevice,
+                                p->queue.stream));
+    p->const_resident = 0;
+    if (p->const_claim && n <= MD_DCS_CONST_CHUNK) {
+        md_status st = md__dcs_const_upload((const float4 *)p->d_xyzq, 0, n, p->queue.stream);
+        if (st != MD_OK) return st;
+        p->const_resident = 1;
+    }
+    MD_CUDA_TRY(cudaEventRecord(p->staged, p->queue.stream));
+    p->n = n;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_plan_enqueue(md_cuda_dcs_plan *p) {
+    const char *fn = "md_cuda_dcs_plan_enqueue";
+    md__dcs_geom g;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (p->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "no atoms uploaded (md_cuda_dcs_plan_upload)");
+    md__dcs_geom_set(&g, &p->geometry, p->out_dims);
+    return md__dcs_run(p->variant, p->soft, (const float4 *)p->d_xyzq, p->n, g, p->d_out, p->queue.stream,
+                       p->const_resident);
+}
+
+md_status md_cuda_dcs_plan_sync(md_cuda_dcs_plan *p, md_grid *grid) {
+    const char *fn = "md_cuda_dcs_plan_sync";
+    const int *d;
+    md_status st;
+    int k;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (grid && (!grid->data || grid->n[0] != p->geometry.n[0] || grid->n[1] != p->geometry.n[1] ||
+                 grid->n[2] != p->geometry.n[2]))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "needs data and the plan's %d x %d x %d points",
+                            p->geometry.n[0], p->geometry.n[1], p->geometry.n[2]);
+    d = p->out_dims;
+    if (grid) {
+        const int nx = p->geometry.n[0], ny = p->geometry.n[1], nz = p->geometry.n[2];
+        const size_t row = (size_t)nx * sizeof(float), pitch = (size_t)d[0] * sizeof(float);
+        /* crop the padded rows and planes while copying: row pitch d[0], d[1] rows a plane */
+        if (d[1] == ny)
+            MD_CUDA_TRY(cudaMemcpy2DAsync(p->h_out, row, p->d_out, pitch, row, (size_t)ny * nz, cudaMemcpyDeviceToHost,
+                                          p->queue.stream));
+        else
+            for (k = 0; k < nz; k++)
+                MD_CUDA_TRY(cudaMemcpy2DAsync(p->h_out + (size_t)k * nx * ny, row, p->d_out + (size_t)k * d[0] * d[1], pitch,
+                                              row, (size_t)ny, cudaMemcpyDeviceToHost, p->queue.stream));
+    }
+    if ((st = md_cuda_queue_sync(&p->queue, fn, NULL)) != MD_OK) return st;
+    if (grid) memcpy(grid->data, p->h_out, md_grid_count(grid) * sizeof(float));
+    return MD_OK;
+}
+
+md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
+    const char *fn = "md_cuda_dcs";
+    md_cuda_dcs_plan p;
+    md_status st;
     if (!md_dcs_variant_is_gpu(variant))
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
                             md_dcs_variant_name(variant));
     if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
     if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
     if (!grid || !grid->data) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "has no data");
-    if ((st = md_cuda_dcs_out_dims(variant, grid, d)) != MD_OK) return st;
-    count = md_grid_count(grid);
-    out_count = (size_t)d[0] * d[1] * d[2];
-    h_out = (float *)md_alloc_array(count, sizeof(float));
-    if (!h_out) return MD_ERR_OUT_OF_MEMORY;
-#define MD__DCS_CUDA(call)                                                                         \
-    do {                                                                                           \
-        if ((e = (call)) != cudaSuccess) {                                                         \
-            st = md_cuda_error(e, #call, __FILE__, __LINE__);                                      \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
-    MD__DCS_CUDA(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq));
-    MD__DCS_CUDA(cudaMalloc((void **)&d_out, out_count * sizeof(float)));
-    MD__DCS_CUDA(cudaMemcpy(d_xyzq, xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice));
+    if ((st = md_cuda_dcs_plan_create(&p, variant, n, grid)) != MD_OK) return st;
     /* NaN first: an element a rung failed to write comes back as NaN, never as stale memory */
-    if ((st = md_cuda_poison(d_out, out_count, 0)) != MD_OK) goto done;
-    if ((st = md_cuda_dcs_device(variant, d_xyzq, n, grid, d_out, 0)) != MD_OK) goto done;
-    /* Crop the padded rows and planes while copying back: row pitch d[0], d[1] rows a plane. */
-    if (d[1] == grid->n[1])
-        MD__DCS_CUDA(cudaMemcpy2D(h_out, (size_t)grid->n[0] * sizeof(float), d_out, (size_t)d[0] * sizeof(float),
-                                  (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1] * grid->n[2],
-                                  cudaMemcpyDeviceToHost));
-    else
-        for (int k = 0; k < grid->n[2]; k++)
-            MD__DCS_CUDA(cudaMemcpy2D(h_out + (size_t)k * grid->n[0] * grid->n[1], (size_t)grid->n[0] * sizeof(float),
-                                      d_out + (size_t)k * d[0] * d[1], (size_t)d[0] * sizeof(float),
-                                      (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1],
-                                      cudaMemcpyDeviceToHost));
-#undef MD__DCS_CUDA
-    memcpy(grid->data, h_out, count * sizeof(float));
-    st = MD_OK;
-done:
-    if (d_xyzq) (void)cudaFree(d_xyzq);
-    if (d_out) (void)cudaFree(d_out);
-    md_free(h_out);
+    if ((st = md_cuda_dcs_plan_upload(&p, xyzq, n)) == MD_OK && (st = md_cuda_poison(p.d_out, p.out_count, p.queue.stream)) == MD_OK &&
+        (st = md_cuda_dcs_plan_enqueue(&p)) == MD_OK)
+        st = md_cuda_dcs_plan_sync(&p, grid);
+    md_cuda_dcs_plan_destroy(&p);
     return st;
 }
 
