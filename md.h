@@ -6297,6 +6297,8 @@ MDDEF md_status md_water_ion_lj_table(md_water_model model, md_lj_table *lj) {
     md_ion_params ion;
     double sig[4], eps[4];
     md_status st;
+    memset(&w, 0, sizeof w);
+    memset(&ion, 0, sizeof ion);
     if (!lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_water_ion_lj_table", 0, "lj", "is NULL");
     if ((st = md_water_model_params(model, &w)) != MD_OK || (st = md_ion_params_for(model, &ion)) != MD_OK) return st;
     sig[MD_TYPE_OW] = w.sigma_o;
@@ -7069,11 +7071,9 @@ static void md__fft3d_axis(md_fft3d *p, double *g, int axis, int sign) {
     const int n0 = p->n[0], n1 = p->n[1], nh = p->nh, len = p->n[axis];
     const int lines = axis == 0 ? n1 * nh : n0 * nh;
     const size_t stride = axis == 0 ? (size_t)n1 * nh : (size_t)nh;
-    const int nt = p->nthreads;
     int l;
-    (void)nt;
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(p->nthreads) schedule(static)
 #endif
     for (l = 0; l < lines; l++) {
         double *buf = p->work + (size_t)md__omp_thread() * p->work_stride, *work = buf + 2 * (size_t)len + 4;
@@ -7092,13 +7092,11 @@ static void md__fft3d_axis(md_fft3d *p, double *g, int axis, int sign) {
 }
 
 MDDEF void md_fft3d_r2c(md_fft3d *p, const double *in, double *out) {
-    int r, rows, nt;
+    int r, rows;
     if (!p || !p->work || !in || !out) return;
     rows = p->n[0] * p->n[1];
-    nt = p->nthreads;
-    (void)nt;
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(p->nthreads) schedule(static)
 #endif
     for (r = 0; r < rows; r++) {
         double *buf = p->work + (size_t)md__omp_thread() * p->work_stride;
@@ -7109,15 +7107,13 @@ MDDEF void md_fft3d_r2c(md_fft3d *p, const double *in, double *out) {
 }
 
 MDDEF void md_fft3d_c2r(md_fft3d *p, double *in, double *out) {
-    int r, rows, nt;
+    int r, rows;
     if (!p || !p->work || !in || !out) return;
     rows = p->n[0] * p->n[1];
-    nt = p->nthreads;
-    (void)nt;
     md__fft3d_axis(p, in, 0, 1);
     md__fft3d_axis(p, in, 1, 1);
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(p->nthreads) schedule(static)
 #endif
     for (r = 0; r < rows; r++) {
         double *buf = p->work + (size_t)md__omp_thread() * p->work_stride;
