@@ -1,14 +1,23 @@
 # md.h build. `make help` lists the targets.
 #   make demo       build and run every chapter's ladder on its embedded default system
-#   make test       everything that can run without a GPU (GPU tests print SKIP)
+#   make test       set-up (tests/setup.sh installs what is missing), then everything that
+#                   can run without a GPU (GPU tests print SKIP)
 #   make test-gpu   the GPU tests; fails when there is no usable GPU
 #   make gpu-check  on a GPU machine: GPU tests, compute-sanitizer, ceilings, benchmarks -> $OUT
 #   make bench      benchmarks (JSON lines in build/bench/)
 #   make ceilings   measure this GPU's ceilings -> build/bench/ceilings.json
 #   make docs       Doxygen, warnings are errors
 #   make install PREFIX=/usr/local
+#   make setup      only the set-up: install what make test needs (bash tests/setup.sh --check lists it)
+
 CC      ?= gcc
 NVCC    ?= nvcc
+# the CUDA toolkit's usual place, when its bin/ is not on PATH
+ifeq ($(shell command -v $(NVCC) 2>/dev/null),)
+ifneq ($(wildcard /usr/local/cuda/bin/nvcc),)
+export PATH := $(PATH):/usr/local/cuda/bin
+endif
+endif
 PREFIX  ?= /usr/local
 BUILD   := build
 CWARN   := -Wall -Wextra -Werror -pedantic
@@ -24,6 +33,9 @@ C_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 GPU_TESTS := $(patsubst tests/%.cu,$(BUILD)/tests/%,$(wildcard tests/gpu_*.cu))
 C_CHAPTERS  := $(patsubst chapters/%/main.c,$(BUILD)/chapters/%,$(wildcard chapters/*/main.c))
 GPU_CHAPTERS:= $(patsubst chapters/%/main.cu,$(BUILD)/chapters/%,$(wildcard chapters/*/main.cu))
+# GPU chapters whose main.cu also compiles as C (it tests __CUDACC__): without nvcc they are
+# built with $(CC), so their CPU rungs still run and their GPU rungs print SKIP
+CPU_CU_CHAPTERS := $(patsubst chapters/%/main.cu,$(BUILD)/chapters/%,$(shell grep -l '^\#ifdef __CUDACC__' chapters/*/main.cu 2>/dev/null))
 C_EXAMPLES  := $(patsubst examples/%/main.c,$(BUILD)/examples/%,$(wildcard examples/*/main.c))
 GPU_EXAMPLES:= $(patsubst examples/%/main.cu,$(BUILD)/examples/%,$(wildcard examples/*/main.cu))
 C_TOOLS     := $(patsubst reference/%.c,$(BUILD)/reference/%,$(wildcard reference/*.c))
@@ -35,15 +47,22 @@ CPU_BINS := $(C_TESTS) $(C_CHAPTERS) $(C_EXAMPLES) $(C_TOOLS)
 GPU_BINS := $(GPU_TESTS) $(GPU_CHAPTERS) $(GPU_EXAMPLES) $(BENCHES)
 ifeq ($(HAVE_NVCC),1)
 ALL_BINS := $(CPU_BINS) $(GPU_BINS)
+DEMO_CHAPTERS := $(sort $(C_CHAPTERS) $(GPU_CHAPTERS))
 else
-ALL_BINS := $(CPU_BINS)
+ALL_BINS := $(CPU_BINS) $(CPU_CU_CHAPTERS)
+DEMO_CHAPTERS := $(sort $(C_CHAPTERS) $(CPU_CU_CHAPTERS))
 endif
+NO_NVCC := nvcc not found: install the CUDA toolkit (or put its bin/ on PATH) to build the GPU code
 
 SHELL := /bin/bash
 .SECONDEXPANSION:
-.PHONY: all demo test test-gpu gpu-check bench ceilings docs install uninstall clean help fuzz gpu
+.PHONY: all demo test test-gpu gpu-check bench ceilings docs install uninstall clean help fuzz gpu setup need-nvcc
 all: $(ALL_BINS)
-gpu: $(GPU_BINS)
+gpu: need-nvcc $(GPU_BINS)
+need-nvcc:
+	@if [ -z "$(HAVE_NVCC)" ]; then echo "make: $(NO_NVCC)" >&2; exit 1; fi
+setup:
+	@bash tests/setup.sh
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -58,7 +77,11 @@ $(BUILD)/tests/%: tests/%.cu $(HEADERS) | $(BUILD)
 $(BUILD)/chapters/%: chapters/%/main.c $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.c) | $(BUILD)
 	$(CC) $(CFLAGS) -Ichapters -Ichapters/$* $< -o $@ $(LDLIBS)
 $(BUILD)/chapters/%: chapters/%/main.cu $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.cu) | $(BUILD)
+ifeq ($(HAVE_NVCC),1)
 	$(NVCC) $(NVFLAGS) -Ichapters -Ichapters/$* $< -o $@ $(NVLIBS)
+else
+	$(CC) $(CFLAGS) -Ichapters -Ichapters/$* -x c $< -x none -o $@ $(LDLIBS)
+endif
 $(BUILD)/examples/%: examples/%/main.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 $(BUILD)/examples/%: examples/%/main.cu $(HEADERS) | $(BUILD)
@@ -68,14 +91,16 @@ $(BUILD)/reference/%: reference/%.c $(HEADERS) | $(BUILD)
 $(BUILD)/bench/%: bench/%.cu $(HEADERS) $(wildcard bench/*.h) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
 $(BUILD)/fuzz/%: tests/fuzz/%.c md.h | $(BUILD)
+	@command -v clang >/dev/null 2>&1 || { echo "make: clang not found (the fuzz targets need clang and its libFuzzer runtime): run 'make setup'" >&2; exit 1; }
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. $< -o $@ -lm
 fuzz: $(FUZZERS)
 
 # The chapter ladders in order. A GPU chapter prints SKIP with the reason when there is no device.
+# Needs only a C compiler (and nvcc for the GPU chapters).
 demo: $(ALL_BINS)
-	@for c in $(sort $(C_CHAPTERS) $(if $(HAVE_NVCC),$(GPU_CHAPTERS))); do \
+	@for c in $(DEMO_CHAPTERS); do \
 	  echo; echo "=== $$(basename $$c) ==="; $$c || exit 1; done
-	@if [ -z "$(HAVE_NVCC)" ]; then echo; echo "SKIP GPU chapters: nvcc not found, so they were not built"; fi
+	@if [ -z "$(HAVE_NVCC)" ]; then echo; echo "SKIP GPU chapters $(notdir $(filter-out $(CPU_CU_CHAPTERS),$(GPU_CHAPTERS))): $(NO_NVCC)"; fi
 
 test:
 	@bash tests/run.sh
@@ -86,13 +111,28 @@ test-gpu: gpu
 gpu-check:
 	@bash tests/gpu_check.sh
 
-ceilings: $(BUILD)/bench/ceilings
-	$(BUILD)/bench/ceilings | tee $(BUILD)/bench/ceilings.json
+# The JSON is written only when the program measured something: no GPU, no file.
+ceilings: need-nvcc
+	@$(MAKE) -s $(BUILD)/bench/ceilings
+	@rm -f $(BUILD)/bench/ceilings.json; \
+	  if $(BUILD)/bench/ceilings > $(BUILD)/bench/ceilings.json.tmp && [ -s $(BUILD)/bench/ceilings.json.tmp ]; then \
+	    mv $(BUILD)/bench/ceilings.json.tmp $(BUILD)/bench/ceilings.json; cat $(BUILD)/bench/ceilings.json; \
+	  else rm -f $(BUILD)/bench/ceilings.json.tmp; echo "make ceilings: nothing measured, no $(BUILD)/bench/ceilings.json written" >&2; exit 1; fi
 
 bench: gpu
 	@bash tests/gpu_check.sh --bench-only
 
-docs:
+# The main page is the manual at the top of each header, taken from the header itself, so
+# there is one copy of it (Doxygen would keep the " * " of each line in a verbatim block).
+MANUAL = awk 'NR == 1 { sub(/^\/\* ?/, "") } /^ \*\// { exit } { sub(/^ \* ?/, ""); sub(/^ \*$$/, ""); print }'
+$(BUILD)/docs/mainpage.dox: md.h md_cuda.cu.h Makefile
+	@mkdir -p $(BUILD)/docs
+	@{ echo '/** @mainpage md.h'; echo 'The manuals at the top of the two headers.'; \
+	   echo '@section manual_md_h md.h'; echo '@verbatim'; $(MANUAL) md.h; echo '@endverbatim'; \
+	   echo '@section manual_md_cuda_h md_cuda.cu.h'; echo '@verbatim'; $(MANUAL) md_cuda.cu.h; echo '@endverbatim'; \
+	   echo '*/'; } > $@
+docs: $(BUILD)/docs/mainpage.dox
+	@command -v doxygen >/dev/null 2>&1 || { echo "make docs: doxygen not found: run 'make setup' (or apt-get install doxygen)" >&2; exit 1; }
 	@mkdir -p $(BUILD)
 	@doxygen Doxyfile > $(BUILD)/doxygen.log 2> $(BUILD)/doxygen.warnings; \
 	  if [ -s $(BUILD)/doxygen.warnings ]; then cat $(BUILD)/doxygen.warnings; echo "make docs: Doxygen warnings (treated as errors)"; exit 1; fi; \
@@ -110,5 +150,5 @@ uninstall:
 clean:
 	rm -rf $(BUILD)
 
-help:
-	@sed -n '2,10p' Makefile | sed 's/^# *//'
+help: # the comment block at the top of this file, up to its first blank line
+	@sed -n '2,/^$$/{/^#/s/^#   //p}' Makefile

@@ -28,7 +28,10 @@
  *   md_last_error() returns a message (per thread) that names the file, line
  *   and field at fault, e.g. "box.pqr:12: field x: not a number ('1.2.3')",
  *   and the caller's outputs are left untouched. The library never prints,
- *   never calls exit() or abort().
+ *   never calls exit() or abort(). One status is not a failure: MD_WARN_CELL
+ *   (md_read_pdb of a file whose cell is not orthorhombic) means the atoms
+ *   were read and the output filled, without a box; accept it or treat it
+ *   as an error, but free the output either way.
  *
  * PRECISION
  *   Kernels compute in float; the reference rungs accumulate in double.
@@ -54,11 +57,13 @@
  *   core     md_status, md_last_error, allocation, timing, md_median
  *   rng      md_rng: xoshiro256** seeded by splitmix64
  *   system   md_system (positions+charges as float4, types, masses,
- *            velocities, orthorhombic box), builders
+ *            velocities, orthorhombic box, names, residues, bonds), builders,
+ *            md_system_copy_topology (names of a topology onto trajectory frames)
  *   grid     md_grid (dimensions, origin, spacing, float data)
- *   io       md_read_pqr, md_read_pdb, md_read_xyz, md_read_dx (and their
- *            _mem forms), md_xyz_open/next/close (multi-frame XYZ),
- *            md_write_xyz, md_write_pdb, md_write_dx, md_element_mass
+ *   io       md_read_pqr, md_read_pdb, md_read_xyz, md_read_psf, md_read_dx
+ *            (and their _mem forms), md_read_topology (by extension),
+ *            md_xyz_open/next/close (multi-frame XYZ), md_write_xyz,
+ *            md_write_pdb, md_write_dx, md_element_mass, md_guess_element
  *   dcs      md_dcs: direct Coulomb sum potential maps, the CPU ladder
  *   rdf      md_rdf_init/accumulate/normalize/write_csv: radial distribution
  *            functions; md_select: atom selections ("name OW", "index 0-9")
@@ -142,6 +147,11 @@ typedef enum md_status {
     MD_ERR_UNSUPPORTED,      /**< the request is valid but this build or rung cannot do it */
     MD_ERR_CUDA,             /**< a CUDA call failed (md_cuda.cu.h) */
     MD_ERR_NO_DEVICE,        /**< no usable CUDA device (md_cuda.cu.h) */
+    MD_WARN_CELL,            /**< not a failure: the file was read and the output filled, but its periodic
+                                  cell is not orthorhombic, which md.h cannot use, so md_system::box is
+                                  zero and md_system::cell holds the cell. Accept it (st == MD_OK ||
+                                  st == MD_WARN_CELL) to use the atoms without periodic boundaries, and
+                                  free the output as after MD_OK (md_read_pdb) */
     MD_STATUS_COUNT          /**< number of status codes */
 } md_status;
 
@@ -233,35 +243,70 @@ typedef struct md_float3 {
     float z; /**< z component */
 } md_float3;
 
-/** @brief A short NUL-terminated name (atom name, element, residue name). */
+/** @brief Longest name an md_name holds (characters, without the NUL). Readers reject a
+ *  longer name with an error naming the line and field rather than cut it. */
+#define MD_NAME_MAX 15
+
+/** @brief A short NUL-terminated name (atom name, element, residue name, segment, type). */
 typedef struct md_name {
-    char s[8]; /**< up to 7 characters and a NUL */
+    char s[MD_NAME_MAX + 1]; /**< up to MD_NAME_MAX characters and a NUL */
 } md_name;
 
-/** @brief A system of atoms in an orthorhombic box.
+/** @brief A system of atoms in an orthorhombic box: the file record readers fill.
  *
- *  Every array has md_system::n entries and is owned by the system (md_system_free
- *  releases it). A box of all zeros means "no box" (open boundaries). */
+ *  Every per-atom array has md_system::n entries, md_system::bond has 2 * md_system::nbond;
+ *  all are owned by the system (md_system_free releases them). A box of all zeros means
+ *  "no box" (open boundaries). At most one of md_system::box and md_system::cell is set.
+ *  A one-character field (chain, icode, altloc) is 0 when the file leaves it blank. */
 typedef struct md_system {
     int n;             /**< number of atoms */
     md_float4 *xyzq;   /**< positions (nm) and charges (e), packed for coalesced GPU loads */
     md_float3 *vel;    /**< velocities (nm/ps) */
     float *mass;       /**< masses (amu) */
     float *radius;     /**< radii (nm): PQR radius, else 0 */
-    int *type;         /**< atom type index (0-based), e.g. into a Lennard-Jones table */
-    md_name *name;     /**< atom name (PDB, PQR) or element symbol (XYZ) */
-    md_name *resname;  /**< residue name (PDB, PQR), else empty */
-    int *resid;        /**< residue number (PDB, PQR), else 0 */
+    int *type;         /**< atom type index (0-based), e.g. into a Lennard-Jones table: the index
+                            of the atom's md_system::type_name (PSF) or md_system::name (other
+                            formats) among the distinct ones, in order of first appearance */
+    md_name *name;     /**< atom name (PDB, PQR, PSF) or element symbol (XYZ) */
+    md_name *resname;  /**< residue name (PDB, PQR, PSF), else empty */
+    int *resid;        /**< residue number (PDB, PQR, PSF), else 0 */
+    char *chain;       /**< chain identifier (PDB column 22, PQR chain field), else 0 */
+    char *icode;       /**< residue insertion code (PDB column 27; the "A" of "36A" in PQR and
+                            PSF), else 0 */
+    char *altloc;      /**< alternate location indicator (PDB column 17), else 0 */
+    md_name *element;  /**< element symbol the mass comes from ("C", "Cl"), see md_guess_element;
+                            empty when unknown */
+    md_name *segid;    /**< segment identifier (PSF segid, PDB columns 73-76), else empty */
+    md_name *type_name; /**< force-field atom type (PSF type column), else empty */
+    int nbond;         /**< number of bonds in md_system::bond */
+    int *bond;         /**< 2 * nbond atom indices (0-based): bond k joins bond[2k] < bond[2k+1];
+                            sorted, no duplicates (PSF NBOND, PDB CONECT); NULL when nbond is 0 */
     double box[3];     /**< orthorhombic box edge lengths (nm); all zero: no box */
+    double cell[6];    /**< a non-orthorhombic unit cell the file declared (a, b, c in nm, alpha,
+                            beta, gamma in degrees), which md.h cannot use as a box (see
+                            MD_WARN_CELL); all zero otherwise, orthorhombic cells go to box */
 } md_system;
 
-/** @brief Allocate every array of @p sys for @p n atoms, zero-filled, box zero.
+/** @brief Allocate every per-atom array of @p sys for @p n atoms, zero-filled; box, cell
+ *  and bonds zero.
  *
  *  On failure @p sys is left untouched. n must be at least 1. */
 MDDEF md_status md_system_alloc(md_system *sys, int n);
 
-/** @brief Release every array of @p sys and zero it. Safe on a zeroed system. */
+/** @brief Release every array of @p sys (bonds included) and zero it. Safe on a zeroed system. */
 MDDEF void md_system_free(md_system *sys);
+
+/** @brief Copy the topology of @p src onto @p dst: every per-atom field except positions and
+ *  velocities (names, residues, chain, insertion code, alternate location, element,
+ *  segment, type name, type, mass, charge, radius) and the bonds.
+ *
+ *  This is how a trajectory gets names: a DCD frame holds positions only, so copy a PDB,
+ *  PQR or PSF topology onto the first frame; md_dcd_next and md_xyz_next keep every field
+ *  but the positions, box and cell of a frame they reuse, so md_select by name then works on
+ *  every frame. dst->xyzq x, y, z, dst->vel, dst->box and dst->cell are kept. Errors: NULL
+ *  or unallocated systems (MD_ERR_INVALID_ARGUMENT), different atom counts
+ *  (MD_ERR_INVALID_ARGUMENT, field n), out of memory; on failure @p dst is untouched. */
+MDDEF md_status md_system_copy_topology(md_system *dst, const md_system *src);
 
 /** @brief Sum of the charges, accumulated in double. */
 MDDEF double md_system_charge(const md_system *sys);
@@ -295,7 +340,7 @@ typedef struct md_fcc_desc {
  *  4 * cells^3 atoms in a cubic box of edge cells * lattice. Velocities are
  *  drawn from the Maxwell-Boltzmann distribution, the centre-of-mass
  *  velocity is removed and they are scaled so md_system_temperature() equals
- *  the requested temperature. Charges 0, type 0, name "Ar". */
+ *  the requested temperature. Charges 0, type 0, name and element "Ar". */
 MDDEF md_status md_build_fcc(md_system *sys, const md_fcc_desc *desc);
 
 /* ======================================================================== */
@@ -335,42 +380,76 @@ MDDEF size_t md_grid_count(const md_grid *grid);
  * first) and every md_system field is filled:
  *   xyzq      position converted to nm (files hold Angstrom, x 0.1) and the charge (e)
  *   radius    PQR radius in nm (x 0.1), else 0
- *   name      atom name (PDB, PQR) or element symbol (XYZ), cut to 7 characters
- *   resname   residue name (PDB, PQR), cut to 7 characters, else empty
- *   resid     residue number (PDB, PQR), else 0
- *   mass      from the element (md_element_mass), 0 when the element is not in the table
- *   type      index of the atom's name among the distinct names, in order of first
- *             appearance (the first atom's name is type 0)
+ *   name      atom name (PDB, PQR, PSF) or element symbol (XYZ)
+ *   resname   residue name (PDB, PQR, PSF), else empty
+ *   resid     residue number (PDB, PQR, PSF), else 0
+ *   chain, icode, altloc, segid   as the format has them (see each reader), else 0 / empty
+ *   element   the element column (PDB 77-78) when not blank, else md_guess_element
+ *   mass      PSF: the mass column; else md_element_mass(element), 0 when the element is
+ *             unknown (set such masses yourself before dynamics)
+ *   type_name PSF: the atom type column; else empty
+ *   type      index of the atom's type name (PSF) or name (other formats) among the
+ *             distinct ones, in order of first appearance (the first atom's is type 0)
+ *   bond      PSF NBOND section, PDB CONECT records, else none
  *   vel       zero
  *   box       orthorhombic box (nm) from CRYST1 / Lattice=, else all zero
- * Element of an atom: XYZ, the name itself; PDB, columns 77-78 when not blank;
- * otherwise (PDB, PQR) a two-letter ion whose atom name equals its residue
- * name (NA NA, CL CL, ZN ZN, ...) or else the first letter of the name after
- * any leading digits ("1HB" -> H, "CA" -> C). An element outside the table
- * (Se, ...) gets mass 0: set the masses yourself before dynamics.
+ *   cell      a non-orthorhombic CRYST1 (see md_read_pdb), else all zero
+ * Names are never cut: a name, residue name, segment or type longer than
+ * MD_NAME_MAX (15) characters is an error (MD_ERR_RANGE) naming the line and field.
+ * A file whose last line holds atom data (an atom line, a PSF bond line, DX
+ * values) but ends without an end of line is an error naming that line and
+ * its last field: a file cut short inside a number ("0.17" cut to "0.1")
+ * cannot be told from a complete one otherwise. (A PDB record that reaches
+ * column 80 is complete and accepted.)
  * Numbers are read with strtod, so the C locale's decimal point is assumed
  * (do not read files after setlocale() to a locale with a decimal comma).
  * md_read_dx / md_read_dx_mem read an OpenDX grid the same way into an md_grid. */
 
 /** @brief Mass (amu) of an element from the readers' table, or 0 when unknown.
  *
- *  The table holds H C N O S P Na Cl K Mg Ca Fe Zn Ar (IUPAC standard atomic
- *  weights); @p symbol is matched case-insensitively ("CL", "Cl", "cl"). */
+ *  The table holds H He Li B C N O F Ne Na Mg Al Si P S Cl Ar K Ca Mn Fe Co Ni
+ *  Cu Zn Se Br Kr Rb Sr Cd I Xe Cs Ba (IUPAC 2021 standard atomic weights, abridged to
+ *  five significant digits); @p symbol is matched case-insensitively ("CL", "Cl", "cl"). */
 MDDEF float md_element_mass(const char *symbol);
+
+/** @brief The element of an atom guessed from its name and residue name (for files
+ *  without an element column): a symbol of md_element_mass's table ("C", "Cl"), or ""
+ *  when no rule applies. Never NULL; the string is static.
+ *
+ *  The rules, in order (case-insensitive; @p resname may be NULL or empty):
+ *  1. Ions by residue: when @p resname names an ion (NA NA+ SOD | CL CL- CLA | K K+ POT |
+ *     MG MG2 MG2+ | CA CA2 CA2+ CAL | ZN ZN2 ZN2+ | LI LI+ LIT | RB RB+ RUB | CS CS+ CES |
+ *     BA BA2 BAR | SR | CD CD2 | MN | FE FE2 | CU CU1 | BR BR- | IOD | F F-) and @p name is
+ *     that element's symbol or another of its names (SOD in NA+, NA in SOD, CLA in CLA),
+ *     the atom is that ion: NA in NA+ or SOD is sodium, CA in CAL is calcium.
+ *  2. CHARMM ion atom names in any residue: SOD Na, POT K, CLA Cl, CAL Ca, LIT Li,
+ *     RUB Rb, CES Cs, BAR Ba.
+ *  3. After any leading digits, a name starting with CL, BR, FE, ZN, MG, MN, CU or SE
+ *     is that element (CL1 chlorine, FE heme iron, SE selenomethionine). Other two-letter
+ *     starts are not read as elements, since proteins use them for carbons, nitrogens
+ *     and hydrogens (CA, CD, CE, NA, NE, HG).
+ *  4. Otherwise the first letter after leading digits, if it is an element of the table
+ *     (H C N O S P F I K B): "1HB" hydrogen, "CA" in ALA carbon, "NA" in HEM nitrogen.
+ *  The element column of a PDB, when present, always wins over these guesses. */
+MDDEF const char *md_guess_element(const char *name, const char *resname);
 
 /** @brief Read a PQR file (as PDB2PQR writes it) into @p sys.
  *
  *  Accepts whitespace-separated `ATOM` / `HETATM` lines
  *  `ATOM serial name resName [chain] resSeq x y z q r` (10 or 11 fields; the
  *  numeric fields are counted from the end of the line, so the chain column is
- *  optional, and a chain letter run into a 4-digit residue number, as fixed-column
- *  writers produce for residues 1000-9999 ("A1000"), is read as chain + resSeq;
- *  leading blanks are allowed). x y z and r are Angstrom (stored
+ *  optional; leading blanks are allowed). resSeq may carry an insertion code,
+ *  "36A" (resid 36, md_system::icode 'A', as PDB2PQR writes it), and a chain letter
+ *  run into a 4-digit residue number, as fixed-column writers produce for residues
+ *  1000-9999 ("A1000", "A1000B"), is read as chain + resSeq (+ insertion code). A
+ *  one-character chain field goes to md_system::chain; a longer one (APBS allows any
+ *  string) to md_system::segid. x y z and r are Angstrom (stored
  *  in nm), q is the charge in e, r must be >= 0. Every other line (REMARK,
  *  TER, END, ...) is ignored. At least one atom is required. There is no
  *  box. Errors: MD_ERR_IO (cannot open or read), MD_ERR_PARSE (short line,
- *  non-numeric field, no atoms, NUL byte), MD_ERR_RANGE (NaN, infinite or
- *  too large a value, negative radius), MD_ERR_OUT_OF_MEMORY. */
+ *  non-numeric field, no atoms, NUL byte, last atom line without an end of
+ *  line), MD_ERR_RANGE (NaN, infinite or too large a value, negative radius,
+ *  a name longer than MD_NAME_MAX), MD_ERR_OUT_OF_MEMORY. */
 MDDEF md_status md_read_pqr(const char *path, md_system *sys);
 
 /** @brief md_read_pqr on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
@@ -378,16 +457,30 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
 
 /** @brief Read the first model of a PDB file into @p sys.
  *
- *  Fixed columns (1-based, inclusive). `ATOM` / `HETATM` records: name 13-16,
- *  resName 18-21, resSeq 23-26 (blank: 0), x y z 31-38, 39-46, 47-54
- *  (Angstrom, stored in nm; the line must reach column 54), element 77-78 and
- *  charge 79-80 (e.g. "1-", "2+"; blank or absent: charge 0). The radius is 0.
- *  `CRYST1` a b c at 7-15, 16-24, 25-33 (Angstrom) and alpha beta gamma at
- *  34-40, 41-47, 48-54 sets the box: the angles must be 90 (else
- *  MD_ERR_UNSUPPORTED naming the angle), the edges > 0 (else MD_ERR_RANGE);
- *  a second CRYST1 is an error; `CRYST1 1.000 1.000 1.000`, the PDB's
- *  placeholder for "no unit cell", gives no box. Reading stops at the first
- *  `ENDMDL` or `END`; other records are ignored. At least one atom is required. */
+ *  Fixed columns (1-based, inclusive). `ATOM` / `HETATM` records: serial 7-11, name 13-16,
+ *  altLoc 17, resName 18-21, chainID 22, resSeq 23-26 (blank: 0; a digit in column 27
+ *  makes a 5-digit resSeq 23-27, as writers of large systems produce), iCode 27,
+ *  x y z 31-38, 39-46, 47-54 (Angstrom, stored in nm; the line must reach column 54),
+ *  segID 73-76, element 77-78 and charge 79-80 ("1-", "2+", "-1", "+2"; a bare digit,
+ *  "0" as older writers put there, is that charge with a + sign; blank or absent: 0).
+ *  The radius is 0. Every alternate location is read as an atom of its own (md_system::altloc
+ *  tells them apart).
+ *
+ *  `CRYST1` a b c at 7-15, 16-24, 25-33 (Angstrom) and alpha beta gamma at 34-40, 41-47,
+ *  48-54 (degrees). Edges all zero (as VMD, NAMD and MDAnalysis write for "no cell") or all
+ *  1.000 (the PDB's placeholder) mean no box. Otherwise every edge must be > 0 and every
+ *  angle within (0, 180) (else MD_ERR_RANGE naming it). Angles of 90 (to 1e-3) set
+ *  md_system::box. Any other cell is not orthorhombic: the atoms are still read, box
+ *  stays zero, md_system::cell holds a, b, c (nm) and the angles, and the reader returns
+ *  MD_WARN_CELL (not MD_OK) with *sys filled and md_last_error() naming the line and the
+ *  angle; accept that status to use the atoms without periodic boundaries. A second
+ *  CRYST1 is an error.
+ *
+ *  `CONECT` records (serial 7-11, bonded serials 12-16, 17-21, 22-26, 27-31) become
+ *  md_system::bond; a serial that no atom of the first model has, or that two atoms share,
+ *  is an error naming the CONECT line. Reading of atoms stops at the first `ENDMDL`
+ *  (CONECT records after it are still read) and the whole file at `END`; other records are
+ *  ignored. At least one atom is required. */
 MDDEF md_status md_read_pdb(const char *path, md_system *sys);
 
 /** @brief md_read_pdb on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
@@ -401,12 +494,47 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
  *  nm). The comment may hold an extended-XYZ `Lattice="ax 0 0 0 by 0 0 0 cz"`
  *  (Angstrom): the off-diagonal entries must be 0 (else MD_ERR_UNSUPPORTED)
  *  and the edges > 0 (else MD_ERR_RANGE); it sets the box. Charges and radii
- *  are 0. An atom count larger than the rest of the file could hold (each atom
- *  line takes at least 8 bytes) is rejected before anything is allocated. */
+ *  are 0. The element is the symbol when it is one of md_element_mass's table,
+ *  else md_guess_element of the symbol ("OW" oxygen). An atom count larger than
+ *  the rest of the file could hold (each atom line takes at least 8 bytes) is
+ *  rejected before anything is allocated. */
 MDDEF md_status md_read_xyz(const char *path, md_system *sys);
 
 /** @brief md_read_xyz on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
 MDDEF md_status md_read_xyz_mem(const char *data, size_t len, const char *name, md_system *sys);
+
+/** @brief Read a PSF topology (CHARMM, X-PLOR, NAMD) into @p sys.
+ *
+ *  The layout follows CHARMM's psffres.src as quoted in MDAnalysis's PSF format page
+ *  (userguide.mdanalysis.org, formats/reference/psf) and VMD's psfplugin: a first line
+ *  `PSF [EXT] [NAMD] [XPLOR] [CHEQ] [CMAP] [DRUDE]`, `N !NTITLE` and N title lines, `N !NATOM`
+ *  and N atom lines
+ *  `ID segid resid resname name type charge mass IMOVE [more columns, ignored]`,
+ *  then `M !NBOND: bonds` and 2M atom IDs, any number per line (CHARMM writes 4 pairs).
+ *  Standard (I8, A4 fields), EXT (I10, A8 fields) and NAMD (space-separated) files all
+ *  separate their fields by blanks, so every variant is read by splitting on blanks; the
+ *  type is a type name (X-PLOR, NAMD) or a CHARMM type number, kept as text in
+ *  md_system::type_name either way. An atom line of 8 fields is read as one with a blank
+ *  segid (fixed-column files) when its second field is a residue number and its third is
+ *  not, else as a line without IMOVE. resid may carry an insertion code ("36A"). IDs must
+ *  run 1, 2, ..., N. Charges are e, masses amu, both as written (mass >= 0). A PSF holds
+ *  no coordinates: positions are zero; copy the topology onto frames with
+ *  md_system_copy_topology. Bonds are checked (IDs in 1..N, no atom
+ *  bonded to itself) and stored 0-based, sorted, once each. A file that ends after the
+ *  atoms has no bonds; the sections after NBOND (angles, dihedrals, ...) are not read.
+ *  Errors name the file, line and field: MD_ERR_PARSE (no PSF header, a missing section
+ *  or field, a truncated section or last line), MD_ERR_RANGE (a count or ID out of range,
+ *  NaN, negative mass, a name longer than MD_NAME_MAX). */
+MDDEF md_status md_read_psf(const char *path, md_system *sys);
+
+/** @brief md_read_psf on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
+MDDEF md_status md_read_psf_mem(const char *data, size_t len, const char *name, md_system *sys);
+
+/** @brief Read a topology or structure file, choosing the reader by the extension
+ *  (case-insensitive): .psf md_read_psf, .pdb / .ent md_read_pdb, .pqr md_read_pqr,
+ *  .xyz md_read_xyz. Other extensions: MD_ERR_UNSUPPORTED naming the file. Returns what the
+ *  reader returns (MD_WARN_CELL included). */
+MDDEF md_status md_read_topology(const char *path, md_system *sys);
 
 /** @brief A multi-frame XYZ file being read frame by frame (md_xyz_open, md_xyz_next,
  *  md_xyz_close). Frames follow the format of md_read_xyz. */
@@ -424,14 +552,20 @@ typedef struct md_xyz_reader {
 /** @brief Open @p path for md_xyz_next. On failure (MD_ERR_IO: cannot open) @p r is zeroed. */
 MDDEF md_status md_xyz_open(md_xyz_reader *r, const char *path);
 
-/** @brief Read the next frame into @p frame.
+/** @brief Read the next frame into @p frame, *got = 1; at a clean end of file (only blank
+ *  lines left) *got = 0, MD_OK and @p frame is unchanged.
  *
- *  Pass a zeroed md_system the first time: on success the old contents of
- *  @p frame are freed and replaced by the new frame (free it with
- *  md_system_free when done) and *got = 1. At a clean end of file (only blank
- *  lines left) *got = 0, MD_OK and @p frame is unchanged. A truncated or
- *  malformed frame returns an error naming the line and field, *got = 0, and
- *  @p frame is unchanged; the reader is then mid-frame, so close it. */
+ *  Pass a zeroed md_system the first time. Frames are reused exactly as md_dcd_next reuses
+ *  them: when frame->n differs from the new frame's atom count (always the first time),
+ *  @p frame is freed and replaced by a new system holding everything the XYZ frame has
+ *  (names, elements, masses, types, positions, box); when it is the same, only the
+ *  positions (xyzq x, y, z), md_system::box and md_system::cell (zeroed) are overwritten and
+ *  every other field is kept, so names copied from a topology (md_system_copy_topology),
+ *  charges and velocities survive. The symbols of such a frame are neither compared nor
+ *  stored (as in VMD and MDAnalysis, names come from the first frame or the topology). Free
+ *  @p frame with md_system_free when done. A truncated or malformed frame returns an
+ *  error naming the line and field, *got = 0, and @p frame is unchanged; the reader is
+ *  then mid-frame, so close it. */
 MDDEF md_status md_xyz_next(md_xyz_reader *r, md_system *frame, int *got);
 
 /** @brief Close the file and free the reader's buffers; @p r is zeroed. Safe to call twice. */
@@ -453,13 +587,18 @@ MDDEF md_status md_write_xyz(const char *path, const md_system *sys, const char 
 
 /** @brief Write @p sys as a PDB file (positions in Angstrom, %8.3f: +-5e-4 Angstrom).
  *
- *  `CRYST1 a b c 90 90 90 P 1` when a box is set, one `ATOM` record per atom
- *  (serial and resSeq wrap modulo 100000 and 10000 as usual; name, resName,
- *  element from the mass when it matches md_element_mass of a table element,
- *  charge in columns 79-80 only when it is a whole number from -9 to 9, since
- *  PDB has no column for fractional charges), then `END`. A coordinate that
- *  does not fit its 8 columns is MD_ERR_RANGE. Written to "<path>.tmp", then
- *  renamed over @p path. */
+ *  `CRYST1 a b c 90 90 90 P 1` when a box is set (or the angles of md_system::cell when it
+ *  holds a non-orthorhombic cell), one `ATOM` record per atom in md_read_pdb's columns:
+ *  serial and resSeq wrap modulo 100000 and 10000 as usual; name, altLoc, resName, chainID,
+ *  iCode, segID; element from md_system::element, else from the mass when it matches
+ *  md_element_mass of a table element; charge in columns 79-80 only when it is a whole
+ *  number from -9 to 9, since PDB has no column for fractional charges. Then, when there
+ *  are bonds and at most 99999 atoms, two `CONECT` records per bond (one from each atom;
+ *  PDB serials have 5 columns, so a larger system's bonds are not written: keep its PSF),
+ *  then `END`. A coordinate that does not fit its 8 columns, or a name, residue name or
+ *  segment longer than 4 characters, or an element longer than 2, is MD_ERR_RANGE naming
+ *  the atom and field (PDB has no room for them; nothing is cut). Written to "<path>.tmp",
+ *  then renamed over @p path. */
 MDDEF md_status md_write_pdb(const char *path, const md_system *sys);
 
 /** @brief Write @p grid as an OpenDX scalar field (the format APBS writes and VMD,
@@ -480,8 +619,8 @@ MDDEF md_status md_write_dx(const char *path, const md_grid *grid, const char *c
  *  `object 2 class gridconnections` line, and
  *  `object 3 class array type double|float rank 0 items N data follows`
  *  with N = nx*ny*nz, then N finite numbers (x slowest, z fastest) spread
- *  over any number of lines; what follows them is ignored. On failure @p grid
- *  is untouched. */
+ *  over any number of lines; what follows them is ignored. The line holding the
+ *  last value must end with an end of line. On failure @p grid is untouched. */
 MDDEF md_status md_read_dx(const char *path, md_grid *grid);
 
 /** @brief md_read_dx on @p len bytes at @p data (no NUL needed); @p name is used in messages. */
@@ -654,9 +793,10 @@ MDDEF md_status md_rdf_write_csv(const char *path, const md_rdf *r);
 /** @brief Select atoms of @p sys by an expression; the indices go to a new array @p idx
  *  (free it with md_free) and their number to @p count.
  *
- *  Expressions: "all"; "name NAME" (atom name, exact); "type T" (type index);
- *  "index I" or "index I-J" (0-based, inclusive). Errors: an unknown keyword, a bad
- *  number or range (MD_ERR_PARSE, field expr), a selection that matches no atom
+ *  Expressions: "all"; "name NAME" (atom name, exact, up to MD_NAME_MAX characters);
+ *  "type T" (type index); "index I" or "index I-J" (0-based, inclusive). A DCD frame has
+ *  no names: copy a topology onto it first (md_system_copy_topology). Errors: an unknown
+ *  keyword, a bad number or range (MD_ERR_PARSE, field expr), a selection that matches no atom
  *  (MD_ERR_INVALID_ARGUMENT, field expr). On failure the outputs are untouched. */
 MDDEF md_status md_select(const md_system *sys, const char *expr, int **idx, int *count);
 
@@ -674,7 +814,12 @@ MDDEF md_status md_select(const md_system *sys, const char *expr, int **idx, int
  *  of 6 doubles (A, gamma, B, beta, alpha, C in Angstrom and degrees, or cosines of
  *  the angles) and three records of NATOM floats X, Y, Z (Angstrom). The byte order
  *  is detected from the first length marker (84), so either endianness reads.
- *  Fixed atoms and 4D files are not supported (MD_ERR_UNSUPPORTED). */
+ *  Fixed atoms and 4D files are not supported (MD_ERR_UNSUPPORTED).
+ *
+ *  Time: CHARMM-style headers (ICNTRL[19] != 0) hold DELTA, the MD time step, as a float
+ *  in ICNTRL[9] (AKMA time units, 0.04888821 ps) and NSAVC, the steps between saved frames,
+ *  in ICNTRL[2]; the time between frames is DELTA x NSAVC. X-PLOR headers (ICNTRL[19] = 0)
+ *  are read without a time (md_dcd_reader::timestep_ps 0). */
 typedef struct md_dcd_reader {
     FILE *file;                 /**< the open file (NULL when reading memory) */
     const unsigned char *mem;   /**< the memory being read (NULL when reading a file) */
@@ -687,7 +832,10 @@ typedef struct md_dcd_reader {
     int nframes_header;         /**< frame count the header declares (may be 0 or stale) */
     int has_cell;               /**< 1 if every frame starts with a unit-cell record */
     int frame;                  /**< frames read so far */
-    double timestep_ps;         /**< time between frames from the header (ps), 0 if unknown */
+    int nsavc;                  /**< NSAVC, MD steps between frames (ICNTRL[2]); taken as 1 when
+                                     the header holds 0 or less */
+    double delta_ps;            /**< DELTA, the MD time step (ps), 0 if unknown */
+    double timestep_ps;         /**< time between frames, delta_ps x nsavc (ps), 0 if unknown */
     float *buf;                 /**< 3 * natoms floats: the last frame's X, Y, Z (Angstrom) */
 } md_dcd_reader;
 
@@ -703,11 +851,23 @@ MDDEF md_status md_dcd_open_mem(md_dcd_reader *r, const void *data, size_t size,
 /** @brief Read the next frame into @p frame; @p got is 1 if a frame was read, 0 at the
  *  end of the trajectory.
  *
- *  If frame->n differs from the trajectory's atom count, @p frame is (re)allocated with
- *  md_system_alloc (a zeroed md_system is fine); otherwise only its positions (nm) and box
- *  (nm; zero if the file has no cell) are overwritten. Errors: a truncated frame or a wrong
- *  length marker (MD_ERR_PARSE, naming the file, frame and record), a non-orthorhombic or
- *  invalid cell (MD_ERR_UNSUPPORTED / MD_ERR_RANGE, field cell), a non-finite coordinate
+ *  Frames are reused as md_xyz_next reuses them: if frame->n differs from the trajectory's
+ *  atom count, @p frame is (re)allocated with md_system_alloc (a zeroed md_system is fine;
+ *  a DCD holds no names, so every other field is then zero); otherwise only its positions
+ *  (xyzq x, y, z in nm), md_system::box (nm; zero if the file has no cell) and
+ *  md_system::cell (zeroed) are overwritten, and every other field (names from
+ *  md_system_copy_topology, charges, masses, velocities, bonds) is kept.
+ *
+ *  The unit cell record is read in each of the three layouts writers use: angle cosines
+ *  (CHARMM, NAMD > 2.5, OpenMM, VMD: all three within [-1, 1]), degrees (NAMD 2.5,
+ *  MDAnalysis: all three within (0, 180) and forming a valid cell) or else CHARMM's
+ *  symmetric shape matrix (h11 h21 h22 h31 h32 h33, its rows the cell vectors; used when
+ *  it is positive definite, else each entry is read alone: a cosine within [-1, 1], else
+ *  degrees). An orthorhombic cell (every angle 90 degrees, to 1e-3) sets the box; any other
+ *  is MD_ERR_UNSUPPORTED (field cell), its message naming the first angle that is not 90, in
+ *  degrees, and the layout it was read in. Errors: a truncated frame or a wrong length
+ *  marker (MD_ERR_PARSE, naming the file, frame and record), a negative or
+ *  non-finite cell entry (MD_ERR_RANGE, field cell), a non-finite coordinate
  *  (MD_ERR_RANGE). On failure @p frame is untouched. */
 MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got);
 
@@ -723,7 +883,8 @@ typedef struct md_dcd_write_desc {
 
 /** @brief Write @p nframes frames (all with the same atom count) as a DCD file, atomically
  *  (a temporary file renamed over @p path). Positions nm -> Angstrom, box as an orthorhombic
- *  cell (angles as cosines 0, the convention of recent CHARMM and NAMD). @p desc may be NULL. */
+ *  cell (angles as cosines 0, the convention of recent CHARMM and NAMD). The header holds
+ *  NSAVC 1 and DELTA = timestep_ps in AKMA units. @p desc may be NULL. */
 MDDEF md_status md_dcd_write(const char *path, const md_system *frames, int nframes,
                              const md_dcd_write_desc *desc);
 
@@ -746,7 +907,8 @@ typedef struct md_traj {
  *  case-insensitive). Unknown extension: MD_ERR_UNSUPPORTED naming the file. */
 MDDEF md_status md_traj_open(md_traj *t, const char *path);
 
-/** @brief Read the next frame (see md_dcd_next() for @p frame and @p got). */
+/** @brief Read the next frame (see md_dcd_next() and md_xyz_next() for @p frame and @p got:
+ *  both overwrite a reused frame's positions, box and cell only). */
 MDDEF md_status md_traj_next(md_traj *t, md_system *frame, int *got);
 
 /** @brief Close a trajectory; safe on a zeroed one. */
@@ -2062,6 +2224,7 @@ MDDEF const char *md_status_string(md_status status) {
     case MD_ERR_UNSUPPORTED: return "not supported";
     case MD_ERR_CUDA: return "CUDA error";
     case MD_ERR_NO_DEVICE: return "no CUDA device";
+    case MD_WARN_CELL: return "read, but the non-orthorhombic cell is not used (no box)";
     case MD_STATUS_COUNT: break;
     }
     return "unknown status";
@@ -2205,7 +2368,14 @@ MDDEF md_status md_system_alloc(md_system *sys, int n) {
     s.name = (md_name *)md_alloc_array(un, sizeof *s.name);
     s.resname = (md_name *)md_alloc_array(un, sizeof *s.resname);
     s.resid = (int *)md_alloc_array(un, sizeof *s.resid);
-    if (!s.xyzq || !s.vel || !s.mass || !s.radius || !s.type || !s.name || !s.resname || !s.resid) {
+    s.chain = (char *)md_alloc_array(un, 1);
+    s.icode = (char *)md_alloc_array(un, 1);
+    s.altloc = (char *)md_alloc_array(un, 1);
+    s.element = (md_name *)md_alloc_array(un, sizeof *s.element);
+    s.segid = (md_name *)md_alloc_array(un, sizeof *s.segid);
+    s.type_name = (md_name *)md_alloc_array(un, sizeof *s.type_name);
+    if (!s.xyzq || !s.vel || !s.mass || !s.radius || !s.type || !s.name || !s.resname || !s.resid ||
+        !s.chain || !s.icode || !s.altloc || !s.element || !s.segid || !s.type_name) {
         md_system_free(&s);
         return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_system_alloc", 0, "n",
                             "cannot allocate %d atoms", n);
@@ -2218,6 +2388,12 @@ MDDEF md_status md_system_alloc(md_system *sys, int n) {
     memset(s.name, 0, un * sizeof *s.name);
     memset(s.resname, 0, un * sizeof *s.resname);
     memset(s.resid, 0, un * sizeof *s.resid);
+    memset(s.chain, 0, un);
+    memset(s.icode, 0, un);
+    memset(s.altloc, 0, un);
+    memset(s.element, 0, un * sizeof *s.element);
+    memset(s.segid, 0, un * sizeof *s.segid);
+    memset(s.type_name, 0, un * sizeof *s.type_name);
     *sys = s;
     return MD_OK;
 }
@@ -2232,7 +2408,55 @@ MDDEF void md_system_free(md_system *sys) {
     md_free(sys->name);
     md_free(sys->resname);
     md_free(sys->resid);
+    md_free(sys->chain);
+    md_free(sys->icode);
+    md_free(sys->altloc);
+    md_free(sys->element);
+    md_free(sys->segid);
+    md_free(sys->type_name);
+    md_free(sys->bond);
     memset(sys, 0, sizeof *sys);
+}
+
+/* memcpy of n elements when both arrays exist (a hand-built system may lack some). */
+static void md__copy_field(void *dst, const void *src, size_t n, size_t size) {
+    if (dst && src) memcpy(dst, src, n * size);
+}
+
+MDDEF md_status md_system_copy_topology(md_system *dst, const md_system *src) {
+    const char *fn = "md_system_copy_topology";
+    size_t n;
+    int *bond = NULL, i;
+    if (!dst || !src || !dst->xyzq || !src->xyzq)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "dst/src", "is NULL or not allocated");
+    if (dst->n != src->n || src->n < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n",
+                            "the topology has %d atoms, the frame %d", src->n, dst->n);
+    if (src->nbond < 0 || (src->nbond > 0 && !src->bond))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nbond", "src has %d bonds and bond %s",
+                            src->nbond, src->bond ? "set" : "NULL");
+    n = (size_t)src->n;
+    if (src->nbond > 0) {
+        if (!(bond = (int *)md_alloc_array((size_t)src->nbond, 2 * sizeof *bond))) return MD_ERR_OUT_OF_MEMORY;
+        memcpy(bond, src->bond, (size_t)src->nbond * 2 * sizeof *bond);
+    }
+    md__copy_field(dst->mass, src->mass, n, sizeof *dst->mass);
+    md__copy_field(dst->radius, src->radius, n, sizeof *dst->radius);
+    md__copy_field(dst->type, src->type, n, sizeof *dst->type);
+    md__copy_field(dst->name, src->name, n, sizeof *dst->name);
+    md__copy_field(dst->resname, src->resname, n, sizeof *dst->resname);
+    md__copy_field(dst->resid, src->resid, n, sizeof *dst->resid);
+    md__copy_field(dst->chain, src->chain, n, 1);
+    md__copy_field(dst->icode, src->icode, n, 1);
+    md__copy_field(dst->altloc, src->altloc, n, 1);
+    md__copy_field(dst->element, src->element, n, sizeof *dst->element);
+    md__copy_field(dst->segid, src->segid, n, sizeof *dst->segid);
+    md__copy_field(dst->type_name, src->type_name, n, sizeof *dst->type_name);
+    for (i = 0; i < src->n; i++) dst->xyzq[i].w = src->xyzq[i].w;
+    md_free(dst->bond);
+    dst->bond = bond;
+    dst->nbond = src->nbond;
+    return MD_OK;
 }
 
 MDDEF double md_system_charge(const md_system *sys) {
@@ -2346,6 +2570,7 @@ MDDEF md_status md_build_fcc(md_system *sys, const md_fcc_desc *desc) {
                     s.mass[a] = (float)d.mass;
                     s.name[a].s[0] = 'A';
                     s.name[a].s[1] = 'r';
+                    s.element[a] = s.name[a];
                 }
     for (a = 0; a < n; a++) {
         vcm[0] += s.vel[a].x;
@@ -2422,7 +2647,9 @@ MDDEF size_t md_grid_count(const md_grid *grid) {
 
 /* Every reader pulls lines from one line source (a buffer in memory or a
  * FILE). Each line is copied into buf, grown as needed, NUL-terminated,
- * without its "\n" or "\r\n"; a NUL byte inside a line is an error. */
+ * without its "\n" or "\r\n"; a NUL byte inside a line is an error. eol
+ * tells whether the line ended with an end of line ("\n", or a "\r" cut from
+ * its "\n"): only the last line of a file can lack one. */
 typedef struct md__lines {
     const char *name;    /* file name for messages */
     const char *p, *end; /* memory source (file == NULL) */
@@ -2431,6 +2658,7 @@ typedef struct md__lines {
     size_t cap, len;     /* capacity of buf, length of the current line */
     long line;           /* number of the current line (1-based) */
     long long size, pos; /* input size (-1: unknown) and bytes consumed */
+    int eol;             /* the current line ended with an end of line */
 } md__lines;
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -2477,6 +2705,7 @@ static md_status md__next_line(md__lines *L, int *got) {
     size_t n = 0;
     *got = 0;
     L->len = 0;
+    L->eol = 0;
     if (!L->file) {
         const char *nl, *z;
         if (!L->p || L->p >= L->end) return MD_OK;
@@ -2489,6 +2718,7 @@ static md_status md__next_line(md__lines *L, int *got) {
         memcpy(L->buf, L->p, n);
         L->p += n + (nl != NULL);
         L->pos += (long long)(n + (nl != NULL));
+        L->eol = nl != NULL;
     } else {
         int c = getc(L->file);
         if (c == EOF) {
@@ -2505,8 +2735,12 @@ static md_status md__next_line(md__lines *L, int *got) {
         if (c == EOF && ferror(L->file)) return md__lerr(L, MD_ERR_IO, "text", "read error");
         if ((st = md__lines_reserve(L, n + 1)) != MD_OK) return st;
         L->pos += (long long)(n + (c == '\n'));
+        L->eol = c == '\n';
     }
-    if (n > 0 && L->buf[n - 1] == '\r') n--;
+    if (n > 0 && L->buf[n - 1] == '\r') {
+        n--;
+        L->eol = 1;
+    }
     L->buf[n] = '\0';
     L->len = n;
     *got = 1;
@@ -2587,11 +2821,26 @@ static char *md__cols(const md__lines *L, size_t c0, size_t c1, char *out) {
     return out;
 }
 
+/* Copy s into a name; s must be at most MD_NAME_MAX characters (callers check with
+ * md__name_field; the builders' literals are short). */
 static void md__set_name(md_name *dst, const char *s) {
     size_t n = strlen(s);
-    if (n > sizeof dst->s - 1) n = sizeof dst->s - 1;
+    if (n > MD_NAME_MAX) n = MD_NAME_MAX;
     memset(dst->s, 0, sizeof dst->s);
     memcpy(dst->s, s, n);
+}
+
+/* A name field of a file: at most MD_NAME_MAX characters, else an error (never cut). */
+static md_status md__name_field(const md__lines *L, md_name *dst, const char *s, const char *field) {
+    if (strlen(s) > MD_NAME_MAX)
+        return md__lerr(L, MD_ERR_RANGE, field, "'%.40s' is longer than %d characters", s, MD_NAME_MAX);
+    md__set_name(dst, s);
+    return MD_OK;
+}
+
+/* One character of a fixed-column field: 0 when blank or beyond the line. */
+static char md__col_char(const md__lines *L, size_t c) {
+    return c <= L->len && !md__is_space(L->buf[c - 1]) ? L->buf[c - 1] : 0;
 }
 
 static int md__caseeq(const char *a, const char *b) {
@@ -2600,38 +2849,106 @@ static int md__caseeq(const char *a, const char *b) {
     return *a == *b;
 }
 
+/* IUPAC 2021 standard atomic weights (abridged to five significant digits; conventional
+ * values for H Li B C N O Mg Si S Cl Br). */
 static const struct md__element {
     char sym[3];
     float mass;
-} md__elements[] = {{"H", 1.008f},   {"C", 12.011f},  {"N", 14.007f}, {"O", 15.999f}, {"S", 32.06f},
-                    {"P", 30.974f},  {"Na", 22.990f}, {"Cl", 35.45f}, {"K", 39.098f}, {"Mg", 24.305f},
-                    {"Ca", 40.078f}, {"Fe", 55.845f}, {"Zn", 65.38f}, {"Ar", 39.948f}};
+} md__elements[] = {{"H", 1.008f},    {"He", 4.0026f},  {"Li", 6.94f},    {"B", 10.81f},   {"C", 12.011f},
+                    {"N", 14.007f},   {"O", 15.999f},   {"F", 18.998f},   {"Ne", 20.180f}, {"Na", 22.990f},
+                    {"Mg", 24.305f},  {"Al", 26.982f},  {"Si", 28.085f},  {"P", 30.974f},  {"S", 32.06f},
+                    {"Cl", 35.45f},   {"Ar", 39.948f},  {"K", 39.098f},   {"Ca", 40.078f}, {"Mn", 54.938f},
+                    {"Fe", 55.845f},  {"Co", 58.933f},  {"Ni", 58.693f},  {"Cu", 63.546f}, {"Zn", 65.38f},
+                    {"Se", 78.971f},  {"Br", 79.904f},  {"Kr", 83.798f},  {"Rb", 85.468f}, {"Sr", 87.62f},
+                    {"Cd", 112.41f},  {"I", 126.90f},   {"Xe", 131.29f},  {"Cs", 132.91f}, {"Ba", 137.33f}};
 #define MD__NELEMENTS ((int)(sizeof md__elements / sizeof md__elements[0]))
 
-MDDEF float md_element_mass(const char *symbol) {
+/* The table's entry for a symbol (case-insensitive), or NULL. */
+static const struct md__element *md__element_of(const char *symbol) {
     int e;
-    if (!symbol) return 0.0f;
+    if (!symbol) return NULL;
     for (e = 0; e < MD__NELEMENTS; e++)
-        if (md__caseeq(symbol, md__elements[e].sym)) return md__elements[e].mass;
-    return 0.0f;
+        if (md__caseeq(symbol, md__elements[e].sym)) return &md__elements[e];
+    return NULL;
 }
 
-/* Mass of a PDB/PQR atom: element column if given, else a two-letter ion named like its
- * residue, else the first letter of the name after leading digits. */
-static float md__atom_mass(const char *name, const char *resname, const char *element) {
+MDDEF float md_element_mass(const char *symbol) {
+    const struct md__element *e = md__element_of(symbol);
+    return e ? e->mass : 0.0f;
+}
+
+/* Names of ions (residue names, and atom names in those residues) and their element:
+ * GROMACS/PDB (NA CL K MG CA ZN ...), AMBER (Na+ Cl- K+ ...), CHARMM (SOD CLA POT CAL
+ * ZN2 LIT RUB CES BAR), PDB ligands (IOD, FE2, CU1, CD). */
+static const struct md__ion {
+    char name[5];
+    char sym[3];
+} md__ions[] = {{"NA", "Na"},   {"NA+", "Na"},  {"SOD", "Na"},  {"CL", "Cl"},   {"CL-", "Cl"},  {"CLA", "Cl"},
+                {"K", "K"},     {"K+", "K"},    {"POT", "K"},   {"MG", "Mg"},   {"MG2", "Mg"},  {"MG2+", "Mg"},
+                {"CA", "Ca"},   {"CA2", "Ca"},  {"CA2+", "Ca"}, {"CAL", "Ca"},  {"ZN", "Zn"},   {"ZN2", "Zn"},
+                {"ZN2+", "Zn"}, {"LI", "Li"},   {"LI+", "Li"},  {"LIT", "Li"},  {"RB", "Rb"},   {"RB+", "Rb"},
+                {"RUB", "Rb"},  {"CS", "Cs"},   {"CS+", "Cs"},  {"CES", "Cs"},  {"BA", "Ba"},   {"BA2", "Ba"},
+                {"BAR", "Ba"},  {"SR", "Sr"},   {"CD", "Cd"},   {"CD2", "Cd"},  {"MN", "Mn"},   {"FE", "Fe"},
+                {"FE2", "Fe"},  {"CU", "Cu"},   {"CU1", "Cu"},  {"BR", "Br"},   {"BR-", "Br"},  {"IOD", "I"},
+                {"F", "F"},     {"F-", "F"}};
+#define MD__NIONS ((int)(sizeof md__ions / sizeof md__ions[0]))
+
+static const char *md__ion_element(const char *name) {
+    int k;
+    for (k = 0; name && k < MD__NIONS; k++)
+        if (md__caseeq(name, md__ions[k].name)) return md__ions[k].sym;
+    return NULL;
+}
+
+MDDEF const char *md_guess_element(const char *name, const char *resname) {
+    static const char *const charmm[8][2] = {{"SOD", "Na"}, {"POT", "K"},  {"CLA", "Cl"}, {"CAL", "Ca"},
+                                            {"LIT", "Li"}, {"RUB", "Rb"}, {"CES", "Cs"}, {"BAR", "Ba"}};
+    static const char *const two[8] = {"CL", "BR", "FE", "ZN", "MG", "MN", "CU", "SE"};
+    const struct md__element *e;
+    const char *ion, *p;
     char one[2];
-    if (element && *element) return md_element_mass(element);
-    if (strlen(name) == 2 && md__caseeq(name, resname) && md_element_mass(name) > 0.0f)
-        return md_element_mass(name);
-    while (*name >= '0' && *name <= '9') name++;
-    one[0] = *name;
+    int k;
+    if (!name) return "";
+    /* 1. an ion residue holding an atom named like that ion */
+    if ((ion = md__ion_element(resname)) != NULL) {
+        const char *self = md__ion_element(name);
+        if (md__caseeq(name, ion) || (self && strcmp(self, ion) == 0)) return md__element_of(ion)->sym;
+    }
+    /* 2. CHARMM ion atom names in any residue */
+    for (k = 0; k < 8; k++)
+        if (md__caseeq(name, charmm[k][0])) return md__element_of(charmm[k][1])->sym;
+    /* 3. two letters that only begin element names, 4. the first letter */
+    for (p = name; *p >= '0' && *p <= '9'; p++) {}
+    for (k = 0; k < 8; k++)
+        if (toupper((unsigned char)p[0]) == two[k][0] && toupper((unsigned char)p[1]) == two[k][1]) {
+            char sym[3];
+            sym[0] = two[k][0];
+            sym[1] = two[k][1];
+            sym[2] = '\0';
+            return md__element_of(sym)->sym;
+        }
+    one[0] = *p;
     one[1] = '\0';
-    return md_element_mass(one);
+    e = *p ? md__element_of(one) : NULL;
+    return e ? e->sym : "";
 }
 
-/* type[i] = index of name[i] among the distinct names in order of first appearance
- * (open-addressing hash of the first atom of each name: linear time). */
-static md_status md__assign_types(md_system *s) {
+/* Element and mass of an atom: the element column when not blank (its table spelling when
+ * known, else as written), else md_guess_element. */
+static void md__set_element(md_system *s, int i, const char *column) {
+    const struct md__element *e;
+    if (column && *column) {
+        e = md__element_of(column);
+        md__set_name(&s->element[i], e ? e->sym : column);
+    } else {
+        md__set_name(&s->element[i], md_guess_element(s->name[i].s, s->resname[i].s));
+    }
+    s->mass[i] = md_element_mass(s->element[i].s);
+}
+
+/* type[i] = index of key[i] among the distinct keys in order of first appearance
+ * (open-addressing hash of the first atom of each key: linear time). */
+static md_status md__assign_types(md_system *s, const md_name *key) {
     size_t cap = 16, h, k;
     int *first, i, ntypes = 0;
     while (cap < 2 * (size_t)s->n) cap *= 2;
@@ -2639,10 +2956,10 @@ static md_status md__assign_types(md_system *s) {
     for (h = 0; h < cap; h++) first[h] = -1;
     for (i = 0; i < s->n; i++) {
         uint64_t x = 14695981039346656037ull;
-        for (k = 0; k < sizeof s->name[i].s && s->name[i].s[k]; k++)
-            x = (x ^ (unsigned char)s->name[i].s[k]) * 1099511628211ull;
+        for (k = 0; k < sizeof key[i].s && key[i].s[k]; k++)
+            x = (x ^ (unsigned char)key[i].s[k]) * 1099511628211ull;
         h = (size_t)x & (cap - 1);
-        while (first[h] >= 0 && strcmp(s->name[first[h]].s, s->name[i].s) != 0) h = (h + 1) & (cap - 1);
+        while (first[h] >= 0 && strcmp(key[first[h]].s, key[i].s) != 0) h = (h + 1) & (cap - 1);
         if (first[h] < 0) {
             first[h] = i;
             s->type[i] = ntypes++;
@@ -2652,6 +2969,49 @@ static md_status md__assign_types(md_system *s) {
     }
     md_free(first);
     return MD_OK;
+}
+
+/* An atom line must end with an end of line: a file cut short inside its last number
+ * ("0.17" cut to "0.1") looks complete otherwise. */
+static md_status md__check_eol(const md__lines *L, const char *field) {
+    char tail[24];
+    size_t k, n = L->len < 20 ? L->len : 20;
+    if (L->eol) return MD_OK;
+    for (k = 0; k < n; k++) { /* the line's last characters (md__split may have put NULs in it) */
+        char c = L->buf[L->len - n + k];
+        tail[k] = c ? c : ' ';
+    }
+    tail[n] = '\0';
+    return md__lerr(L, MD_ERR_PARSE, field,
+                    "the file ends inside this line (no end of line after '%s'): it may be cut "
+                    "short; if the file is complete, end its last line with a newline",
+                    tail);
+}
+
+/* Bonds as pairs of atom indices: sorted so bond[2k] < bond[2k+1], pairs in increasing
+ * order, duplicates removed. */
+static int md__cmp_pair(const void *a, const void *b) {
+    const int *x = (const int *)a, *y = (const int *)b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static int md__normalize_bonds(int *bond, int nbond) {
+    int k, m = 0;
+    for (k = 0; k < nbond; k++)
+        if (bond[2 * k] > bond[2 * k + 1]) {
+            int t = bond[2 * k];
+            bond[2 * k] = bond[2 * k + 1];
+            bond[2 * k + 1] = t;
+        }
+    if (nbond > 1) qsort(bond, (size_t)nbond, 2 * sizeof *bond, md__cmp_pair);
+    for (k = 0; k < nbond; k++)
+        if (m == 0 || bond[2 * k] != bond[2 * m - 2] || bond[2 * k + 1] != bond[2 * m - 1]) {
+            bond[2 * m] = bond[2 * k];
+            bond[2 * m + 1] = bond[2 * k + 1];
+            m++;
+        }
+    return m;
 }
 
 /* Read a whole file into memory. */
@@ -2728,9 +3088,29 @@ static md_status md__count_atom(const md__lines *L, int *n) {
 }
 
 static md_status md__end_pass(const md__lines *L, int pass, int n, md_system *s) {
-    if (pass == 1) return md__assign_types(s);
+    if (pass == 1) return md__assign_types(s, s->name);
     if (n == 0) return md__no_atoms(L);
     return md_system_alloc(s, n);
+}
+
+/* A residue number with an optional insertion code ("36", "-5", "36A") -> resid, icode. */
+static md_status md__resseq_icode(const md__lines *L, const char *tok, const char *field, int *resid,
+                                  char *icode) {
+    char buf[32];
+    size_t n = strlen(tok);
+    long v;
+    md_status st;
+    *icode = 0;
+    if (n >= 2 && n < sizeof buf && isalpha((unsigned char)tok[n - 1]) && isdigit((unsigned char)tok[n - 2])) {
+        memcpy(buf, tok, n - 1);
+        buf[n - 1] = '\0';
+        if ((st = md__field_long(L, buf, field, INT_MIN, INT_MAX, &v)) != MD_OK) return st;
+        *icode = tok[n - 1];
+    } else if ((st = md__field_long(L, tok, field, INT_MIN, INT_MAX, &v)) != MD_OK) {
+        return st;
+    }
+    *resid = (int)v;
+    return MD_OK;
 }
 
 MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, md_system *sys) {
@@ -2749,7 +3129,6 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
         md__lines_mem(&L, data, len, name);
         for (i = 0;;) {
             double v[5];
-            long resid;
             const char *rs;
             int k;
             if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
@@ -2772,27 +3151,30 @@ MDDEF md_status md_read_pqr_mem(const char *data, size_t len, const char *name, 
                               nt);
                 goto fail;
             }
+            if ((st = md__check_eol(&L, "r")) != MD_OK) goto fail;
             rs = tok[nt - 6];
             /* a fixed-column writer runs the chain letter into a 4-digit residue number
-             * ("A1000"): with 10 fields, a letter then a digit is chain + resSeq */
+             * ("A1000", "A1000B"): with 10 fields, a letter then a digit is chain + resSeq */
             if (nt == 10 && isalpha((unsigned char)rs[0]) && (isdigit((unsigned char)rs[1]) || rs[1] == '-'))
-                rs++;
-            if ((st = md__field_long(&L, rs, "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK) goto fail;
+                s.chain[i] = *rs++;
+            if ((st = md__resseq_icode(&L, rs, "resSeq", &s.resid[i], &s.icode[i])) != MD_OK) goto fail;
             for (k = 0; k < 5; k++)
                 if ((st = md__field_double(&L, tok[nt - 5 + k], need[5 + k], &v[k])) != MD_OK) goto fail;
             if (v[4] < 0.0) {
                 st = md__lerr(&L, MD_ERR_RANGE, "r", "negative radius (%g)", v[4]);
                 goto fail;
             }
-            md__set_name(&s.name[i], tok[2]);
-            md__set_name(&s.resname[i], tok[3]);
-            s.resid[i] = (int)resid;
+            if ((st = md__name_field(&L, &s.name[i], tok[2], "name")) != MD_OK ||
+                (st = md__name_field(&L, &s.resname[i], tok[3], "resName")) != MD_OK)
+                goto fail;
+            if (nt == 11 && strlen(tok[4]) == 1) s.chain[i] = tok[4][0];
+            else if (nt == 11 && (st = md__name_field(&L, &s.segid[i], tok[4], "chain")) != MD_OK) goto fail;
             s.xyzq[i].x = (float)(0.1 * v[0]);
             s.xyzq[i].y = (float)(0.1 * v[1]);
             s.xyzq[i].z = (float)(0.1 * v[2]);
             s.xyzq[i].w = (float)v[3];
             s.radius[i] = (float)(0.1 * v[4]);
-            s.mass[i] = md__atom_mass(s.name[i].s, s.resname[i].s, NULL);
+            md__set_element(&s, i, NULL);
             i++;
         }
         if ((st = md__end_pass(&L, pass, n, &s)) != MD_OK) goto fail;
@@ -2811,13 +3193,15 @@ MDDEF md_status md_read_pqr(const char *path, md_system *sys) {
     return md__read_path(path, sys, md_read_pqr_mem);
 }
 
+/* "END" (not ENDMDL) ends a PDB file. */
 static int md__is_end_record(const char *line) {
-    return strncmp(line, "ENDMDL", 6) == 0 ||
-           (strncmp(line, "END", 3) == 0 && (line[3] == '\0' || md__is_space(line[3])));
+    return strncmp(line, "END", 3) == 0 && (line[3] == '\0' || md__is_space(line[3]));
 }
 
-/* CRYST1 a b c alpha beta gamma -> orthorhombic box (nm); 1 1 1 (no unit cell) -> zero box. */
-static md_status md__pdb_cryst1(const md__lines *L, double box[3]) {
+/* CRYST1 a b c alpha beta gamma -> an orthorhombic box (nm), or a non-orthorhombic cell
+ * (cell, and *odd = index 3..5 of the first angle that is not 90), or neither: edges all
+ * zero (VMD, NAMD, MDAnalysis) or all 1 (the PDB's placeholder) mean "no unit cell". */
+static md_status md__pdb_cryst1(const md__lines *L, double box[3], double cell[6], int *odd) {
     static const char *const fields[6] = {"a", "b", "c", "alpha", "beta", "gamma"};
     static const size_t c0[6] = {7, 16, 25, 34, 41, 48}, c1[6] = {15, 24, 33, 40, 47, 54};
     char col[16];
@@ -2832,52 +3216,197 @@ static md_status md__pdb_cryst1(const md__lines *L, double box[3]) {
                             L->len, c0[k], c1[k]);
         if ((st = md__field_double(L, md__cols(L, c0[k], c1[k], col), fields[k], &v[k])) != MD_OK) return st;
     }
-    for (k = 3; k < 6; k++)
-        if (fabs(v[k] - 90.0) > 1e-3)
-            return md__lerr(L, MD_ERR_UNSUPPORTED, fields[k],
-                            "is %g degrees; only orthorhombic cells "
-                            "(90 90 90) are supported",
-                            v[k]);
+    if ((v[0] == 0.0 && v[1] == 0.0 && v[2] == 0.0) || (v[0] == 1.0 && v[1] == 1.0 && v[2] == 1.0))
+        return MD_OK;
     for (k = 0; k < 3; k++)
         if (!(v[k] > 0.0)) return md__lerr(L, MD_ERR_RANGE, fields[k], "box edge must be > 0 (got %g)", v[k]);
-    if (v[0] == 1.0 && v[1] == 1.0 && v[2] == 1.0) v[0] = v[1] = v[2] = 0.0;
-    for (k = 0; k < 3; k++) box[k] = 0.1 * v[k];
+    for (k = 3; k < 6; k++)
+        if (!(v[k] > 0.0 && v[k] < 180.0))
+            return md__lerr(L, MD_ERR_RANGE, fields[k], "angle must be within (0, 180) degrees (got %g)", v[k]);
+    for (k = 3; k < 6 && fabs(v[k] - 90.0) <= 1e-3; k++) {}
+    if (k == 6) {
+        for (k = 0; k < 3; k++) box[k] = 0.1 * v[k];
+        return MD_OK;
+    }
+    *odd = k;
+    for (k = 0; k < 6; k++) cell[k] = k < 3 ? 0.1 * v[k] : v[k];
     return MD_OK;
 }
 
-/* PDB charge columns 79-80: "2+", "1-" (or "+2", "-1"); blank -> 0. */
+/* PDB charge columns 79-80: "2+", "1-", "+2", "-1", or one digit ("0" from older writers:
+ * that charge, positive); blank -> 0. */
 static md_status md__pdb_charge(const md__lines *L, const char *c, double *q) {
+    size_t n = strlen(c);
     *q = 0.0;
-    if (!*c) return MD_OK;
-    if (strlen(c) == 2 && c[0] >= '0' && c[0] <= '9' && (c[1] == '+' || c[1] == '-'))
+    if (n == 0) return MD_OK;
+    if (n == 1 && c[0] >= '0' && c[0] <= '9')
+        *q = c[0] - '0';
+    else if (n == 2 && c[0] >= '0' && c[0] <= '9' && (c[1] == '+' || c[1] == '-'))
         *q = (c[1] == '-' ? -1.0 : 1.0) * (c[0] - '0');
-    else if (strlen(c) == 2 && c[1] >= '0' && c[1] <= '9' && (c[0] == '+' || c[0] == '-'))
+    else if (n == 2 && c[1] >= '0' && c[1] <= '9' && (c[0] == '+' || c[0] == '-'))
         *q = (c[0] == '-' ? -1.0 : 1.0) * (c[1] - '0');
     else
-        return md__lerr(L, MD_ERR_PARSE, "charge", "columns 79-80 must be like '1-' or '2+' (got '%s')", c);
+        return md__lerr(L, MD_ERR_PARSE, "charge", "columns 79-80 must be like '1-', '2+' or '0' (got '%s')", c);
+    return MD_OK;
+}
+
+/* The field of an ATOM record that ends at column col (>= 54). */
+static const char *md__pdb_field_at(size_t col) {
+    return col <= 54 ? "z" : col <= 60 ? "occupancy" : col <= 66 ? "tempFactor" : col <= 76 ? "segID"
+         : col <= 78 ? "element" : "charge";
+}
+
+/* An atom serial (columns 7-11) for CONECT, or LONG_MIN when it is not a plain integer
+ * (hybrid-36 or hexadecimal serials of large files: such atoms cannot be bonded by CONECT). */
+static long md__pdb_serial(const md__lines *L) {
+    char col[8], *end;
+    long v;
+    if (!*md__cols(L, 7, 11, col)) return LONG_MIN;
+    errno = 0;
+    v = strtol(col, &end, 10);
+    return (*end || errno == ERANGE || v == LONG_MIN) ? LONG_MIN : v;
+}
+
+/* CONECT pairs of serials, with the line they came from: a growing array of triples. */
+typedef struct md__conect {
+    long *v; /* serial a, serial b, line */
+    size_t n, cap;
+} md__conect;
+
+static md_status md__conect_add(const md__lines *L, md__conect *c, long a, long b) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 64;
+        long *v;
+        if (cap > SIZE_MAX / 6 || !(v = (long *)md_alloc_array(cap, 3 * sizeof *v)))
+            return md__lerr(L, MD_ERR_OUT_OF_MEMORY, "CONECT", "too many bonds");
+        if (c->n) memcpy(v, c->v, c->n * 3 * sizeof *v);
+        md_free(c->v);
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[3 * c->n] = a;
+    c->v[3 * c->n + 1] = b;
+    c->v[3 * c->n + 2] = L->line;
+    c->n++;
+    return MD_OK;
+}
+
+static md_status md__pdb_conect(const md__lines *L, md__conect *c) {
+    static const size_t c0[4] = {12, 17, 22, 27};
+    char col[8];
+    long a, b;
+    md_status st;
+    int k;
+    if ((st = md__check_eol(L, "CONECT")) != MD_OK) return st;
+    if ((st = md__field_long(L, md__cols(L, 7, 11, col), "CONECT", LONG_MIN + 1, LONG_MAX, &a)) != MD_OK) return st;
+    for (k = 0; k < 4; k++) {
+        if (!*md__cols(L, c0[k], c0[k] + 4, col)) continue;
+        if ((st = md__field_long(L, col, "CONECT", LONG_MIN + 1, LONG_MAX, &b)) != MD_OK) return st;
+        if ((st = md__conect_add(L, c, a, b)) != MD_OK) return st;
+    }
+    return MD_OK;
+}
+
+typedef struct md__serial {
+    long serial;
+    int index;
+} md__serial;
+
+static int md__cmp_serial(const void *a, const void *b) {
+    long x = ((const md__serial *)a)->serial, y = ((const md__serial *)b)->serial;
+    return x < y ? -1 : x > y;
+}
+
+/* The atom with this serial, or an error naming the CONECT line. */
+static md_status md__serial_index(const md__lines *L, const md__serial *map, size_t m, long serial, long line,
+                                  int *index) {
+    md__serial key;
+    const md__serial *hit;
+    key.serial = serial;
+    key.index = 0;
+    hit = m ? (const md__serial *)bsearch(&key, map, m, sizeof *map, md__cmp_serial) : NULL;
+    if (!hit)
+        return md_set_error(MD_ERR_PARSE, L->name, line, "CONECT",
+                            "atom serial %ld is not the serial of an atom of the first model", serial);
+    if ((hit > map && hit[-1].serial == serial) || (hit + 1 < map + m && hit[1].serial == serial))
+        return md_set_error(MD_ERR_PARSE, L->name, line, "CONECT", "atom serial %ld belongs to more than one atom",
+                            serial);
+    *index = hit->index;
+    return MD_OK;
+}
+
+/* CONECT pairs of serials -> s->bond (atom indices, normalized). */
+static md_status md__pdb_bonds(const md__lines *L, const md__conect *c, const long *serial, md_system *s) {
+    md__serial *map;
+    size_t m = 0, k;
+    int i, *bond;
+    md_status st = MD_OK;
+    if (c->n == 0) return MD_OK;
+    if (c->n > INT_MAX / 2) return md__lerr(L, MD_ERR_RANGE, "CONECT", "more than %d bonds", INT_MAX / 2);
+    map = (md__serial *)md_alloc_array((size_t)s->n, sizeof *map);
+    bond = (int *)md_alloc_array(c->n, 2 * sizeof *bond);
+    if (!map || !bond) {
+        md_free(map);
+        md_free(bond);
+        return MD_ERR_OUT_OF_MEMORY;
+    }
+    for (i = 0; i < s->n; i++)
+        if (serial[i] != LONG_MIN) {
+            map[m].serial = serial[i];
+            map[m++].index = i;
+        }
+    qsort(map, m, sizeof *map, md__cmp_serial);
+    for (k = 0; k < c->n && st == MD_OK; k++) {
+        long line = c->v[3 * k + 2];
+        if ((st = md__serial_index(L, map, m, c->v[3 * k], line, &bond[2 * k])) != MD_OK ||
+            (st = md__serial_index(L, map, m, c->v[3 * k + 1], line, &bond[2 * k + 1])) != MD_OK)
+            break;
+        if (bond[2 * k] == bond[2 * k + 1])
+            st = md_set_error(MD_ERR_PARSE, L->name, line, "CONECT", "atom serial %ld is bonded to itself",
+                              c->v[3 * k]);
+    }
+    md_free(map);
+    if (st != MD_OK) {
+        md_free(bond);
+        return st;
+    }
+    s->nbond = md__normalize_bonds(bond, (int)c->n);
+    s->bond = bond;
     return MD_OK;
 }
 
 MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, md_system *sys) {
     static const char *const xyz[3] = {"x", "y", "z"};
+    static const char *const angle[6] = {"", "", "", "alpha", "beta", "gamma"};
     md__lines L;
     md_system s;
     md_status st;
-    double box[3] = {0, 0, 0};
-    long cryst1_line = 0;
-    int pass, got, n = 0, i = 0, k;
+    md__conect conect;
+    double box[3] = {0, 0, 0}, cell[6] = {0, 0, 0, 0, 0, 0};
+    long cryst1_line = 0, *serial = NULL;
+    int pass, got, n = 0, i = 0, k, model_done, odd = 0;
     if ((st = md__mem_args("md_read_pdb_mem", data, len, sys)) != MD_OK) return st;
     memset(&s, 0, sizeof s);
     memset(&L, 0, sizeof L);
+    memset(&conect, 0, sizeof conect);
     for (pass = 0; pass < 2; pass++) {
         md_free(L.buf);
         md__lines_mem(&L, data, len, name);
-        for (i = 0;;) {
-            char col[16], element[4], nm[8], rn[8];
+        for (i = 0, model_done = 0;;) {
+            char col[16], element[4], rs[8];
             double v[3], q;
             long resid = 0;
             if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
             if (!got || md__is_end_record(L.buf)) break;
+            if (strncmp(L.buf, "ENDMDL", 6) == 0) { /* the first model ends; CONECT may follow */
+                model_done = 1;
+                continue;
+            }
+            if (strncmp(L.buf, "CONECT", 6) == 0) {
+                if (pass == 1 && (st = md__pdb_conect(&L, &conect)) != MD_OK) goto fail;
+                continue;
+            }
+            if (model_done) continue;
             if (pass == 1 && strncmp(L.buf, "CRYST1", 6) == 0) {
                 if (cryst1_line) {
                     st = md__lerr(&L, MD_ERR_PARSE, "CRYST1",
@@ -2885,7 +3414,7 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
                     goto fail;
                 }
                 cryst1_line = L.line;
-                if ((st = md__pdb_cryst1(&L, box)) != MD_OK) goto fail;
+                if ((st = md__pdb_cryst1(&L, box, cell, &odd)) != MD_OK) goto fail;
                 continue;
             }
             if (!md__is_atom_record(L.buf)) continue;
@@ -2905,28 +3434,54 @@ MDDEF md_status md_read_pdb_mem(const char *data, size_t len, const char *name, 
                     MD_OK)
                     goto fail;
             }
-            if (*md__cols(&L, 23, 26, col) &&
-                (st = md__field_long(&L, col, "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK)
-                goto fail;
+            if (L.len < 80 && (st = md__check_eol(&L, md__pdb_field_at(L.len))) != MD_OK) goto fail;
+            /* a digit in column 27 continues a 5-digit resSeq (large systems), else it is iCode */
+            if (isdigit((unsigned char)md__col_char(&L, 27))) {
+                md__cols(&L, 23, 27, rs);
+            } else {
+                md__cols(&L, 23, 26, rs);
+                s.icode[i] = md__col_char(&L, 27);
+            }
+            if (*rs && (st = md__field_long(&L, rs, "resSeq", INT_MIN, INT_MAX, &resid)) != MD_OK) goto fail;
             if ((st = md__pdb_charge(&L, md__cols(&L, 79, 80, col), &q)) != MD_OK) goto fail;
-            md__set_name(&s.name[i], md__cols(&L, 13, 16, nm));
-            md__set_name(&s.resname[i], md__cols(&L, 18, 21, rn));
+            md__set_name(&s.name[i], md__cols(&L, 13, 16, col));
+            md__set_name(&s.resname[i], md__cols(&L, 18, 21, col));
+            md__set_name(&s.segid[i], md__cols(&L, 73, 76, col));
+            s.altloc[i] = md__col_char(&L, 17);
+            s.chain[i] = md__col_char(&L, 22);
             s.resid[i] = (int)resid;
             s.xyzq[i].x = (float)(0.1 * v[0]);
             s.xyzq[i].y = (float)(0.1 * v[1]);
             s.xyzq[i].z = (float)(0.1 * v[2]);
             s.xyzq[i].w = (float)q;
-            s.mass[i] = md__atom_mass(nm, rn, md__cols(&L, 77, 78, element));
+            md__set_element(&s, i, md__cols(&L, 77, 78, element));
+            serial[i] = md__pdb_serial(&L);
             i++;
         }
         if ((st = md__end_pass(&L, pass, n, &s)) != MD_OK) goto fail;
+        if (pass == 0 && !(serial = (long *)md_alloc_array((size_t)n, sizeof *serial))) {
+            st = MD_ERR_OUT_OF_MEMORY;
+            goto fail;
+        }
     }
+    if ((st = md__pdb_bonds(&L, &conect, serial, &s)) != MD_OK) goto fail;
     for (k = 0; k < 3; k++) s.box[k] = box[k];
+    for (k = 0; k < 6; k++) s.cell[k] = cell[k];
     md_free(L.buf);
+    md_free(serial);
+    md_free(conect.v);
     *sys = s;
+    if (odd)
+        return md_set_error(MD_WARN_CELL, L.name, cryst1_line, angle[odd],
+                            "the CRYST1 cell is not orthorhombic (a b c %g %g %g Angstrom, alpha beta gamma "
+                            "%g %g %g degrees): md.h uses orthorhombic boxes only, so the atoms were read "
+                            "without a box (md_system::cell holds the cell)",
+                            10.0 * cell[0], 10.0 * cell[1], 10.0 * cell[2], cell[3], cell[4], cell[5]);
     return MD_OK;
 fail:
     md_free(L.buf);
+    md_free(serial);
+    md_free(conect.v);
     md_system_free(&s);
     return st;
 }
@@ -3015,15 +3570,21 @@ static md_status md__xyz_frame(md__lines *L, md_system *out, int *got) {
             st = md__lerr(L, MD_ERR_PARSE, fields[nt], "missing: an atom line is 'symbol x y z'");
             goto fail;
         }
+        if (!L->eol) {
+            char last[24];
+            if (nt == 4) snprintf(last, sizeof last, "z");
+            else snprintf(last, sizeof last, "column %d", nt);
+            if ((st = md__check_eol(L, last)) != MD_OK) goto fail;
+        }
         for (k = 0; k < 3; k++)
             if ((st = md__field_double(L, tok[k + 1], fields[k + 1], &v[k])) != MD_OK) goto fail;
-        md__set_name(&s.name[i], tok[0]);
+        if ((st = md__name_field(L, &s.name[i], tok[0], "symbol")) != MD_OK) goto fail;
         s.xyzq[i].x = (float)(0.1 * v[0]);
         s.xyzq[i].y = (float)(0.1 * v[1]);
         s.xyzq[i].z = (float)(0.1 * v[2]);
-        s.mass[i] = md_element_mass(s.name[i].s);
+        md__set_element(&s, i, md__element_of(tok[0]) ? tok[0] : NULL);
     }
-    if ((st = md__assign_types(&s)) != MD_OK) goto fail;
+    if ((st = md__assign_types(&s, s.name)) != MD_OK) goto fail;
     for (k = 0; k < 3; k++) s.box[k] = box[k];
     *out = s;
     *got = 1;
@@ -3108,8 +3669,20 @@ MDDEF md_status md_xyz_next(md_xyz_reader *r, md_system *frame, int *got) {
     r->line = L.line;
     r->pos = L.pos;
     if (st != MD_OK || !g) return st;
-    md_system_free(frame);
-    *frame = s;
+    if (frame->n == s.n && frame->xyzq) { /* reuse: positions, box and cell only */
+        int i, k;
+        for (i = 0; i < s.n; i++) {
+            frame->xyzq[i].x = s.xyzq[i].x;
+            frame->xyzq[i].y = s.xyzq[i].y;
+            frame->xyzq[i].z = s.xyzq[i].z;
+        }
+        for (k = 0; k < 3; k++) frame->box[k] = s.box[k];
+        for (k = 0; k < 6; k++) frame->cell[k] = 0.0;
+        md_system_free(&s);
+    } else {
+        md_system_free(frame);
+        *frame = s;
+    }
     *got = 1;
     r->frames++;
     return MD_OK;
@@ -3121,6 +3694,219 @@ MDDEF void md_xyz_close(md_xyz_reader *r) {
     md_free(r->path);
     md_free(r->buf);
     memset(r, 0, sizeof *r);
+}
+
+/* ---- PSF ---- */
+
+/* Next line that is not blank; *got = 0 at the end of the input. */
+static md_status md__next_nonblank(md__lines *L, int *got) {
+    md_status st;
+    const char *p;
+    for (;;) {
+        if ((st = md__next_line(L, got)) != MD_OK || !*got) return st;
+        for (p = L->buf; md__is_space(*p); p++) {}
+        if (*p) return MD_OK;
+    }
+}
+
+/* A PSF section header "N !TAG..." (the line is already read) -> N in 0..max. */
+static md_status md__psf_count(md__lines *L, const char *tag, long max, long *count) {
+    char *tok[2];
+    int nt = md__split(L->buf, tok, 2);
+    if (nt < 2 || strncmp(tok[1], tag, strlen(tag)) != 0)
+        return md__lerr(L, MD_ERR_PARSE, tag + 1, "missing: expected the section header 'N %s' (got '%.40s%s%.40s')",
+                        tag, nt > 0 ? tok[0] : "", nt > 1 ? " " : "", nt > 1 ? tok[1] : "");
+    return md__field_long(L, tok[0], tag + 1, 0, max, count);
+}
+
+/* A residue number token: an optional sign, digits, an optional insertion code letter. */
+static int md__is_resid(const char *t) {
+    if (*t == '+' || *t == '-') t++;
+    if (!isdigit((unsigned char)*t)) return 0;
+    while (isdigit((unsigned char)*t)) t++;
+    if (isalpha((unsigned char)*t)) t++;
+    return *t == '\0';
+}
+
+/* The NBOND section: 2 * m atom IDs in 1..n over any number of lines -> normalized bonds. */
+static md_status md__psf_bonds(md__lines *L, long m, int n, md_system *s) {
+    long long left = md__lines_left(L);
+    long k = 0, id;
+    int *bond, got;
+    md_status st;
+    char *p, *tok;
+    if (m == 0) return MD_OK;
+    if (left >= 0 && m > left / 4)
+        return md__lerr(L, MD_ERR_RANGE, "NBOND", "%ld bonds cannot fit in the %lld bytes left", m, left);
+    if (!(bond = (int *)md_alloc_array((size_t)m, 2 * sizeof *bond))) return MD_ERR_OUT_OF_MEMORY;
+    while (k < 2 * m) {
+        if ((st = md__next_line(L, &got)) != MD_OK) goto fail;
+        if (!got) L->line++;
+        for (p = L->buf; got && md__is_space(*p); p++) {}
+        if (!got || !*p) {
+            st = md__lerr(L, MD_ERR_PARSE, "NBOND", "the section ends after %ld of the %ld atom IDs of %ld bonds", k,
+                          2 * m, m);
+            goto fail;
+        }
+        for (p = L->buf; (tok = md__token(&p)) != NULL; k++) {
+            if (k == 2 * m) {
+                st = md__lerr(L, MD_ERR_PARSE, "NBOND", "more atom IDs than the %ld bonds declared ('%.40s')", m, tok);
+                goto fail;
+            }
+            if ((st = md__field_long(L, tok, "NBOND", 1, n, &id)) != MD_OK) goto fail;
+            bond[k] = (int)id - 1;
+            if (k % 2 == 1 && bond[k] == bond[k - 1]) {
+                st = md__lerr(L, MD_ERR_PARSE, "NBOND", "atom %ld is bonded to itself", id);
+                goto fail;
+            }
+        }
+    }
+    if ((st = md__check_eol(L, "NBOND")) != MD_OK) goto fail;
+    s->nbond = md__normalize_bonds(bond, (int)m);
+    s->bond = bond;
+    return MD_OK;
+fail:
+    md_free(bond);
+    return st;
+}
+
+MDDEF md_status md_read_psf_mem(const char *data, size_t len, const char *name, md_system *sys) {
+    static const char *const fields[9] = {"ID", "segid", "resid", "resname", "name", "type", "charge", "mass", "IMOVE"};
+    md__lines L;
+    md_system s;
+    md_status st;
+    char *tok[9], *p;
+    long ntitle, natom, nbond, id;
+    long long left;
+    int got, i, k, nt;
+    if ((st = md__mem_args("md_read_psf_mem", data, len, sys)) != MD_OK) return st;
+    memset(&s, 0, sizeof s);
+    md__lines_mem(&L, data, len, name);
+    if ((st = md__next_nonblank(&L, &got)) != MD_OK) goto fail;
+    for (p = L.buf; got && md__is_space(*p); p++) {}
+    if (!got || strncmp(p, "PSF", 3) != 0) {
+        st = md__lerr(&L, MD_ERR_PARSE, "header", got ? "the first line must start with PSF" : "missing: empty file");
+        goto fail;
+    }
+    if ((st = md__next_nonblank(&L, &got)) != MD_OK) goto fail;
+    if (!got) L.line++;
+    if (!got || (st = md__psf_count(&L, "!NTITLE", LONG_MAX, &ntitle)) != MD_OK) {
+        if (st == MD_OK) st = md__lerr(&L, MD_ERR_PARSE, "NTITLE", "missing: the file ends after the header");
+        goto fail;
+    }
+    for (; ntitle > 0; ntitle--) {
+        if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+        if (!got) {
+            L.line++;
+            st = md__lerr(&L, MD_ERR_PARSE, "NTITLE", "the file ends inside the title (%ld lines missing)", ntitle);
+            goto fail;
+        }
+    }
+    if ((st = md__next_nonblank(&L, &got)) != MD_OK) goto fail;
+    if (!got) {
+        L.line++;
+        st = md__lerr(&L, MD_ERR_PARSE, "NATOM", "missing: the file ends after the title");
+        goto fail;
+    }
+    if ((st = md__psf_count(&L, "!NATOM", INT_MAX, &natom)) != MD_OK) goto fail;
+    left = md__lines_left(&L);
+    if (natom < 1 || (left >= 0 && natom > left / 16)) {
+        st = md__lerr(&L, MD_ERR_RANGE, "NATOM",
+                      natom < 1 ? "a PSF needs at least one atom (got %ld)"
+                                : "%ld atoms cannot fit in the bytes left (an atom line takes at least 16)",
+                      natom);
+        goto fail;
+    }
+    if ((st = md_system_alloc(&s, (int)natom)) != MD_OK) goto fail;
+    for (i = 0; i < s.n; i++) {
+        char *f[9];
+        if ((st = md__next_line(&L, &got)) != MD_OK) goto fail;
+        if (!got) {
+            L.line++;
+            st = md__lerr(&L, MD_ERR_PARSE, "NATOM", "the file ends after %d of %d atoms", i, s.n);
+            goto fail;
+        }
+        nt = md__split(L.buf, tok, 9);
+        if (nt < 8) {
+            st = md__lerr(&L, MD_ERR_PARSE, fields[nt],
+                          "missing: a PSF atom line is 'ID segid resid resname name type charge mass IMOVE'");
+            goto fail;
+        }
+        for (k = 0; k < 8; k++) f[k] = tok[k];
+        if (nt == 8 && md__is_resid(tok[1]) && !md__is_resid(tok[2])) { /* a blank segid (fixed columns) */
+            f[1] = L.buf + L.len;                /* "" */
+            for (k = 2; k < 8; k++) f[k] = tok[k - 1];
+        }
+        if (!L.eol) {
+            char last[24];
+            if (nt <= 9) snprintf(last, sizeof last, "%s", nt == 8 && f[1] == tok[1] ? "mass" : "IMOVE");
+            else snprintf(last, sizeof last, "column %d", nt);
+            if ((st = md__check_eol(&L, last)) != MD_OK) goto fail;
+        }
+        if ((st = md__field_long(&L, f[0], "ID", LONG_MIN, LONG_MAX, &id)) != MD_OK) goto fail;
+        if (id != i + 1) {
+            st = md__lerr(&L, MD_ERR_PARSE, "ID", "atom IDs must run 1, 2, ..., NATOM: expected %d, got %ld", i + 1,
+                          id);
+            goto fail;
+        }
+        if ((st = md__name_field(&L, &s.segid[i], f[1], "segid")) != MD_OK ||
+            (st = md__resseq_icode(&L, f[2], "resid", &s.resid[i], &s.icode[i])) != MD_OK ||
+            (st = md__name_field(&L, &s.resname[i], f[3], "resname")) != MD_OK ||
+            (st = md__name_field(&L, &s.name[i], f[4], "name")) != MD_OK ||
+            (st = md__name_field(&L, &s.type_name[i], f[5], "type")) != MD_OK)
+            goto fail;
+        {
+            double q, m;
+            if ((st = md__field_double(&L, f[6], "charge", &q)) != MD_OK ||
+                (st = md__field_double(&L, f[7], "mass", &m)) != MD_OK)
+                goto fail;
+            if (m < 0.0) {
+                st = md__lerr(&L, MD_ERR_RANGE, "mass", "is negative (%g)", m);
+                goto fail;
+            }
+            s.xyzq[i].w = (float)q;
+            md__set_name(&s.element[i], md_guess_element(s.name[i].s, s.resname[i].s));
+            s.mass[i] = (float)m;
+        }
+    }
+    if ((st = md__next_nonblank(&L, &got)) != MD_OK) goto fail;
+    if (got) {
+        if ((st = md__psf_count(&L, "!NBOND", INT_MAX / 2, &nbond)) != MD_OK) goto fail;
+        if ((st = md__psf_bonds(&L, nbond, s.n, &s)) != MD_OK) goto fail;
+    }
+    if ((st = md__assign_types(&s, s.type_name)) != MD_OK) goto fail;
+    md_free(L.buf);
+    *sys = s;
+    return MD_OK;
+fail:
+    md_free(L.buf);
+    md_system_free(&s);
+    return st;
+}
+
+MDDEF md_status md_read_psf(const char *path, md_system *sys) {
+    if (!sys) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_psf", 0, "sys", "is NULL");
+    return md__read_path(path, sys, md_read_psf_mem);
+}
+
+/* The extension of path (after the last '.') equals ext (lower case), case-insensitively. */
+static int md__ext_is(const char *path, const char *ext) {
+    const char *dot = strrchr(path, '.');
+    size_t k;
+    if (!dot || strlen(dot + 1) != strlen(ext)) return 0;
+    for (k = 0; ext[k]; k++)
+        if (tolower((unsigned char)dot[1 + k]) != ext[k]) return 0;
+    return 1;
+}
+
+MDDEF md_status md_read_topology(const char *path, md_system *sys) {
+    if (!path || !sys) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_topology", 0, "path/sys", "is NULL");
+    if (md__ext_is(path, "psf")) return md_read_psf(path, sys);
+    if (md__ext_is(path, "pdb") || md__ext_is(path, "ent")) return md_read_pdb(path, sys);
+    if (md__ext_is(path, "pqr")) return md_read_pqr(path, sys);
+    if (md__ext_is(path, "xyz")) return md_read_xyz(path, sys);
+    return md_set_error(MD_ERR_UNSUPPORTED, path, 0, NULL,
+                        "unknown topology format (expected .psf, .pdb, .ent, .pqr or .xyz)");
 }
 
 /* A growing text buffer for the writers: the whole file (or frame) is built in
@@ -3248,6 +4034,17 @@ MDDEF md_status md_write_xyz(const char *path, const md_system *sys, const char 
     return md__write_text(path, &t, append);
 }
 
+/* A PDB field that must fit its columns: an error naming atom i and the field, never a cut. */
+static md_status md__pdb_fits(const char *path, const md_name *names, int i, size_t width, const char *field) {
+    if (names && strlen(names[i].s) > width)
+        return md_set_error(MD_ERR_RANGE, path, 0, field, "atom %d: '%s' is longer than the PDB's %zu columns", i,
+                            names[i].s, width);
+    return MD_OK;
+}
+
+/* A one-character PDB field: blank for 0 (and for a NULL array). */
+static char md__pdb_char(const char *c, int i) { return c && c[i] ? c[i] : ' '; }
+
 MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
     static const char *const xyz[3] = {"x", "y", "z"};
     md__text t;
@@ -3257,7 +4054,10 @@ MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
     if ((box = md__box_state(sys->box)) < 0)
         return md_set_error(MD_ERR_RANGE, path, 0, "box", "edges must all be > 0 or all 0 (got %g %g %g)",
                             sys->box[0], sys->box[1], sys->box[2]);
-    for (i = 0; i < sys->n; i++)
+    if (sys->nbond < 0 || (sys->nbond > 0 && !sys->bond))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "nbond", "%d bonds and bond %s", sys->nbond,
+                            sys->bond ? "set" : "NULL");
+    for (i = 0; i < sys->n; i++) {
         for (k = 0; k < 3; k++) {
             double v = 10.0 * (&sys->xyzq[i].x)[k];
             if (!(v > -999.9995 && v < 9999.9995))
@@ -3266,21 +4066,41 @@ MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
                                     "the PDB's 8 columns (%%8.3f)",
                                     i, v);
         }
+        if ((st = md__pdb_fits(path, sys->name, i, 4, "name")) != MD_OK ||
+            (st = md__pdb_fits(path, sys->resname, i, 4, "resname")) != MD_OK ||
+            (st = md__pdb_fits(path, sys->segid, i, 4, "segid")) != MD_OK ||
+            (st = md__pdb_fits(path, sys->element, i, 2, "element")) != MD_OK)
+            return st;
+    }
+    for (k = 0; k < sys->nbond && sys->n <= 99999; k++)
+        if (sys->bond[2 * k] < 0 || sys->bond[2 * k] >= sys->n || sys->bond[2 * k + 1] < 0 ||
+            sys->bond[2 * k + 1] >= sys->n)
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, path, 0, "bond", "bond %d joins atoms %d and %d of %d", k,
+                                sys->bond[2 * k], sys->bond[2 * k + 1], sys->n);
     memset(&t, 0, sizeof t);
     if (box)
         md__text_printf(&t, "CRYST1%9.3f%9.3f%9.3f%7.2f%7.2f%7.2f P 1           1\n", 10.0 * sys->box[0],
                         10.0 * sys->box[1], 10.0 * sys->box[2], 90.0, 90.0, 90.0);
+    else if (md__box_ok(sys->cell))
+        md__text_printf(&t, "CRYST1%9.3f%9.3f%9.3f%7.2f%7.2f%7.2f P 1           1\n", 10.0 * sys->cell[0],
+                        10.0 * sys->cell[1], 10.0 * sys->cell[2], sys->cell[3], sys->cell[4], sys->cell[5]);
     for (i = 0; i < sys->n; i++) {
         const char *name = sys->name ? sys->name[i].s : "", *res = sys->resname ? sys->resname[i].s : "";
+        const char *seg = sys->segid ? sys->segid[i].s : "";
         char elem[3] = {0, 0, 0}, nm[8], chg[3] = {0, 0, 0};
         double q = sys->xyzq[i].w;
         int e, resid = sys->resid ? sys->resid[i] % 10000 : 0;
         if (resid < -999) resid = -(-resid % 1000);
-        for (e = 0; sys->mass && e < MD__NELEMENTS; e++)
-            if (fabs(sys->mass[i] - md__elements[e].mass) < 1e-3f) {
-                elem[0] = md__elements[e].sym[0];
-                elem[1] = (char)toupper((unsigned char)md__elements[e].sym[1]);
-            }
+        if (sys->element && sys->element[i].s[0]) {
+            elem[0] = (char)toupper((unsigned char)sys->element[i].s[0]);
+            elem[1] = (char)toupper((unsigned char)sys->element[i].s[1]);
+        } else {
+            for (e = 0; sys->mass && e < MD__NELEMENTS; e++)
+                if (fabs(sys->mass[i] - md__elements[e].mass) < 1e-3f) {
+                    elem[0] = md__elements[e].sym[0];
+                    elem[1] = (char)toupper((unsigned char)md__elements[e].sym[1]);
+                }
+        }
         if (strlen(name) < 4 && strlen(elem) < 2)
             snprintf(nm, sizeof nm, " %-3.3s", name);
         else
@@ -3289,9 +4109,15 @@ MDDEF md_status md_write_pdb(const char *path, const md_system *sys) {
             chg[0] = (char)('0' + (int)fabs(q));
             chg[1] = q < 0 ? '-' : '+';
         }
-        md__text_printf(&t, "ATOM  %5d %-4.4s %-4.4s %4d    %8.3f%8.3f%8.3f%6.2f%6.2f          %2s%2s\n",
-                        (i + 1) % 100000, nm, res, resid, 10.0 * sys->xyzq[i].x, 10.0 * sys->xyzq[i].y,
-                        10.0 * sys->xyzq[i].z, 1.0, 0.0, elem, chg);
+        md__text_printf(&t,
+                        "ATOM  %5d %-4.4s%c%-4.4s%c%4d%c   %8.3f%8.3f%8.3f%6.2f%6.2f      %-4.4s%2s%2s\n",
+                        (i + 1) % 100000, nm, md__pdb_char(sys->altloc, i), res, md__pdb_char(sys->chain, i),
+                        resid, md__pdb_char(sys->icode, i), 10.0 * sys->xyzq[i].x, 10.0 * sys->xyzq[i].y,
+                        10.0 * sys->xyzq[i].z, 1.0, 0.0, seg, elem, chg);
+    }
+    for (k = 0; k < sys->nbond && sys->n <= 99999; k++) {
+        md__text_printf(&t, "CONECT%5d%5d\n", sys->bond[2 * k] + 1, sys->bond[2 * k + 1] + 1);
+        md__text_printf(&t, "CONECT%5d%5d\n", sys->bond[2 * k + 1] + 1, sys->bond[2 * k] + 1);
     }
     md__text_printf(&t, "END\n");
     return md__write_text(path, &t, 0);
@@ -3454,6 +4280,7 @@ MDDEF md_status md_read_dx_mem(const char *data, size_t len, const char *name, m
             g.data[(k2 * (size_t)cnt[1] + j2) * (size_t)cnt[0] + i2] = (float)v;
         }
     }
+    if ((st = md__check_eol(&L, "data")) != MD_OK) goto fail;
     md_free(L.buf);
     *grid = g;
     return MD_OK;
@@ -4115,11 +4942,13 @@ static md_status md__dcd_header(md_dcd_reader *r) {
         return md_set_error(MD_ERR_UNSUPPORTED, r->name, 0, "ICNTRL[11]", "header: 4D trajectories are not supported");
     r->nframes_header = icntrl[0] > 0 ? icntrl[0] : 0;
     r->has_cell = icntrl[19] != 0 && icntrl[10] != 0;
-    if (icntrl[19] != 0) {
+    r->nsavc = icntrl[2] > 0 ? icntrl[2] : 1;
+    if (icntrl[19] != 0) { /* CHARMM: DELTA is a float in AKMA time units; frames are NSAVC steps apart */
         float delta;
         uint32_t u = (uint32_t)icntrl[9];
         memcpy(&delta, &u, sizeof delta);
-        r->timestep_ps = isfinite(delta) ? delta * MD__AKMA_PS : 0.0;
+        r->delta_ps = isfinite(delta) && delta > 0.0f ? delta * MD__AKMA_PS : 0.0;
+        r->timestep_ps = r->delta_ps * r->nsavc;
     }
     /* title: int32 count and count lines of 80 characters */
     if (md__dcd_read(r, m, 4) != 4)
@@ -4186,6 +5015,46 @@ MDDEF md_status md_dcd_open_mem(md_dcd_reader *r, const void *data, size_t size,
     return md__dcd_begin(r, &t);
 }
 
+/* Angle in degrees from its cosine; 90 - asin(c) keeps a cosine of 0 exactly 90 (as VMD's
+ * dcdplugin does). */
+static double md__deg_of_cos(double c) {
+    return 90.0 - asin(c < -1.0 ? -1.0 : c > 1.0 ? 1.0 : c) * (180.0 / 3.14159265358979323846);
+}
+
+/* The angles alpha, beta, gamma (degrees) of a DCD cell record A, gamma, B, beta, alpha, C
+ * in whichever layout it is written; returns the layout's name (see md_dcd_next). */
+static const char *md__dcd_cell_angles(const double v[6], double ang[3]) {
+    static const int sym[9] = {0, 1, 3, 1, 2, 4, 3, 4, 5}; /* h11 h21 h31 / h21 h22 h32 / h31 h32 h33 */
+    const double s[3] = {v[4], v[3], v[1]};                /* the alpha, beta and gamma slots */
+    double h[3][3], len[3], det;
+    int k, ok;
+    for (k = 0, ok = 1; k < 3; k++) ok &= fabs(s[k]) <= 1.0;
+    if (ok) {
+        for (k = 0; k < 3; k++) ang[k] = md__deg_of_cos(s[k]);
+        return "cosines";
+    }
+    for (k = 0, ok = 1; k < 3; k++) ok &= s[k] > 0.0 && s[k] < 180.0;
+    if (ok && s[0] < s[1] + s[2] && s[1] < s[0] + s[2] && s[2] < s[0] + s[1] && s[0] + s[1] + s[2] < 360.0) {
+        for (k = 0; k < 3; k++) ang[k] = s[k];
+        return "degrees";
+    }
+    /* CHARMM's symmetric shape matrix h11 h21 h22 h31 h32 h33: rows are the cell vectors */
+    for (k = 0; k < 9; k++) h[k / 3][k % 3] = v[sym[k]];
+    det = h[0][0] * (h[1][1] * h[2][2] - h[1][2] * h[2][1]) - h[0][1] * (h[1][0] * h[2][2] - h[1][2] * h[2][0]) +
+          h[0][2] * (h[1][0] * h[2][1] - h[1][1] * h[2][0]);
+    for (k = 0; k < 3; k++) len[k] = sqrt(h[k][0] * h[k][0] + h[k][1] * h[k][1] + h[k][2] * h[k][2]);
+    if (h[0][0] > 0.0 && h[0][0] * h[1][1] - h[0][1] * h[1][0] > 0.0 && det > 0.0) {
+        static const int pair[3][2] = {{1, 2}, {0, 2}, {0, 1}}; /* alpha: b.c, beta: a.c, gamma: a.b */
+        for (k = 0; k < 3; k++) {
+            const double *a = h[pair[k][0]], *b = h[pair[k][1]];
+            ang[k] = md__deg_of_cos((a[0] * b[0] + a[1] * b[1] + a[2] * b[2]) / (len[pair[k][0]] * len[pair[k][1]]));
+        }
+        return "a CHARMM shape matrix";
+    }
+    for (k = 0; k < 3; k++) ang[k] = fabs(s[k]) <= 1.0 ? md__deg_of_cos(s[k]) : s[k];
+    return "cosines and degrees, entry by entry";
+}
+
 MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got) {
     static const char *const rec[3] = {"X", "Y", "Z"};
     long long left, need;
@@ -4214,22 +5083,25 @@ MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got) {
     if (!r->buf && !(r->buf = (float *)md_alloc_array((size_t)r->natoms, 3 * sizeof(float)))) return MD_ERR_OUT_OF_MEMORY;
     if (r->has_cell) {
         static const char *const cname[6] = {"A", "gamma", "B", "beta", "alpha", "C"};
+        static const char *const aname[3] = {"alpha", "beta", "gamma"};
         unsigned char c[48];
-        double v[6];
+        double v[6], ang[3];
+        const char *layout;
         if ((st = md__dcd_record(r, "cell", r->frame, c, 48)) != MD_OK) return st;
         for (k = 0; k < 6; k++) {
             v[k] = md__dcd_f64(r, c + 8 * k);
             if (!isfinite(v[k]))
                 return md_set_error(MD_ERR_RANGE, r->name, 0, "cell", "frame %d: %s is not finite", r->frame, cname[k]);
         }
-        for (k = 1; k < 5; k += (k == 1 ? 2 : 1)) { /* gamma, beta, alpha */
-            if (!(fabs(v[k] - 90.0) < 1e-3 || fabs(v[k]) < 1e-6))
-                return md_set_error(MD_ERR_UNSUPPORTED, r->name, 0, "cell",
-                                    "frame %d: angle %s = %g: only orthorhombic cells (90 degrees, or cosine 0)",
-                                    r->frame, cname[k], v[k]);
-        }
         if (v[0] < 0.0 || v[2] < 0.0 || v[5] < 0.0)
             return md_set_error(MD_ERR_RANGE, r->name, 0, "cell", "frame %d: negative edge length", r->frame);
+        layout = md__dcd_cell_angles(v, ang);
+        for (k = 0; k < 3; k++)
+            if (fabs(ang[k] - 90.0) > 1e-3)
+                return md_set_error(MD_ERR_UNSUPPORTED, r->name, 0, "cell",
+                                    "frame %d: angle %s = %.6g degrees (alpha %.6g, beta %.6g, gamma %.6g; the cell "
+                                    "record read as %s): only orthorhombic cells are supported",
+                                    r->frame, aname[k], ang[k], ang[0], ang[1], ang[2], layout);
         box[0] = 0.1 * v[0];
         box[1] = 0.1 * v[2];
         box[2] = 0.1 * v[5];
@@ -4247,7 +5119,7 @@ MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got) {
             r->buf[(size_t)k * r->natoms + i] = f;
         }
     }
-    if (frame->n != r->natoms) {
+    if (frame->n != r->natoms || !frame->xyzq) {
         md_system s;
         if ((st = md_system_alloc(&s, r->natoms)) != MD_OK) return st;
         md_system_free(frame);
@@ -4259,6 +5131,7 @@ MDDEF md_status md_dcd_next(md_dcd_reader *r, md_system *frame, int *got) {
         frame->xyzq[i].z = (float)(0.1 * r->buf[2 * (size_t)r->natoms + i]);
     }
     for (k = 0; k < 3; k++) frame->box[k] = box[k];
+    for (k = 0; k < 6; k++) frame->cell[k] = 0.0;
     r->frame++;
     *got = 1;
     return MD_OK;
@@ -4375,15 +5248,6 @@ MDDEF md_status md_dcd_write(const char *path, const md_system *frames, int nfra
 }
 
 /* ---- trajectories ---- */
-
-static int md__ext_is(const char *path, const char *ext) {
-    const char *dot = strrchr(path, '.');
-    size_t k;
-    if (!dot || strlen(dot + 1) != strlen(ext)) return 0;
-    for (k = 0; ext[k]; k++)
-        if (tolower((unsigned char)dot[1 + k]) != ext[k]) return 0;
-    return 1;
-}
 
 MDDEF md_status md_traj_open(md_traj *t, const char *path) {
     md_traj n;

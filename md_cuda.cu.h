@@ -74,7 +74,8 @@
 /* ======================================================================== */
 
 /** @brief Turn a CUDA error into md_status (MD_ERR_CUDA, or MD_ERR_NO_DEVICE when
- *  there is no usable device) with a message naming @p what, @p file and @p line. */
+ *  there is no usable device; its message then says "no NVIDIA driver / no GPU") with a
+ *  message naming @p what, @p file and @p line. */
 md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int line);
 
 /** @brief Evaluate a CUDA runtime call; on failure return its md_status from the
@@ -900,8 +901,9 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
                        ? MD_ERR_NO_DEVICE
                        : MD_ERR_CUDA;
     (void)cudaGetLastError(); /* clear a sticky-free error so the next call starts clean */
-    return md_set_error(st, file, line, NULL, "%s failed: %s (%s)", what, cudaGetErrorString(err),
-                        cudaGetErrorName(err));
+    return md_set_error(st, file, line, NULL, "%s%s failed: %s (%s)",
+                        st == MD_ERR_NO_DEVICE ? "no NVIDIA driver / no GPU: " : "", what,
+                        cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
 /* ---- the kernel registry: a fixed table, appended under a mutex, never moved ---- */
@@ -966,7 +968,7 @@ int md_cuda_available(void) {
         return 0;
     }
     if (count < 1) {
-        md_set_error(MD_ERR_NO_DEVICE, "md_cuda_available", 0, NULL, "no CUDA device found");
+        md_set_error(MD_ERR_NO_DEVICE, "md_cuda_available", 0, NULL, "no NVIDIA driver / no GPU: no CUDA device found");
         return 0;
     }
     e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);

@@ -10,20 +10,33 @@ pqr=examples/potential_map/water.pqr
 t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
 [ -x "$exe" ] || make -s "$exe" || { echo "FAIL potential_map: cannot build"; exit 1; }
 
-# the sample input is what its script makes
-if python3 examples/potential_map/make_water_pqr.py | cmp -s - "$pqr"; then
+# the sample input is what its script makes (a failure names its cause: the script's error)
+if ! python3 examples/potential_map/make_water_pqr.py > "$t/water.pqr" 2> "$t/gen.err"; then
+  echo "FAIL water.pqr: make_water_pqr.py failed: $(tail -n 1 "$t/gen.err")"
+elif cmp -s "$t/water.pqr" "$pqr"; then
   echo "PASS water.pqr: make_water_pqr.py reproduces it"
 else
-  echo "FAIL water.pqr: make_water_pqr.py output differs from the committed file"
+  echo "FAIL water.pqr: make_water_pqr.py output differs from the committed file ($(cmp "$t/water.pqr" "$pqr" 2>&1 | head -n 1))"
 fi
 
-# bad arguments: usage, non-zero exit, nothing written
-if ! "$exe" "$pqr" > /dev/null 2>&1 && ! "$exe" "$pqr" "$t/x.dx" --spacing -1 > /dev/null 2>&1 &&
-   ! "$exe" "$pqr" "$t/x.dx" --variant nope > /dev/null 2>&1 &&
-   ! "$exe" "$t/missing.pqr" "$t/x.dx" > /dev/null 2>&1 && [ ! -e "$t/x.dx" ]; then
-  echo "PASS potential_map: bad arguments rejected, nothing written"
+# bad arguments: exit status 2 (1 for a missing file), a message naming the argument and
+# its value, nothing written
+rejects() { # expected-status expected-text args...
+  local want=$1 text=$2 rc; shift 2
+  "$exe" "$@" > "$t/bad.log" 2>&1; rc=$?
+  if [ "$rc" -eq "$want" ] && grep -qF -- "$text" "$t/bad.log"; then return 0; fi
+  echo "    $exe $*: exit $rc (want $want), message: $(head -n 1 "$t/bad.log") (want '$text')"; return 1
+}
+if rejects 2 "missing out.dx" "$pqr" && rejects 2 "--spacing: expected a positive number of nm, got '-1'" "$pqr" "$t/x.dx" --spacing -1 &&
+   rejects 2 "--margin: expected a non-negative number of nm, got '1x'" "$pqr" "$t/x.dx" --margin 1x &&
+   rejects 2 "missing value after '--spacing'" "$pqr" "$t/x.dx" --spacing &&
+   rejects 2 "--variant: 'nope' is not a CPU rung" "$pqr" "$t/x.dx" --variant nope &&
+   rejects 2 "unknown option '--colour'" "$pqr" "$t/x.dx" --colour red &&
+   rejects 2 "would overwrite the input '$t/y.pqr'" "$t/y.pqr" "$t/y.pqr" &&
+   rejects 1 "$t/missing.pqr" "$t/missing.pqr" "$t/x.dx" && [ ! -e "$t/x.dx" ] && [ ! -e "$t/y.pqr" ]; then
+  echo "PASS potential_map: bad arguments rejected, naming the argument and value; nothing written"
 else
-  echo "FAIL potential_map: a bad argument was accepted or a file was written"
+  echo "FAIL potential_map: a bad argument was accepted, not named, or a file was written"
 fi
 
 for v in cpu_rows_omp cpu_simple; do
@@ -37,7 +50,7 @@ for v in cpu_rows_omp cpu_simple; do
   # cpu_simple (double sums; md.h stores positions as float, which this
   # script mimics, and the map as float: 6e-8).
   tol=1e-4; [ "$v" = cpu_simple ] && tol=1e-6
-  python3 - "$t/$v.dx" "$pqr" "$tol" "$v" <<'PY'
+  python3 - "$t/$v.dx" "$pqr" "$tol" "$v" 2> "$t/py.err" <<'PY'
 import sys
 import numpy as np
 sys.path.insert(0, "reference")
@@ -77,5 +90,6 @@ err = np.abs(got - ref).max() / np.abs(ref).max()
 print("%s %s: %d points vs numpy, max rel error %.2e (tolerance %.0e)"
       % ("PASS" if err <= tol else "FAIL", name, len(idx), err, tol))
 PY
-  [ $? -eq 0 ] || echo "FAIL $v: the .dx check did not complete"
+  # an exception (a missing module, an unreadable file) is the cause: name it
+  [ $? -eq 0 ] || [ ! -s "$t/py.err" ] || echo "FAIL $v: the .dx check did not complete: $(tail -n 1 "$t/py.err")"
 done

@@ -3,10 +3,14 @@
 # print SKIP) and `make test-gpu` (--gpu-only, with MD_REQUIRE_GPU=1 so a
 # missing device fails). Every step prints PASS/FAIL/SKIP lines; this script
 # adds them up and ends with "N passed, N failed, N skipped".
-# Options: --gpu-only   only the GPU tests
+# First it runs tests/setup.sh, which installs what is missing or stops the run
+# with one line naming it (MD_NO_INSTALL=1: check only, install nothing).
+# Options: --gpu-only   only the GPU tests (no set-up: they need only the build)
 #          --quick      shorter fuzz runs
 set -u
 cd "$(dirname "$0")/.."
+NVCC=${NVCC:-nvcc}
+if ! command -v "$NVCC" >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then PATH="$PATH:/usr/local/cuda/bin"; fi
 LOG=build/test-logs
 mkdir -p "$LOG"
 GPU_ONLY=0; FUZZ_SECONDS=${MD_FUZZ_SECONDS:-20}
@@ -18,6 +22,13 @@ for a in "$@"; do
 done
 passed=0; failed=0; skipped=0
 JOBS=$(nproc 2>/dev/null || echo 2)
+
+if [ "$GPU_ONLY" -eq 0 ]; then
+  echo "== set-up (tests/setup.sh)"
+  bash tests/setup.sh || exit 1
+fi
+# the virtual environment tests/setup.sh makes where python3 is externally managed
+if [ -x .venv/bin/python3 ]; then export PATH="$PWD/.venv/bin:$PATH"; fi
 
 # Count the PASS/FAIL/SKIP lines of a finished step's log; a step that exits
 # non-zero without printing a FAIL line counts as one failure.
@@ -97,14 +108,15 @@ if [ "$GPU_ONLY" -eq 0 ]; then
     tally "$n" "$log.result" $rc
   done
   for e in tests/examples_*.sh; do [ -f "$e" ] && program "$(basename "$e")" bash "$e"; done
+  program "usability.sh (help, messages, set-up)" bash tests/usability.sh
 
   echo "== README drop-in example"
   check "README drop-in example" bash tests/readme_example.sh
   check "make install + pkg-config" bash tests/install_check.sh
-  program "tutorial code quotes exist in the sources" python3 tutorials/scripts/check_quotes.py
+  program "tutorial quotes are in the sources, as quoted" python3 tutorials/scripts/check_quotes.py
 
   echo "== nvcc compile of every .cu file (-arch=sm_90)"
-  if command -v nvcc >/dev/null 2>&1; then
+  if command -v "$NVCC" >/dev/null 2>&1; then
     for f in $(git ls-files '*.cu' 2>/dev/null || find . -name '*.cu' -not -path './build/*'); do
       case "$f" in  # the program each file is built into by `make all` (already done above)
         tests/*.cu)              target=build/tests/$(basename "$f" .cu) ;;
@@ -115,15 +127,15 @@ if [ "$GPU_ONLY" -eq 0 ]; then
         *)                       target= ;;
       esac
       if [ -n "$target" ]; then check "nvcc: $f" make -s "$target"
-      else check "nvcc: $f" nvcc -std=c++17 -arch=sm_90 -I. -Ichapters -c "$f" -o /dev/null; fi
+      else check "nvcc: $f" "$NVCC" -std=c++17 -arch=sm_90 -I. -Ichapters -c "$f" -o /dev/null; fi
     done
   else
-    echo "SKIP nvcc: not installed" > "$LOG/nvcc.log"; tally "nvcc" "$LOG/nvcc.log" 0
+    echo "SKIP nvcc: not found (the CUDA toolkit): the GPU code was not compiled" > "$LOG/nvcc.log"; tally "nvcc" "$LOG/nvcc.log" 0
   fi
 
   echo "== Doxygen (warnings are errors)"
-  if command -v doxygen >/dev/null 2>&1; then check "make docs" make docs
-  else echo "FAIL make docs: doxygen not installed" > "$LOG/docs.log"; tally "docs" "$LOG/docs.log" 1; fi
+  check "make docs (main page: the manuals of md.h and md_cuda.cu.h)" \
+    bash -c 'make docs && grep -q "USING IT" build/docs/html/index.html'
 
   echo "== fuzz targets (${FUZZ_SECONDS} s each)"
   if make -j"$JOBS" fuzz > "$LOG/fuzz-build.log" 2>&1; then
@@ -141,7 +153,7 @@ fi
 
 echo "== GPU tests"
 if [ "$GPU_ONLY" -eq 1 ] && ! ls build/tests/gpu_* >/dev/null 2>&1; then
-  echo "FAIL GPU tests: none were built (is nvcc installed?)" > "$LOG/gpu.log"; tally "GPU tests" "$LOG/gpu.log" 1
+  echo "FAIL GPU tests: none were built (nvcc not found: install the CUDA toolkit)" > "$LOG/gpu.log"; tally "GPU tests" "$LOG/gpu.log" 1
 fi
 for b in build/tests/gpu_*; do [ -x "$b" ] && program "$(basename "$b")" "$b"; done
 

@@ -15,21 +15,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(const char *prog) {
-    fprintf(stderr,
-            "usage: %s input.pqr out.dx [--spacing nm] [--margin nm] [--variant NAME]\n"
-            "  --spacing  grid spacing in nm (default 0.05)\n"
-            "  --margin   space around the atoms' bounding box in nm (default 0.5)\n"
-            "  --variant  md.h DCS rung: cpu_simple, cpu_scatter, cpu_rows, cpu_rows_omp (default)\n",
-            prog);
+#define USAGE                                                                                      \
+    "usage: %s input.pqr out.dx [--spacing nm] [--margin nm] [--variant NAME]\n"                   \
+    "  --spacing  grid spacing in nm (default 0.05)\n"                                             \
+    "  --margin   space around the atoms' bounding box in nm (default 0.5)\n"                      \
+    "  --variant  md.h DCS rung: cpu_simple, cpu_scatter, cpu_rows, cpu_rows_omp (default)\n"
+
+/* A bad command line: say what was wrong, then how to ask for help; exit status 2. */
+static int bad(const char *prog, const char *what, const char *value) {
+    fprintf(stderr, "%s: %s '%s' (try --help)\n", prog, what, value);
     return 2;
 }
 
-/* A positive finite number, or 0 (bad). */
-static double positive(const char *s) {
+/* A number >= 0 (> 0 when @p positive) for option @p opt, or -1 after saying why. */
+static double number(const char *prog, const char *opt, const char *s, int positive) {
     char *end;
     double v = strtod(s, &end);
-    return (*s && !*end && isfinite(v) && v > 0.0) ? v : 0.0;
+    if (!*s || *end || !isfinite(v) || v < 0.0 || (positive && v == 0.0)) {
+        fprintf(stderr, "%s: %s: expected a %s number of nm, got '%s'\n", prog, opt,
+                positive ? "positive" : "non-negative", s);
+        return -1.0;
+    }
+    return v;
 }
 
 int main(int argc, char **argv) {
@@ -44,31 +51,40 @@ int main(int argc, char **argv) {
     char comment[512];
 
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--spacing") == 0 && i + 1 < argc) {
-            if (!(spacing = positive(argv[++i]))) return usage(argv[0]);
-        } else if (strcmp(argv[i], "--margin") == 0 && i + 1 < argc) {
-            char *end;
-            margin = strtod(argv[++i], &end);
-            if (*end || !isfinite(margin) || margin < 0.0) return usage(argv[0]);
-        } else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) {
-            vname = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            return usage(argv[0]);
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf(USAGE, argv[0]);
+            return 0;
+        } else if (strcmp(a, "--spacing") == 0 || strcmp(a, "--margin") == 0 || strcmp(a, "--variant") == 0) {
+            const char *v;
+            if (i + 1 >= argc) return bad(argv[0], "missing value after", a);
+            v = argv[++i];
+            if (strcmp(a, "--variant") == 0) vname = v;
+            else if (strcmp(a, "--spacing") == 0) {
+                if ((spacing = number(argv[0], a, v, 1)) < 0) return 2;
+            } else if ((margin = number(argv[0], a, v, 0)) < 0) return 2;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return bad(argv[0], "unknown option", a);
         } else if (!in) {
-            in = argv[i];
+            in = a;
         } else if (!out) {
-            out = argv[i];
+            out = a;
         } else {
-            return usage(argv[0]);
+            return bad(argv[0], "unexpected extra argument", a);
         }
     }
-    if (!in || !out) return usage(argv[0]);
+    if (!in || !out) {
+        fprintf(stderr, "%s: missing %s\n" USAGE, argv[0], in ? "out.dx" : "input.pqr and out.dx", argv[0]);
+        return 2;
+    }
     for (d = 0; d < MD_DCS_VARIANT_COUNT; d++)
         if (strcmp(md_dcs_variant_name((md_dcs_variant)d), vname) == 0) variant = (md_dcs_variant)d;
-    if (variant == MD_DCS_VARIANT_COUNT) {
-        fprintf(stderr, "%s: unknown variant '%s'\n", argv[0], vname);
-        return usage(argv[0]);
+    if (variant == MD_DCS_VARIANT_COUNT || md_dcs_variant_is_gpu(variant)) {
+        fprintf(stderr, "%s: --variant: '%s' is not a CPU rung (cpu_simple, cpu_scatter, cpu_rows, cpu_rows_omp)\n",
+                argv[0], vname);
+        return 2;
     }
+    if (strcmp(in, out) == 0) return bad(argv[0], "out.dx would overwrite the input", out);
 
     if (md_read_pqr(in, &sys) != MD_OK) {
         fprintf(stderr, "%s\n", md_last_error());

@@ -1,6 +1,6 @@
 """Write a small box of TIP3P water as PQR: the sample input of potential_map.
 
-    python3 examples/potential_map/make_water_pqr.py > examples/potential_map/water.pqr
+    python3 examples/potential_map/make_water_pqr.py > water.pqr      (examples/potential_map/water.pqr)
     python3 examples/potential_map/make_water_pqr.py --cells 33 > big.pqr   (107,811 atoms)
 
 512 molecules (1,536 atoms) on an 8 x 8 x 8 cubic lattice (--cells N: N^3 molecules) whose spacing gives

@@ -5,27 +5,46 @@
  *   potential_map_gpu --random 100000 --out random.dx        100,000 random charges
  *   options: --grid N (points per edge, default 128)  --margin NM (default 1.0)
  *            --variant gpu_hybrid (default)|gpu_l1|...  --chunks K (progress steps, default 10)
+ *            --help
  *
  * The grid covers the atoms' bounding box plus the margin. The atoms go to the GPU once;
  * the map is computed chunk of atoms by chunk of atoms (each chunk one md_cuda_dcs_device
  * call over the whole grid, so every call still fills the GPU), with a progress line per
  * chunk, and the chunk maps are added on the host in double. At the end 64 random grid
  * points are checked against md_dcs_simple (double) and the map is written with md_write_dx.
- * No GPU: prints "SKIP: <reason>" and exits 0. */
+ * No GPU: prints "SKIP: <reason>" and exits 0, after reading the input (a missing or bad
+ * file is reported, exit status 1, on any machine). A bad option: exit status 2, naming it. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int usage(const char *prog) {
-    fprintf(stderr,
-            "usage: %s (--pqr FILE | --random N) [--out FILE.dx] [--grid N] [--margin NM] [--variant NAME]"
-            " [--chunks K]\n",
-            prog);
-    return 2;
+#define USAGE                                                                                      \
+    "usage: %s (--pqr FILE | --random N) [--out FILE.dx] [--grid N] [--margin NM] [--variant NAME]"   \
+    " [--chunks K]\n"                                                                               \
+    "  --pqr FILE     atoms with charges (PQR, as PDB2PQR writes it)\n"                              \
+    "  --random N     N random charges instead (1 .. 100,000,000), seed 2026\n"                      \
+    "  --out FILE.dx  write the map as OpenDX (default: compute and check only)\n"                   \
+    "  --grid N       points per edge, 2 .. 1024 (default 128)\n"                                    \
+    "  --margin NM    space around the atoms' bounding box in nm (default 1.0)\n"                    \
+    "  --variant NAME a GPU rung: gpu_gather ... gpu_hybrid (default gpu_hybrid)\n"                  \
+    "  --chunks K     progress steps: the atoms in K chunks (default 10)\n"                          \
+    "No GPU: prints \"SKIP: <reason>\" and exits 0 (after reading and checking the input).\n"
+
+/* A whole number in [lo, hi] for option @p opt: 1, or 0 after saying what was wrong. */
+static int whole(const char *prog, const char *opt, const char *s, long lo, long hi, long *v) {
+    char *end;
+    errno = 0;
+    *v = strtol(s, &end, 10);
+    if (!*s || *end || errno || *v < lo || *v > hi) {
+        fprintf(stderr, "%s: %s: expected a whole number from %ld to %ld, got '%s'\n", prog, opt, lo, hi, s);
+        return 0;
+    }
+    return 1;
 }
 
 #define CUDA_OR_FAIL(call)                                                                         \
@@ -39,7 +58,7 @@ static int usage(const char *prog) {
 
 int main(int argc, char **argv) {
     const char *pqr = NULL, *out = NULL;
-    long nrandom = 0;
+    long nrandom = 0, lv;
     int n = 128, chunks = 10, i, v, c, d[3];
     double margin = 1.0, lo[3], hi[3], origin[3], h[3], t0, t_gpu = 0.0, *sum = NULL, err;
     md_dcs_variant variant = MD_DCS_GPU_HYBRID; /* the fastest rung (tutorial 04) */
@@ -52,37 +71,69 @@ int main(int argc, char **argv) {
     memset(&sys, 0, sizeof sys);
     memset(&grid, 0, sizeof grid);
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--pqr") == 0 && i + 1 < argc) pqr = argv[++i];
-        else if (strcmp(argv[i], "--random") == 0 && i + 1 < argc) nrandom = strtol(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out = argv[++i];
-        else if (strcmp(argv[i], "--grid") == 0 && i + 1 < argc) n = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--margin") == 0 && i + 1 < argc) margin = atof(argv[++i]);
-        else if (strcmp(argv[i], "--chunks") == 0 && i + 1 < argc) chunks = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--variant") == 0 && i + 1 < argc) {
-            const char *name = argv[++i];
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf(USAGE, argv[0]);
+            return 0;
+        }
+        if (strcmp(a, "--pqr") && strcmp(a, "--random") && strcmp(a, "--out") && strcmp(a, "--grid") &&
+            strcmp(a, "--margin") && strcmp(a, "--chunks") && strcmp(a, "--variant")) {
+            fprintf(stderr, "%s: %s '%s' (try --help)\n", argv[0], a[0] == '-' ? "unknown option" : "unexpected argument", a);
+            return 2;
+        }
+        if (!val) {
+            fprintf(stderr, "%s: missing value after '%s' (try --help)\n", argv[0], a);
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "--pqr") == 0) pqr = val;
+        else if (strcmp(a, "--out") == 0) out = val;
+        else if (strcmp(a, "--random") == 0) {
+            if (!whole(argv[0], a, val, 1, 100000000, &nrandom)) return 2;
+        } else if (strcmp(a, "--grid") == 0) {
+            if (!whole(argv[0], a, val, 2, 1024, &lv)) return 2;
+            n = (int)lv;
+        } else if (strcmp(a, "--chunks") == 0) {
+            if (!whole(argv[0], a, val, 1, 1000000, &lv)) return 2;
+            chunks = (int)lv;
+        } else if (strcmp(a, "--margin") == 0) {
+            char *end;
+            margin = strtod(val, &end);
+            if (!*val || *end || !(margin >= 0.0) || !isfinite(margin)) {
+                fprintf(stderr, "%s: --margin: expected a non-negative number of nm, got '%s'\n", argv[0], val);
+                return 2;
+            }
+        } else { /* --variant */
             for (v = 0; v < MD_DCS_VARIANT_COUNT; v++)
-                if (strcmp(name, md_dcs_variant_name((md_dcs_variant)v)) == 0) break;
+                if (strcmp(val, md_dcs_variant_name((md_dcs_variant)v)) == 0) break;
             if (v == MD_DCS_VARIANT_COUNT || !md_dcs_variant_is_gpu((md_dcs_variant)v)) {
-                fprintf(stderr, "%s: '%s' is not a GPU rung (gpu_gather ... gpu_hybrid)\n", argv[0], name);
+                fprintf(stderr, "%s: --variant: '%s' is not a GPU rung (gpu_gather ... gpu_hybrid)\n", argv[0], val);
                 return 2;
             }
             variant = (md_dcs_variant)v;
-        } else return usage(argv[0]);
+        }
     }
-    if ((!pqr) == (nrandom <= 0) || n < 2 || n > 1024 || chunks < 1 || !(margin >= 0.0) || nrandom > 100000000)
-        return usage(argv[0]);
-    if (!md_cuda_available()) {
-        printf("SKIP: %s\n", md_last_error());
-        return 0;
+    if ((!pqr) == (nrandom <= 0)) {
+        fprintf(stderr, "%s: give one of --pqr FILE or --random N (try --help)\n", argv[0]);
+        return 2;
+    }
+    if (out && pqr && strcmp(out, pqr) == 0) {
+        fprintf(stderr, "%s: --out '%s' would overwrite the input\n", argv[0], out);
+        return 2;
     }
 
-    /* atoms */
+    /* atoms: read (and so check) the input before looking for a GPU */
     if (pqr) {
         if (md_read_pqr(pqr, &sys) != MD_OK) goto fail;
     } else {
         /* about 100 atoms per nm^3, like a protein in water */
         const double edge = cbrt((double)nrandom / 100.0), box[3] = {edge, edge, edge};
         if (md_build_random_charges(&sys, (int)nrandom, box, 1.0, 2026) != MD_OK) goto fail;
+    }
+    if (!md_cuda_available()) {
+        printf("SKIP: %s\n", md_last_error());
+        md_system_free(&sys);
+        return 0;
     }
     for (c = 0; c < 3; c++) lo[c] = INFINITY, hi[c] = -INFINITY;
     for (i = 0; i < sys.n; i++) {

@@ -2,7 +2,8 @@
  * md_dcd_next until the end, an error, or 64 frames. Any crash, leak or
  * sanitizer report is a bug; error returns are expected.
  *   make fuzz && build/fuzz/fuzz_dcd tests/fuzz/corpus/dcd
- * Seed corpus: tests/fuzz/make_dcd_corpus.py (both byte orders, with and without cells). */
+ * Seed corpus: tests/fuzz/make_dcd_corpus.py (both byte orders, with and without cells)
+ * and copies of the DCD fixtures of tests/data/ (NSAVC, triclinic cells in three layouts). */
 #define MD_IMPLEMENTATION
 #include "md.h"
 

@@ -4,6 +4,8 @@
 #
 #   bash tutorials/scripts/cachegrind_dcs.sh [NATOMS] [GRIDS...]     (default: 100 atoms, 32 96)
 #
+# Needs valgrind (Debian package valgrind; `make setup` does not install it: only this
+# script uses it) and a C compiler.
 # Each rung runs once in its own process (tutorials/scripts/dcs_rung.c, built
 # like the chapter programs); the counts of a setup-only run ("none") are
 # subtracted, so the numbers are the rung's own. Simulated caches: D1 = 32 KiB,
@@ -14,6 +16,7 @@
 # count the same accesses as cpu_rows.
 set -eu
 cd "$(dirname "$0")/../.."
+command -v valgrind >/dev/null 2>&1 || { echo "cachegrind_dcs.sh: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 NATOMS=${1:-100}; shift || true
 GRIDS=${*:-32 96}
 CC=${CC:-gcc}
