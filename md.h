@@ -994,7 +994,7 @@ MD_HOSTDEV static inline float md__fsqrt(float a) {
  *  default rounding mode), __float2ll_rn on the device, so both give the same bits.
  *  NaN and |v * scale| >= 2^63 give MD_FIXED_INVALID. */
 MD_HOSTDEV static inline md_fixed md_fixed_from_float(float v, float scale) {
-    float s = v * scale;
+    float s = md__fmul(v, scale);
     if (!(s > -9223372036854775808.0f && s < 9223372036854775808.0f)) return MD_FIXED_INVALID;
 #if defined(__CUDA_ARCH__)
     return (md_fixed)__float2ll_rn(s);
@@ -1010,7 +1010,8 @@ MD_HOSTDEV static inline double md_fixed_to_double(md_fixed v, double scale) {
     return (double)v / scale;
 }
 
-/** @brief exp(x) in float from + - * and fmaf only, so host and device give the same bits.
+/** @brief exp(x) in float from + - * fmaf, rintf and ldexpf only (each exact or correctly
+ *  rounded on host and device), so host and device give the same bits.
  *
  *  x is clamped to [-80, 80]; k = rint(x log2 e), r = x - k ln 2 (Cody-Waite, two fmaf),
  *  exp(r) by its Taylor polynomial of degree 7 (truncation error 5e-9 for |r| <= ln2/2),
@@ -1038,8 +1039,10 @@ MD_HOSTDEV static inline float md_expf(float x) {
  *
  *  The Chebyshev fit of Numerical Recipes in C (2nd ed., section 6.2, erfcc):
  *  erfc(x) = t exp(-x^2 + P(t)), t = 1 / (1 + x/2), P of degree 9, fractional error below
- *  1.2e-7 for every x >= 0; in float the error stays below 1e-6 relative for x <= 4
- *  (tests/test_nb.c checks it against libm's erfc). */
+ *  1.2e-7 for every x >= 0; in float it stays below 8e-7 relative for x <= 3.5 (beta r at
+ *  the cutoff is 2.63 for the default Ewald tolerance) and 1.5e-6 up to 4.5, where the
+ *  float rounding of the argument -x^2 + P(t) dominates (tests/test_nb.c checks both
+ *  against libm's erfc). */
 MD_HOSTDEV static inline float md_erfcf(float x) {
     float t = md__fdiv(1.0f, fmaf(0.5f, x, 1.0f)), p;
     p = fmaf(t, 0.17087277f, -0.82215223f);
@@ -1181,8 +1184,10 @@ MDDEF md_status md_topology_alloc(md_topology *t, int n);
  *
  *  The readers' md_system::type is the index of an atom's name among the distinct names,
  *  not a force-field type: for a file, assign LJ types with
- *  md_topology_set_lj_types_by_name(). Errors: NULL, a bond index outside 0..n-1 or a
- *  bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out of memory. */
+ *  md_topology_set_lj_types_by_name(). Bonds come as arguments so that any bond list
+ *  (CONECT records, a builder, a force-field template) can be used. Errors: NULL, a bond
+ *  index outside 0..n-1 or a bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out
+ *  of memory. */
 MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond);
 
 /** @brief Set every atom's LJ type to the index in @p names (of @p count) of its atom name
@@ -1285,6 +1290,22 @@ MDDEF void md_verlet_list_free(md_verlet_list *vl);
 /* ======================================================================== */
 /* nb: nonbonded forces (LJ + Coulomb with a cutoff)                        */
 /* ======================================================================== */
+
+/* Usage (a TIP3P box, Ewald real space, the CPU reference and the fixed-point rung):
+ *     md_system sys; md_topology top; md_lj_table lj; md_nb_plan plan; md_energy e;
+ *     md_water_desc wd = {0}; md_nb_params prm = {0};     (zero: every default)
+ *     wd.molecules = 7856; wd.edge = 6.2;
+ *     md_build_water_box(&sys, &top, &lj, &wd);
+ *     md_nb_plan_create(&plan, &prm, sys.n);
+ *     double *f = malloc(3 * sys.n * sizeof *f);
+ *     md_nb_compute(MD_NB_CPU_VERLET, &plan, &top, &lj, sys.xyzq, sys.box, f, &e);
+ *     printf("LJ %g  Coulomb %g  total %g kJ/mol\n", e.lj, e.coul_real + e.coul_excl + e.coul_self,
+ *            md_energy_potential(&e));
+ *     md_nb_plan_free(&plan); md_topology_free(&top); md_lj_table_free(&lj); md_system_free(&sys);
+ * Every call returns md_status (checks left out here). Which comparisons are bitwise and
+ * which use a tolerance: see md_nb_variant. The GPU rungs (md_cuda.cu.h) take the same
+ * md_topology, md_lj_table, md_nb_params and md_energy, and share md_nb_coeffs and the
+ * md_nb_*_f32 pair functions with MD_NB_CPU_FIXED. */
 
 /** @brief Default cutoff (nm) of md_nb_params. */
 #define MD_NB_DEFAULT_CUTOFF 0.9
@@ -1403,7 +1424,23 @@ typedef enum md_nb_variant {
     MD_NB_CPU_VERLET_FULL,    /**< full Verlet list: each atom sums its own force (no writes to j,
                                    the GPU's full-list pattern); double */
     MD_NB_CPU_FIXED,          /**< half Verlet list, float pair arithmetic (md_nb_pair_f32),
-                                   64-bit fixed-point sums: the bitwise reference for the GPU */
+                                   64-bit fixed-point sums: the bitwise reference for the GPU.
+                                   Per pair, in this order (what a GPU rung must repeat):
+                                   r2 = md_nb_delta_f32(xi, yi, zi, xj, yj, zj, &box, d) with
+                                   box = md_nb_box_f32_make(box); skip unless r2 < rc2;
+                                   fs = md_nb_pair_f32(k, r2, md__fmul(qi, qj), (float)c6,
+                                   (float)c12, &elj, &ec); f[a] = md__fmul(fs, d[a]);
+                                   F_i[a] += md_fixed_from_float(f[a], FS), F_j[a] -= the same,
+                                   FS = (float)MD_FORCE_FIXED_SCALE; W[3a+b] +=
+                                   md_fixed_from_float(md__fmul(d[a], f[b]), ES), E_lj +=
+                                   md_fixed_from_float(elj, ES), E_coul likewise, ES =
+                                   (float)MD_ENERGY_FIXED_SCALE. Excluded pairs (Ewald): every
+                                   pair i < j of the exclusion lists, fs from md_nb_excl_f32
+                                   with qq = md__fmul(qi, qj), energy into E_excl. 1-4 pairs:
+                                   md_nb_pair14_f32 with qq = md__fmul((float)fudge_qq,
+                                   md__fmul(qi, qj)), c6 = (float)(fudge_lj c6), c12 likewise.
+                                   A full-list rung adds energies and virial only for j > i
+                                   (halving them would round differently) */
     MD_NB_GPU_TILES,          /**< GPU: all pairs in shared-memory tiles */
     MD_NB_GPU_FULL_LIST,      /**< GPU: one thread per atom over a full Verlet list */
     MD_NB_GPU_HALF_LIST,      /**< GPU: half Verlet list, atomics for the j forces */
@@ -1601,7 +1638,7 @@ typedef struct md_nb_plan {
     double *scratch;           /**< 3 n doubles: forces are summed here, then copied (internal) */
     int *mark;                 /**< n exclusion marks (internal) */
     md_fixed *fixed_force;     /**< 3 n raw force sums (x, y, z per atom, MD_FORCE_FIXED_SCALE) of
-                                    the last MD_NB_CPU_FIXED call */
+                                    the last MD_NB_CPU_FIXED call (partial after a failed one) */
     md_fixed fixed_energy[MD_NB_FIXED_NTERMS]; /**< raw energy sums (MD_ENERGY_FIXED_SCALE) of the
                                                     last MD_NB_CPU_FIXED call, by md_nb_fixed_term */
     md_fixed fixed_virial[9];  /**< raw virial sums (MD_ENERGY_FIXED_SCALE) of the last
@@ -1660,8 +1697,9 @@ MDDEF md_status md_nb_dispersion_correction(const md_nb_params *params, const md
  *
  *  Errors: NULL arguments, t->n != p->n (MD_ERR_INVALID_ARGUMENT), an LJ type outside
  *  the table (MD_ERR_RANGE, field lj_type[i]), a non-finite coordinate or charge
- *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs rung
- *  checks the cutoff alone, the others cutoff + buffer), a GPU rung (MD_ERR_UNSUPPORTED),
+ *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs and
+ *  cell-list rungs check the cutoff alone, the Verlet rungs cutoff + buffer), a GPU rung
+ *  (MD_ERR_UNSUPPORTED),
  *  a fixed-point overflow (MD_ERR_RANGE). On failure @p force and @p energy are untouched. */
 MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_topology *t, const md_lj_table *lj,
                               const md_float4 *xyzq, const double box[3], double *force, md_energy *energy);
@@ -1673,6 +1711,8 @@ MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_top
 /** @brief A CPU molecular dynamics run: positions, velocities and forces in double, the
  *  float coordinates md_nb_compute reads, the nonbonded plan, and the energies.
  *
+ *  The forces are md_nb_compute()'s alone: no bonded terms and no constraints, so it
+ *  suits atomic fluids (md_build_lj_fluid); rigid water needs the constraints of chapter 08.
  *  Positions stay unwrapped in md_dynamics::x; md_dynamics::xyzq holds them wrapped into
  *  the box. The topology and the LJ table are borrowed (they must outlive the run). */
 typedef struct md_dynamics {
@@ -1723,7 +1763,7 @@ MDDEF void md_dynamics_free(md_dynamics *d);
 /* build: water boxes and LJ fluids                                         */
 /* ======================================================================== */
 
-/** @brief Argon's LJ sigma (nm) (Rahman 1964; the md_fcc_desc defaults). */
+/** @brief Argon's LJ sigma (nm), the md_fcc_desc defaults' argon. */
 #define MD_ARGON_SIGMA 0.3405
 /** @brief Argon's LJ epsilon (kJ/mol): 119.8 K times MD_KB. */
 #define MD_ARGON_EPSILON (119.8 * MD_KB)
@@ -5874,12 +5914,13 @@ MDDEF void md_verlet_list_free(md_verlet_list *vl) {
     memset(vl, 0, sizeof *vl);
 }
 
-/* Minimum-image squared distance in double (the lists' and the double rungs' rule). */
+/* Minimum-image squared distance in double (the lists' and the double rungs' rule):
+ * d - L rint(d / L) per axis, the division skipped when |d| <= L/2 (rint gives 0 there). */
 static double md__dist2_f64(const md_float4 *a, const md_float4 *b, const double box[3], double d[3]) {
     double dx = (double)a->x - (double)b->x, dy = (double)a->y - (double)b->y, dz = (double)a->z - (double)b->z;
-    dx -= box[0] * rint(dx / box[0]);
-    dy -= box[1] * rint(dy / box[1]);
-    dz -= box[2] * rint(dz / box[2]);
+    if (fabs(dx) > 0.5 * box[0]) dx -= box[0] * rint(dx / box[0]);
+    if (fabs(dy) > 0.5 * box[1]) dy -= box[1] * rint(dy / box[1]);
+    if (fabs(dz) > 0.5 * box[2]) dz -= box[2] * rint(dz / box[2]);
     d[0] = dx;
     d[1] = dy;
     d[2] = dz;
@@ -6594,7 +6635,6 @@ MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_top
     case MD_NB_CPU_CELL_LIST: {
         md__cell_ctx c;
         if ((st = md_cell_list_build(&p->cells, xyzq, n, box, p->params.cutoff)) != MD_OK) return st;
-        p->list_valid = 0; /* the cells no longer match the Verlet list's */
         c.acc = &acc;
         c.mark = p->mark;
         for (i = 0; i < n; i++) p->mark[i] = -1;
@@ -6750,7 +6790,6 @@ MDDEF md_status md_dynamics_init(md_dynamics *d, const md_system *sys, const md_
         s.xyzq[i].w = t->charge[i];
     }
     if ((st = md__check_coords(fn, sys->xyzq, sys->n, 0)) != MD_OK ||
-        (st = md__nb_check_box(fn, &s.plan.params, s.box, 0.0)) != MD_OK ||
         (st = md_nb_plan_create(&s.plan, params, s.n)) != MD_OK) {
         md_dynamics_free(&s);
         return st;
