@@ -56,7 +56,8 @@
  *             md_cuda_rdf_max_bins: radial distribution functions, the GPU rungs
  *   pme       md_cuda_pme_plan_create/destroy/set_spread/upload/enqueue/enqueue_own/
  *             sync/read, the stages md_cuda_pme_enqueue_spread/forward/solve/backward/
- *             gather, md_cuda_pme (one call), md_cuda_pme_bspline: particle-mesh Ewald
+ *             gather, md_cuda_pme (one call), md_cuda_pme_locate, md_cuda_pme_bspline:
+ *             particle-mesh Ewald
  *             with cuFFT, forces and energy added in 64-bit fixed point
  */
 #ifndef MD_CUDA_CU_H
@@ -714,6 +715,8 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
  * capture). Spline orders 4, 5 and 6 are compiled (templates); the B-spline weights are
  * md_cuda_pme_bspline(), float arithmetic with every product rounded on its own. */
 
+#ifndef MD_CUDA_PME_DECLARED /* its own guard: the section stays whole wherever it sits */
+#define MD_CUDA_PME_DECLARED
 #include <cufft.h>
 
 /** @brief Fixed-point units per e of a spread grid value (2^32; a grid value is a sum of
@@ -851,6 +854,24 @@ md_status md_cuda_pme_plan_read(md_cuda_pme_plan *p, md_cuda_pme_buffer which, f
 md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n, const double box[3], double *force,
                       md_energy *energy);
 
+/** @brief Where a coordinate @p x falls on an axis of @p K grid points with inverse edge
+ *  @p invL (float): the first stencil point @p base in 0..K-1 and the fraction @p dr in [0, 1)
+ *  of u = K frac(x invL). Every PME kernel locates atoms with this one function (and so should
+ *  a kernel of your own), so the spread rungs and the gather agree to the bit. */
+static __host__ __device__ inline void md_cuda_pme_locate(float x, float invL, int K, int *base, float *dr) {
+    float s = md__fmul(x, invL), u;
+    int b;
+    s = s - floorf(s);
+    u = md__fmul(s, (float)K);
+    b = (int)u;
+    if (b >= K) { /* s rounded up to 1 */
+        b -= K;
+        u -= (float)K;
+    }
+    *base = b;
+    *dr = u - (float)b;
+}
+
 /** @brief B-spline weights of order @p P (4..6) for the fraction @p dr in [0, 1) of a
  *  fractional grid position, in float: w[j] is the weight of grid point floor(u) + j, the same
  *  convention as md.h's md_pme_bspline(), and dw[j] its derivative (dw may be NULL). The
@@ -881,6 +902,7 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
         w[0] = md__fmul(md__fmul(div, 1.0f - dr), w[0]);
     }
 }
+#endif /* MD_CUDA_PME_DECLARED */
 
 /* ======================================================================== */
 /* implementation                                                           */
@@ -2735,23 +2757,6 @@ static md_status md__cufft_error(cufftResult r, const char *what, int line) {
     } while (0)
 /** @endcond */
 
-/* Fractional grid position of coordinate x on an axis of K points (inverse edge invL): the
- * first stencil point and the fraction. Every PME kernel locates atoms with this one function,
- * so the spread rungs and the gather agree to the bit. */
-static __device__ __forceinline__ void md__pme_locate(float x, float invL, int K, int *base, float *dr) {
-    float s = md__fmul(x, invL), u;
-    int b;
-    s = s - floorf(s);
-    u = md__fmul(s, (float)K);
-    b = (int)u;
-    if (b >= K) { /* s rounded up to 1 */
-        b -= K;
-        u -= (float)K;
-    }
-    *base = b;
-    *dr = u - (float)b;
-}
-
 /* One spread term q wx wy wz in fixed point: the same association in every rung. */
 static __device__ __forceinline__ md_fixed md__pme_term(float q, float wx, float wy, float wz) {
     return md_fixed_from_float(md__fmul(md__fmul(md__fmul(q, wx), wy), wz), (float)MD_CUDA_PME_GRID_SCALE);
@@ -2803,9 +2808,9 @@ __global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, in
             float w0[P], w1[P], w2[P], d0, d1, d2, c;
             int b0, b1, b2, gx, gy, iz;
             md_fixed *row;
-            md__pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
-            md__pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
-            md__pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
+            md_cuda_pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
+            md_cuda_pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
+            md_cuda_pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
             md_cuda_pme_bspline<P>(d0, w0, NULL);
             md_cuda_pme_bspline<P>(d1, w1, NULL);
             md_cuda_pme_bspline<P>(d2, w2, NULL);
@@ -2849,9 +2854,9 @@ __global__ void md__pme_theta_kernel(const float4 *__restrict__ xyzq, int n, con
         } else {
             float w[P], d0, d1, d2;
             int b0, b1, b2, j, brick;
-            md__pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
-            md__pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
-            md__pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
+            md_cuda_pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
+            md_cuda_pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
+            md_cuda_pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
             md_cuda_pme_bspline<P>(d0, w, NULL);
             for (j = 0; j < P; j++) theta[(size_t)(3 * i) * P + j] = w[j];
             md_cuda_pme_bspline<P>(d1, w, NULL);
@@ -3030,9 +3035,9 @@ __global__ void md__pme_gather_kernel(const float4 *__restrict__ xyzq, int n, co
     il[0] = (float)(1.0 / box[0]);
     il[1] = (float)(1.0 / box[1]);
     il[2] = (float)(1.0 / box[2]);
-    md__pme_locate(a.x, il[0], K0, &b0, &d0);
-    md__pme_locate(a.y, il[1], K1, &b1, &d1);
-    md__pme_locate(a.z, il[2], K2, &b2, &d2);
+    md_cuda_pme_locate(a.x, il[0], K0, &b0, &d0);
+    md_cuda_pme_locate(a.y, il[1], K1, &b1, &d1);
+    md_cuda_pme_locate(a.z, il[2], K2, &b2, &d2);
     md_cuda_pme_bspline<P>(d0, w0, dw0);
     md_cuda_pme_bspline<P>(d1, w1, dw1);
     md_cuda_pme_bspline<P>(d2, w2, dw2);
@@ -3307,7 +3312,7 @@ md_status md_cuda_pme_plan_upload(md_cuda_pme_plan *p, const md_float4 *xyzq, in
     if (!xyzq || !box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq/box", "is NULL");
     if (n < 1 || n > p->capacity)
         return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms: must be in 1..capacity (%d)", n, p->capacity);
-    if (!md__box_ok(box))
+    if (!(box[0] > 0.0 && box[1] > 0.0 && box[2] > 0.0 && isfinite(box[0]) && isfinite(box[1]) && isfinite(box[2])))
         return md_set_error(MD_ERR_RANGE, fn, 0, "box", "edges must be finite and > 0 (got %g %g %g)", box[0], box[1], box[2]);
     MD_CUDA_TRY(cudaEventSynchronize(p->staged)); /* the previous upload's copies have left the staging */
     memcpy(p->h_xyzq, xyzq, (size_t)n * sizeof *xyzq);

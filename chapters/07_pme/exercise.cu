@@ -19,8 +19,8 @@
  *   3. compare with the gather formulation (MD_CUDA_PME_SPREAD_GATHER): no atomics on the
  *      grid at all, but atoms binned into bricks and every grid point testing the atoms of
  *      up to 27 bricks. Which wins here, and why? What changes with the spline order?
- * The solution is md__pme_spread_atomic_kernel in md_cuda.cu.h (steps 1 and 2). Keep
- * md__pme_locate and md_cuda_pme_bspline: they are what makes every rung's weights the same. */
+ * The solution is the atomic spread kernel in md_cuda.cu.h's pme section (steps 1 and 2). Keep
+ * md_cuda_pme_locate and md_cuda_pme_bspline: they are what makes every rung's weights the same. */
 #ifndef MD_IMPLEMENTATION
 #define MD_IMPLEMENTATION
 #endif
@@ -40,9 +40,9 @@ __global__ void exercise_spread_kernel(const float4 *__restrict__ xyzq, int n, c
     float4 a;
     if (i >= n) return;
     a = xyzq[i];
-    md__pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
-    md__pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
-    md__pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
+    md_cuda_pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
+    md_cuda_pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
+    md_cuda_pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
     md_cuda_pme_bspline<EXERCISE_ORDER>(d0, w0, NULL);
     md_cuda_pme_bspline<EXERCISE_ORDER>(d1, w1, NULL);
     md_cuda_pme_bspline<EXERCISE_ORDER>(d2, w2, NULL);

@@ -78,6 +78,21 @@ static md_status run_pme(void *p) {
     return md_pme_compute(c->plan, c->s->xyzq, c->s->n, c->s->box, c->f, &c->e);
 }
 
+/* Wall-clock seconds of fn: one warm-up run, then the median of reps runs; -1 on failure. */
+static double cpu_time(md_status (*fn)(void *), void *ctx, int reps) {
+    double t[16];
+    int i;
+    if (reps < 1) reps = 1;
+    if (reps > 16) reps = 16;
+    if (fn(ctx) != MD_OK) return -1.0;
+    for (i = 0; i < reps; i++) {
+        double t0 = md_wall_seconds();
+        if (fn(ctx) != MD_OK) return -1.0;
+        t[i] = md_wall_seconds() - t0;
+    }
+    return md_median(t, reps);
+}
+
 /* Real space + exclusions (md_nb_compute, chapter 06's kernel, LJ off) of the small box. */
 static md_status real_space(const md_system *s, const md_topology *t, const md_lj_table *lj, double alpha,
                             double *f, md_energy *e) {
@@ -385,8 +400,8 @@ static int gpu_part(const ladder_opts *o, int molecules, double edge, const char
     }
     memset(&gc, 0, sizeof gc);
     gc.p = &g;
-    if (cudaMalloc((void **)&gc.d_scratch, (3 * (size_t)s.n + 10) * sizeof(md_fixed)) != cudaSuccess ||
-        cudaMemset(gc.d_scratch, 0, (3 * (size_t)s.n + 10) * sizeof(md_fixed)) != cudaSuccess ||
+    if (md_cuda_alloc((void **)&gc.d_scratch, 3 * (size_t)s.n + 10, sizeof(md_fixed), "scratch") != MD_OK ||
+        cudaMemsetAsync(gc.d_scratch, 0, (3 * (size_t)s.n + 10) * sizeof(md_fixed), g.queue.stream) != cudaSuccess ||
         check_rungs(&g, &c, &s, err) != MD_OK) {
         ladder_row_error(&l, "check", md_last_error());
         return 1;
@@ -439,7 +454,7 @@ static int gpu_part(const ladder_opts *o, int molecules, double edge, const char
     failed = ladder_end(&l);
     if (gc.graph) (void)cudaGraphExecDestroy(gc.graph);
     if (graph) (void)cudaGraphDestroy(graph);
-    (void)cudaFree(gc.d_scratch);
+    md_cuda_free(gc.d_scratch);
     md_cuda_pme_plan_destroy(&g);
     md_pme_plan_free(&c);
     md_system_free(&s), md_topology_free(&t), md_lj_table_free(&lj);
@@ -523,7 +538,7 @@ int main(int argc, char **argv) {
     ep.rc = CUTOFF;
     ep.alpha = alpha;
     cc.ep = ep;
-    t_ewald = ladder_time_cpu(run_ewald, &cc, 1);
+    t_ewald = cpu_time(run_ewald, &cc, 1);
     if (t_ewald < 0) {
         ladder_row_error(&l, "cpu_ewald", md_last_error());
         return 1;
@@ -546,7 +561,7 @@ int main(int argc, char **argv) {
         }
         cc.plan = &plan;
         cc.f = (double *)malloc(3 * (size_t)s.n * sizeof(double));
-        t_pme = cc.f ? ladder_time_cpu(run_pme, &cc, reps) : -1.0;
+        t_pme = cc.f ? cpu_time(run_pme, &cc, reps) : -1.0;
         if (t_pme < 0) ladder_row_error(&l, "cpu_pme", md_last_error());
         else ladder_row(&l, "cpu_pme", s.n, t_pme, s.n, NAN, ferr, TOLERANCE);
         printf("    PME (grid %d x %d x %d, order %d) against Ewald: RMS relative force error %.3g (the tolerance is "
