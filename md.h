@@ -7554,6 +7554,22 @@ static md_status md__coul_inputs(const char *fn, const md_float4 *xyzq, int n, c
     return md__check_coords(fn, xyzq, n, 1);
 }
 
+/* exp(i k.r) of atom j for the vector m (3 ints) from the per-axis tables of exp(i 2 pi m x / L),
+ * m >= 0 (a negative m takes the conjugate). */
+static void md__ewald_phase(double *const tab[3], const int kmax[3], const int *m, int j, double *re, double *im) {
+    double r = 1.0, i = 0.0;
+    int d;
+    for (d = 0; d < 3; d++) {
+        const int am = m[d] < 0 ? -m[d] : m[d];
+        const double *z = tab[d] + 2 * ((size_t)j * (kmax[d] + 1) + am);
+        const double tr = z[0], ti = m[d] < 0 ? -z[1] : z[1], nr = r * tr - i * ti;
+        i = r * ti + i * tr;
+        r = nr;
+    }
+    *re = r;
+    *im = i;
+}
+
 /* The k-space part of md_ewald_compute: per-atom tables of exp(i 2 pi m x / L), the
  * structure factor of every kept k in the half space, then energy, virial and forces. */
 static md_status md__ewald_recip(const md_ewald_params *p, const md_float4 *xyzq, int n, const double box[3],
@@ -7613,16 +7629,8 @@ static md_status md__ewald_recip(const md_ewald_params *p, const md_float4 *xyzq
         for (dd = 0; dd < 3; dd++) k[dd] = 2.0 * MD__PI * mv[3 * c + dd] / box[dd];
         k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
         for (j = 0; j < n; j++) {
-            double re = 1.0, im = 0.0;
-            for (dd = 0; dd < 3; dd++) {
-                int m = mv[3 * c + dd], am = m < 0 ? -m : m, km = p->kmax[dd];
-                double tr = tab[dd][2 * ((size_t)j * (km + 1) + am)], ti = tab[dd][2 * ((size_t)j * (km + 1) + am) + 1];
-                double nr;
-                if (m < 0) ti = -ti;
-                nr = re * tr - im * ti;
-                im = re * ti + im * tr;
-                re = nr;
-            }
+            double re, im;
+            md__ewald_phase(tab, p->kmax, mv + 3 * c, j, &re, &im);
             C += xyzq[j].w * re;
             Ss += xyzq[j].w * im;
         }
@@ -7649,18 +7657,10 @@ static md_status md__ewald_recip(const md_ewald_params *p, const md_float4 *xyzq
     MD__OMP_FOR
     for (i = 0; i < n; i++) {
         double fx = 0.0, fy = 0.0, fz = 0.0, s = kc * 8.0 * MD__PI / V * xyzq[i].w;
-        int cc, dd;
+        int cc;
         for (cc = 0; cc < K; cc++) {
-            double re = 1.0, im = 0.0, t;
-            for (dd = 0; dd < 3; dd++) {
-                int m = mv[3 * cc + dd], am = m < 0 ? -m : m, km = p->kmax[dd];
-                double tr = tab[dd][2 * ((size_t)i * (km + 1) + am)], ti = tab[dd][2 * ((size_t)i * (km + 1) + am) + 1];
-                double nr;
-                if (m < 0) ti = -ti;
-                nr = re * tr - im * ti;
-                im = re * ti + im * tr;
-                re = nr;
-            }
+            double re, im, t;
+            md__ewald_phase(tab, p->kmax, mv + 3 * cc, i, &re, &im);
             t = kv[4 * cc + 3] * (S[2 * cc] * im - S[2 * cc + 1] * re);
             fx += t * kv[4 * cc];
             fy += t * kv[4 * cc + 1];
