@@ -1185,7 +1185,8 @@ MDDEF md_status md_topology_alloc(md_topology *t, int n);
  *  The readers' md_system::type is the index of an atom's name among the distinct names,
  *  not a force-field type: for a file, assign LJ types with
  *  md_topology_set_lj_types_by_name(). Bonds come as arguments so that any bond list
- *  (CONECT records, a builder, a force-field template) can be used. Errors: NULL, a bond
+ *  (CONECT records, a builder, a force-field template) can be used; for the file's own
+ *  bonds (PSF NBOND, PDB CONECT) pass sys->nbond and sys->bond. Errors: NULL, a bond
  *  index outside 0..n-1 or a bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out
  *  of memory. */
 MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond);
@@ -1806,7 +1807,8 @@ typedef struct md_water_desc {
 } md_water_desc;
 
 /** @brief A cubic box of rigid water at about 1 g/cm^3: @p sys (atoms O, H, H per molecule,
- *  names OW HW1 HW2, residue HOH numbered from 1, charges, masses, box, velocities),
+ *  names OW HW1 HW2, elements O and H, residue HOH numbered from 1, charges, masses, the
+ *  two O-H bonds per molecule (md_system::bond), box, velocities),
  *  @p top (LJ types O = 0 and H = 1, two O-H bonds and an H-O-H angle per molecule
  *  at the model's geometry, exclusions from the bonds, the water groups with d_OH and
  *  d_HH) and @p lj (two types: the model's oxygen, and hydrogen with no LJ).
@@ -7053,6 +7055,7 @@ MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table
             s.mass[at] = (float)(b == 0 ? w.mass_o : w.mass_h);
             s.type[at] = b == 0 ? 0 : 1;
             strcpy(s.name[at].s, nm);
+            strcpy(s.element[at].s, b == 0 ? "O" : "H");
             strcpy(s.resname[at].s, "HOH");
             s.resid[at] = k + 1;
             t.lj_type[at] = s.type[at];
@@ -7095,6 +7098,10 @@ MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table
     if ((st = md_topology_set_bonds(&t, 2 * M, bonds, r0, kb)) != MD_OK ||
         (st = md_topology_build_exclusions(&t, NULL)) != MD_OK)
         goto fail;
+    /* the file record keeps the bonds too (md_write_pdb writes them as CONECT records) */
+    s.nbond = 2 * M;
+    s.bond = bonds;
+    bonds = NULL;
     t.nangle = M;
     t.angle = angles;
     t.angle_theta0 = th0;
