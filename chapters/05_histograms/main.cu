@@ -314,7 +314,7 @@ static int gpu_part(const ladder_opts *o, int cells, int dense) {
     (void)o;
     (void)cells;
     (void)dense;
-    printf("\nSKIP: GPU rows: this program was built without nvcc (the CUDA compiler), so only the CPU rows ran\n");
+    printf("\nSKIP: nvcc not found: the GPU rows were not built (only the CPU rows ran)\n");
     return 0;
 }
 #endif
