@@ -1364,7 +1364,7 @@ typedef struct md_nb_params {
     double ewald_beta;      /**< MD_COUL_EWALD: splitting parameter beta (1/nm) (default from
                                  ewald_tolerance) */
     double ewald_tolerance; /**< MD_COUL_EWALD: beta = sqrt(-ln(2 tol)) / rc, OpenMM's rule
-                                 (default 5e-4, beta = 3.12 / nm at rc 0.9 nm) */
+                                 (default 5e-4, beta = 2.92 / nm at rc 0.9 nm) */
     int dispersion_correction; /**< 1: add the long-range LJ dispersion correction to the
                                     energy and the virial (md_nb_dispersion_correction);
                                     0 (default): none */
