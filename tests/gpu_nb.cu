@@ -32,7 +32,8 @@
  *   - nve: LJ argon, velocity Verlet on the GPU vs md_dynamics (CPU, double) for 10 steps
  *     (positions within 2e-5 nm, energies 1e-4 relative), then 2000 steps of 4 fs: total energy
  *     drift below 1e-3 kJ/mol per atom (the CPU run in double drifts 2e-5 over the same time).
- *   - rdf_cell_rung: MD_RDF_GPU_CELL counts equal md_rdf_accumulate's exactly (A = B, A != B).
+ *   - rdf_cell_rung: MD_RDF_GPU_CELL counts equal md_rdf_accumulate's exactly (A = B, A != B,
+ *     and two frames of different boxes enqueued before one sync).
  * MD_SANITIZE=1 shrinks every system and the NVE run. Seeds: 11, 21, 22, 23, 31. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
@@ -1098,6 +1099,7 @@ static void rdf_cell_rung(void) {
     s.xyzq[10].z -= 9.4f;
     MD_CHECK(cudaMalloc((void **)&dxyz, sizeof(md_float4) * n) == cudaSuccess);
     MD_CHECK(cudaMemcpy(dxyz, s.xyzq, sizeof(md_float4) * n, cudaMemcpyHostToDevice) == cudaSuccess);
+    MD_CHECK(cudaDeviceSynchronize() == cudaSuccess); /* landed before the plan's own stream reads it */
     sa = (int *)malloc(sizeof(int) * n);
     sb = (int *)malloc(sizeof(int) * n);
     for (int c = 0; c < 2; c++) {
@@ -1128,6 +1130,36 @@ static void rdf_cell_rung(void) {
         md_cuda_rdf_plan_destroy(&pl);
         md_rdf_free(&ref);
         md_rdf_free(&g);
+    }
+    { /* two frames of different boxes enqueued before one sync: each frame's box reaches its cells */
+        md_system s2;
+        md_float4 *d2 = NULL;
+        double box2[3] = {box[0] * 1.1, box[1] * 1.1, box[2] * 1.1};
+        md_rdf ref, g;
+        md_cuda_rdf_plan pl;
+        MD_CHECK_OK(md_system_alloc(&s2, n));
+        for (int i = 0; i < n; i++)
+            s2.xyzq[i] = {s.xyzq[i].x * 1.1f, s.xyzq[i].y * 1.1f, s.xyzq[i].z * 1.1f, s.xyzq[i].w};
+        MD_CHECK(cudaMalloc((void **)&d2, sizeof(md_float4) * n) == cudaSuccess);
+        MD_CHECK(cudaMemcpy(d2, s2.xyzq, sizeof(md_float4) * n, cudaMemcpyHostToDevice) == cudaSuccess);
+        MD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        MD_CHECK_OK(md_rdf_init(&ref, 1.4, 111));
+        MD_CHECK_OK(md_rdf_init(&g, 1.4, 111));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s.xyzq, n, NULL, n, NULL, 0, box));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, s2.xyzq, n, NULL, n, NULL, 0, box2));
+        MD_CHECK_OK(md_cuda_rdf_plan_create(&pl, n, NULL, n, NULL, 0, 111, NULL));
+        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_CELL, &pl, &g, dxyz, box));
+        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_CELL, &pl, &g, d2, box2));
+        MD_CHECK_OK(md_cuda_rdf_plan_sync(&pl, &g));
+        for (int k = 0; k < 111; k++)
+            MD_CHECKF(g.counts[k] == ref.counts[k], "two boxes, bin %d: gpu_cell %llu, cpu %llu", k,
+                      (unsigned long long)g.counts[k], (unsigned long long)ref.counts[k]);
+        MD_CHECK(g.frames == 2 && g.sum_pair_density == ref.sum_pair_density);
+        md_cuda_rdf_plan_destroy(&pl);
+        md_rdf_free(&ref);
+        md_rdf_free(&g);
+        MD_CHECK(cudaFree(d2) == cudaSuccess);
+        md_system_free(&s2);
     }
     free(sa);
     free(sb);

@@ -38,10 +38,10 @@ __global__ void exercise_nb_kernel(const float4 *__restrict__ xyzq, const int *_
         const float r2 = md_nb_delta_f32(pi.x, pi.y, pi.z, pj.x, pj.y, pj.z, &b, d);
         if (r2 < k.rc2) {
             const float2 c = lj[type[i] * ntypes + type[j]];
-            const float fs = md_nb_pair_f32(&k, r2, md__fmul(pi.w, pj.w), c.x, c.y, &elj, &ec);
+            const float fs = md_nb_pair_f32(&k, r2, __fmul_rn(pi.w, pj.w), c.x, c.y, &elj, &ec);
             for (int x = 0; x < 3; x++)
                 atomicAdd(&force[(size_t)x * stride + i],
-                          md_fixed_from_float(md__fmul(fs, d[x]), (float)MD_FORCE_FIXED_SCALE));
+                          md_fixed_from_float(__fmul_rn(fs, d[x]), (float)MD_FORCE_FIXED_SCALE));
         }
     }
 }
