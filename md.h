@@ -69,6 +69,14 @@
  *            functions; md_select: atom selections ("name OW", "index 0-9")
  *   dcd      md_dcd_open/open_mem/next/close, md_dcd_write: DCD trajectories
  *   traj     md_traj_open/next/close: any trajectory (.dcd, .xyz) by extension
+ *   ff       md_lj_table (LJ coefficients per type pair, LB / geometric / NBFIX),
+ *            md_topology (types, charges, masses, bonds, exclusions, 1-4 pairs,
+ *            rigid waters), md_fixed: 64-bit fixed-point sums
+ *   nblist   md_cell_list, md_verlet_list (half and full, with a buffer)
+ *   nb       md_nb_params, md_nb_plan, md_nb_compute: LJ + Coulomb (cutoff,
+ *            reaction field, Ewald real space) forces, energies, virial
+ *   integrate md_dynamics, md_integrate_vv: velocity Verlet NVE on the CPU
+ *   build    md_build_water_box (TIP3P, SPC/E), md_build_lj_fluid (argon)
  *   bench    md_bench_result and md_bench_json: benchmark JSON lines
  *
  * LICENSE: MIT (see the end of this file).
@@ -79,6 +87,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 
 /** @def MDDEF
  *  @brief Storage class of every public function: extern, or static when MD_STATIC is defined. */
@@ -896,6 +905,918 @@ MDDEF md_status md_traj_next(md_traj *t, md_system *frame, int *got);
 
 /** @brief Close a trajectory; safe on a zeroed one. */
 MDDEF void md_traj_close(md_traj *t);
+
+/* ======================================================================== */
+/* ff: force field and topology                                             */
+/* ======================================================================== */
+
+/* A simulation separates the file record (md_system: names, residues,
+ * coordinates, as the readers fill it) from the force field: an md_lj_table
+ * of Lennard-Jones coefficients per type pair and an md_topology with each
+ * atom's LJ type, charge and mass, the bonds, angles, exclusions, scaled 1-4
+ * pairs, rigid water groups and constraints. Builders make both
+ * (md_build_water_box, md_build_lj_fluid) or a caller fills them from a file
+ * (md_topology_from_system, md_topology_set_lj_types_by_name,
+ * md_lj_table_create). */
+
+/** @def MD_HOSTDEV
+ *  @brief `__host__ __device__` under a CUDA compiler, else nothing: marks the float
+ *  pair arithmetic that md.h's fixed-point rung and the GPU rungs share. */
+#if defined(__CUDACC__)
+#define MD_HOSTDEV __host__ __device__
+#else
+#define MD_HOSTDEV
+#endif
+
+/** @brief One 64-bit fixed-point accumulator: a value v is stored as round(v * scale) in
+ *  two's complement, added with wrap-around unsigned arithmetic (what CUDA's 64-bit
+ *  atomicAdd does), so a sum does not depend on the order of its terms. */
+typedef unsigned long long md_fixed;
+
+/** @brief Fixed-point units per kJ mol^-1 nm^-1 for forces: 2^32.
+ *
+ *  The range is +-2^31 = +-2.1e9 kJ/mol/nm per atom (a force in a sane MD system is below
+ *  1e5; a float pair force of 1e5 already has an ulp of 0.008, so nothing finer than
+ *  2^-32 = 2.3e-10 is ever needed). OpenMM's GPU platforms use the same scale. */
+#define MD_FORCE_FIXED_SCALE 4294967296.0
+
+/** @brief Fixed-point units per kJ/mol for energies and virial entries: 2^24.
+ *
+ *  The range is +-2^39 = +-5.5e11 kJ/mol (a 1e8-atom water box holds about -1.5e9 kJ/mol of
+ *  Coulomb energy, and a few bad contacts in a raw structure add 1e8 each); the resolution
+ *  6e-8 kJ/mol is below the float rounding of any pair energy above 1 kJ/mol. */
+#define MD_ENERGY_FIXED_SCALE 16777216.0
+
+/** @brief The md_fixed value md_fixed_from_float() returns for NaN or a value outside the
+ *  range (the most negative 64-bit integer); a rung that sees it reports an overflow. */
+#define MD_FIXED_INVALID 0x8000000000000000ULL
+
+/** @brief Float multiply that a CUDA compiler may not fuse into an FMA (__fmul_rn on the
+ *  device, a plain product on the host). The shared pair arithmetic uses it for every
+ *  product, so host and device round every operation alike. */
+MD_HOSTDEV static inline float md__fmul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+/** @brief IEEE round-to-nearest float division on host and device (also under
+ *  --use_fast_math). */
+MD_HOSTDEV static inline float md__fdiv(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+/** @brief IEEE round-to-nearest float square root on host and device. */
+MD_HOSTDEV static inline float md__fsqrt(float a) {
+#if defined(__CUDA_ARCH__)
+    return __fsqrt_rn(a);
+#else
+    return sqrtf(a);
+#endif
+}
+
+/** @brief Convert @p v * @p scale (scale a power of two, so the product is exact) to
+ *  fixed point, rounding to nearest with ties to even: llrintf on the host (in the
+ *  default rounding mode), __float2ll_rn on the device, so both give the same bits.
+ *  NaN and |v * scale| >= 2^63 give MD_FIXED_INVALID. */
+MD_HOSTDEV static inline md_fixed md_fixed_from_float(float v, float scale) {
+    float s = md__fmul(v, scale);
+    if (!(s > -9223372036854775808.0f && s < 9223372036854775808.0f)) return MD_FIXED_INVALID;
+#if defined(__CUDA_ARCH__)
+    return (md_fixed)__float2ll_rn(s);
+#else
+    return (md_fixed)llrintf(s);
+#endif
+}
+
+/** @brief The signed value of a fixed-point accumulator divided by @p scale (exact when
+ *  |v| < 2^53, i.e. forces below 2^21 kJ/mol/nm). */
+MD_HOSTDEV static inline double md_fixed_to_double(md_fixed v, double scale) {
+    if (v >> 63) return -(double)(~v + 1ULL) / scale;
+    return (double)v / scale;
+}
+
+/** @brief exp(x) in float from + - * and fmaf only, so host and device give the same bits.
+ *
+ *  x is clamped to [-80, 80]; k = rint(x log2 e), r = x - k ln 2 (Cody-Waite, two fmaf),
+ *  exp(r) by its Taylor polynomial of degree 7 (truncation error 5e-9 for |r| <= ln2/2),
+ *  times 2^k (ldexpf, exact). Relative error below 2e-7 (tests/test_nb.c checks it
+ *  against libm's exp). */
+MD_HOSTDEV static inline float md_expf(float x) {
+    float k, r, p;
+    if (x < -80.0f) x = -80.0f;
+    if (x > 80.0f) x = 80.0f;
+    k = rintf(md__fmul(x, 1.44269504088896341f));
+    r = fmaf(k, -0.693145751953125f, x);
+    r = fmaf(k, -1.42860676533018708e-6f, r);
+    p = fmaf(r, 1.0f / 5040.0f, 1.0f / 720.0f);
+    p = fmaf(p, r, 1.0f / 120.0f);
+    p = fmaf(p, r, 1.0f / 24.0f);
+    p = fmaf(p, r, 1.0f / 6.0f);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    return ldexpf(p, (int)k);
+}
+
+/** @brief erfc(x) for x >= 0 in float from + - * / fmaf and md_expf, the same bits on host
+ *  and device.
+ *
+ *  The Chebyshev fit of Numerical Recipes in C (2nd ed., section 6.2, erfcc):
+ *  erfc(x) = t exp(-x^2 + P(t)), t = 1 / (1 + x/2), P of degree 9, fractional error below
+ *  1.2e-7 for every x >= 0; in float it stays below 8e-7 relative for x <= 3.5 (beta r at
+ *  the cutoff is 2.63 for the default Ewald tolerance) and 1.5e-6 up to 4.5, where the
+ *  float rounding of the argument -x^2 + P(t) dominates (tests/test_nb.c checks both
+ *  against libm's erfc). */
+MD_HOSTDEV static inline float md_erfcf(float x) {
+    float t = md__fdiv(1.0f, fmaf(0.5f, x, 1.0f)), p;
+    p = fmaf(t, 0.17087277f, -0.82215223f);
+    p = fmaf(p, t, 1.48851587f);
+    p = fmaf(p, t, -1.13520398f);
+    p = fmaf(p, t, 0.27886807f);
+    p = fmaf(p, t, -0.18628806f);
+    p = fmaf(p, t, 0.09678418f);
+    p = fmaf(p, t, 0.37409196f);
+    p = fmaf(p, t, 1.00002368f);
+    p = fmaf(p, t, -1.26551223f);
+    return md__fmul(t, md_expf(fmaf(-x, x, p)));
+}
+
+/** @brief erf(x) for x >= 0 in float, the same bits on host and device: its Taylor series
+ *  (through x^11, relative error below 3e-8) for x < 0.5, else 1 - md_erfcf(x). */
+MD_HOSTDEV static inline float md_erff(float x) {
+    float x2, p;
+    if (x >= 0.5f) return 1.0f - md_erfcf(x);
+    x2 = md__fmul(x, x);
+    p = fmaf(x2, -1.0f / 1320.0f, 1.0f / 216.0f);
+    p = fmaf(p, x2, -1.0f / 42.0f);
+    p = fmaf(p, x2, 1.0f / 10.0f);
+    p = fmaf(p, x2, -1.0f / 3.0f);
+    p = fmaf(p, x2, 1.0f);
+    return md__fmul(md__fmul(1.12837916709551257f, x), p); /* 2 / sqrt(pi) */
+}
+
+/** @brief How md_lj_table_create() combines per-type sigma and epsilon into a pair's. */
+typedef enum md_lj_combine {
+    MD_LJ_COMBINE_LB = 0,    /**< Lorentz-Berthelot: sigma_ab = (sigma_a + sigma_b) / 2,
+                                  epsilon_ab = sqrt(epsilon_a epsilon_b) (AMBER, CHARMM, OpenMM's
+                                  NonbondedForce); the default */
+    MD_LJ_COMBINE_GEOMETRIC  /**< geometric: sigma_ab = sqrt(sigma_a sigma_b), epsilon_ab =
+                                  sqrt(epsilon_a epsilon_b) (OPLS; the same as
+                                  c6_ab = sqrt(c6_a c6_b), c12_ab = sqrt(c12_a c12_b)) */
+} md_lj_combine;
+
+/** @brief Lennard-Jones coefficients for every pair of atom types.
+ *
+ *  The pair energy is E(r) = c12 / r^12 - c6 / r^6 with c6 = 4 epsilon sigma^6 and
+ *  c12 = 4 epsilon sigma^12. Entry (a, b) is at index a * ntypes + b and the table is
+ *  symmetric: md_lj_table_set_pair() writes both (a, b) and (b, a). Owned by the table
+ *  (md_lj_table_free). The CPU reference reads the doubles; float rungs round them
+ *  once, (float)c6, (float)c12. */
+typedef struct md_lj_table {
+    int ntypes;       /**< number of atom types */
+    double *sigma;    /**< ntypes per-type sigma (nm), as given to md_lj_table_create() */
+    double *epsilon;  /**< ntypes per-type epsilon (kJ/mol), as given */
+    double *c6;       /**< ntypes^2 dispersion coefficients (kJ mol^-1 nm^6) */
+    double *c12;      /**< ntypes^2 repulsion coefficients (kJ mol^-1 nm^12) */
+} md_lj_table;
+
+/** @brief Make the table of @p ntypes types from per-type @p sigma (nm) and @p epsilon
+ *  (kJ/mol) with combination rule @p rule.
+ *
+ *  sigma and epsilon must be finite and >= 0 (a type with epsilon 0, such as TIP3P's
+ *  hydrogen, has no LJ interaction). Errors: ntypes outside 1..65536, NULL arrays
+ *  (MD_ERR_INVALID_ARGUMENT), a bad value (MD_ERR_RANGE naming sigma[i] or epsilon[i]),
+ *  out of memory. On failure @p t is untouched. */
+MDDEF md_status md_lj_table_create(md_lj_table *t, int ntypes, const double *sigma, const double *epsilon,
+                                   md_lj_combine rule);
+
+/** @brief Override one type pair (NBFIX style): set (a, b) and (b, a) from a pair
+ *  @p sigma (nm) and @p epsilon (kJ/mol) instead of the combination rule. */
+MDDEF md_status md_lj_table_set_pair(md_lj_table *t, int a, int b, double sigma, double epsilon);
+
+/** @brief Override one type pair with its coefficients @p c6 and @p c12 directly (both
+ *  finite and >= 0); sets (a, b) and (b, a). */
+MDDEF md_status md_lj_table_set_pair_c6c12(md_lj_table *t, int a, int b, double c6, double c12);
+
+/** @brief Release a table's arrays and zero it. Safe on a zeroed table. */
+MDDEF void md_lj_table_free(md_lj_table *t);
+
+/** @brief What md_topology_build_exclusions() does with 1-4 pairs (atoms three bonds apart). */
+typedef enum md_pair14_mode {
+    MD_PAIR14_SCALE = 0, /**< excluded from the cutoff sum and listed in md_topology::pair14,
+                              where they interact with LJ and plain Coulomb scaled by the fudge
+                              factors (AMBER, OPLS, CHARMM); the default */
+    MD_PAIR14_EXCLUDE,   /**< excluded entirely (GROMACS nrexcl = 3 without [pairs]) */
+    MD_PAIR14_KEEP       /**< not excluded: they interact as any other pair */
+} md_pair14_mode;
+
+/** @brief How md_topology_build_exclusions() generates exclusions; a zero field takes its
+ *  default. 1-2 and 1-3 pairs are always excluded. A pair that is both 1-3 and 1-4 (a
+ *  ring) counts as 1-3. */
+typedef struct md_exclusion_desc {
+    md_pair14_mode pair14; /**< 1-4 treatment (default MD_PAIR14_SCALE) */
+    double fudge_lj;       /**< LJ scale of a 1-4 pair (default 0.5, AMBER) */
+    double fudge_qq;       /**< Coulomb scale of a 1-4 pair (default 1 / 1.2, AMBER) */
+} md_exclusion_desc;
+
+/** @brief The force-field view of a system: per-atom parameters and the connectivity.
+ *
+ *  Every array is owned by the topology (md_topology_free). Indices are 0-based atom
+ *  numbers. Optional parameter arrays may be NULL. md_nb_compute() takes the charges
+ *  from the coordinates' fourth component (md_float4 xyzq, as the GPU reads them);
+ *  md_topology::charge is where builders record them and md_topology_apply_charges()
+ *  copies them into the coordinates. */
+typedef struct md_topology {
+    int n;                   /**< number of atoms */
+    int *lj_type;            /**< n LJ types: rows of an md_lj_table */
+    float *charge;           /**< n charges (e) */
+    float *mass;             /**< n masses (amu) */
+    int nbond;               /**< number of bonds */
+    int *bond;               /**< 2 nbond atoms: bond k joins bond[2k] and bond[2k+1] */
+    double *bond_r0;         /**< nbond harmonic rest lengths (nm), or NULL */
+    double *bond_k;          /**< nbond harmonic constants (kJ mol^-1 nm^-2; E = k/2 (r-r0)^2), or NULL */
+    int nangle;              /**< number of angles */
+    int *angle;              /**< 3 nangle atoms: angle[3k + 1] is the vertex */
+    double *angle_theta0;    /**< nangle rest angles (rad), or NULL */
+    double *angle_k;         /**< nangle constants (kJ mol^-1 rad^-2; E = k/2 (t-t0)^2), or NULL */
+    int *excl_start;         /**< n + 1 offsets (CSR): atom i's excluded partners are
+                                  excl[excl_start[i]] .. excl[excl_start[i+1] - 1] */
+    int *excl;               /**< excluded partners: ascending per atom, no self, symmetric
+                                  (j is in i's list exactly when i is in j's) */
+    int npair14;             /**< number of scaled 1-4 pairs */
+    int *pair14;             /**< 2 npair14 atoms, pair14[2k] < pair14[2k+1]; each is also excluded */
+    double fudge_lj;         /**< LJ scale of the 1-4 pairs */
+    double fudge_qq;         /**< Coulomb scale of the 1-4 pairs */
+    int nwater;              /**< number of rigid water molecules */
+    int *water;              /**< 3 nwater atoms: O, H, H of each molecule (for SETTLE) */
+    double water_doh;        /**< rigid O-H distance (nm) of every water; 0 when nwater is 0 */
+    double water_dhh;        /**< rigid H-H distance (nm) of every water; 0 when nwater is 0 */
+    int nconstraint;         /**< number of distance constraints other than the rigid waters */
+    int *constraint;         /**< 2 nconstraint atoms */
+    double *constraint_length; /**< nconstraint lengths (nm) */
+} md_topology;
+
+/** @brief Allocate a topology of @p n atoms: lj_type, charge and mass zero, no bonds, angles,
+ *  waters or constraints, and an empty exclusion list (excl_start all 0). On failure @p t
+ *  is untouched. */
+MDDEF md_status md_topology_alloc(md_topology *t, int n);
+
+/** @brief A topology for @p sys: charges from sys->xyzq[i].w, masses from sys->mass,
+ *  LJ types from sys->type, the @p nbond bonds at @p bond (2 nbond atom indices; NULL
+ *  with nbond 0 for none), and exclusions generated from them with the defaults of
+ *  md_exclusion_desc (1-2, 1-3 excluded, 1-4 scaled by 0.5 and 1/1.2).
+ *
+ *  The readers' md_system::type is the index of an atom's name among the distinct names,
+ *  not a force-field type: for a file, assign LJ types with
+ *  md_topology_set_lj_types_by_name(). Bonds come as arguments so that any bond list
+ *  (CONECT records, a builder, a force-field template) can be used. Errors: NULL, a bond
+ *  index outside 0..n-1 or a bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out
+ *  of memory. */
+MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond);
+
+/** @brief Set every atom's LJ type to the index in @p names (of @p count) of its atom name
+ *  (sys->name, exact match). An atom whose name is not listed is an error naming it
+ *  (MD_ERR_INVALID_ARGUMENT, field name); on failure @p t is untouched. */
+MDDEF md_status md_topology_set_lj_types_by_name(md_topology *t, const md_system *sys, const char *const *names,
+                                                 int count);
+
+/** @brief Replace the bonds of @p t with @p nbond bonds at @p bond, with optional harmonic
+ *  @p r0 and @p k (either may be NULL). Exclusions are not regenerated: call
+ *  md_topology_build_exclusions(). */
+MDDEF md_status md_topology_set_bonds(md_topology *t, int nbond, const int *bond, const double *r0,
+                                      const double *k);
+
+/** @brief Regenerate the exclusions and 1-4 pairs of @p t from its bonds (see
+ *  md_exclusion_desc; @p desc may be NULL for the defaults). Rigid water molecules get
+ *  their O-H and H-H exclusions from their bonds like any molecule. On failure @p t is
+ *  untouched. */
+MDDEF md_status md_topology_build_exclusions(md_topology *t, const md_exclusion_desc *desc);
+
+/** @brief 1 if atoms @p i and @p j are excluded from each other (binary search in i's
+ *  list), else 0 (also for i == j or an index out of range). */
+MDDEF int md_topology_excluded(const md_topology *t, int i, int j);
+
+/** @brief Check that @p t is consistent and fits @p lj (which may be NULL): n >= 1, LJ types in
+ *  0..ntypes-1, finite charges and masses, exclusion lists sorted, symmetric, in range and
+ *  without self; errors name @p where and the field at fault. */
+MDDEF md_status md_topology_check(const md_topology *t, const md_lj_table *lj, const char *where);
+
+/** @brief Copy the topology's charges into the fourth component of @p xyzq (n entries). */
+MDDEF md_status md_topology_apply_charges(const md_topology *t, md_float4 *xyzq, int n);
+
+/** @brief Release every array of @p t and zero it. Safe on a zeroed topology. */
+MDDEF void md_topology_free(md_topology *t);
+
+/* ======================================================================== */
+/* nblist: cell lists and Verlet lists                                      */
+/* ======================================================================== */
+
+/** @brief Atoms binned into cells of an orthorhombic periodic box.
+ *
+ *  dim[d] = floor(box[d] / min_cell) cells along each edge (at least 1), so every cell
+ *  edge is >= min_cell and a sphere of radius min_cell around an atom reaches only the
+ *  atom's own and neighbouring cells. Atoms are wrapped into [0, box) for binning only. */
+typedef struct md_cell_list {
+    int n;          /**< atoms binned */
+    int dim[3];     /**< cells along x, y, z */
+    double cell[3]; /**< cell edges (nm), box[d] / dim[d] */
+    int *start;     /**< dim[0] dim[1] dim[2] + 1 offsets: cell c holds atom[start[c]] ..
+                         atom[start[c+1] - 1], cell c = (cz * dim[1] + cy) * dim[0] + cx */
+    int *atom;      /**< n atom indices ordered by cell, ascending within a cell */
+    int *cell_of;   /**< n: the cell of each atom */
+    int cap_cells;  /**< allocated entries of start (internal) */
+    int cap_atoms;  /**< allocated entries of atom and cell_of (internal) */
+} md_cell_list;
+
+/** @brief Bin @p n atoms at @p xyzq into cells of edge >= @p min_cell in @p box (reusing
+ *  @p cl's arrays when they are large enough; a zeroed md_cell_list is fine).
+ *
+ *  Errors: a box edge not finite and > 0 or shorter than min_cell (MD_ERR_RANGE, field
+ *  box), a non-finite coordinate (MD_ERR_RANGE, field xyzq[i]), out of memory. On failure
+ *  @p cl is untouched. */
+MDDEF md_status md_cell_list_build(md_cell_list *cl, const md_float4 *xyzq, int n, const double box[3],
+                                   double min_cell);
+
+/** @brief Release a cell list and zero it. Safe on a zeroed list. */
+MDDEF void md_cell_list_free(md_cell_list *cl);
+
+/** @brief A Verlet neighbour list: for each atom, the atoms within rlist.
+ *
+ *  It holds every pair that is not excluded (md_topology_excluded) and whose
+ *  minimum-image distance, computed in double from the float coordinates, is below
+ *  rlist. Half list: each pair once, in the row of its lower index. Full list: each pair
+ *  in both rows. Each row is sorted ascending, so a list depends only on the coordinates,
+ *  not on how it was searched. */
+typedef struct md_verlet_list {
+    int n;           /**< atoms (rows) */
+    int full;        /**< 1: full list, 0: half list */
+    double rlist;    /**< list radius (nm): cutoff + buffer */
+    int *start;      /**< n + 1 offsets: row i is j[start[i]] .. j[start[i+1] - 1] */
+    int *j;          /**< neighbour indices */
+    size_t npairs;   /**< entries in j */
+    size_t cap;      /**< allocated entries of j (internal) */
+    int cap_rows;    /**< allocated rows (internal) */
+} md_verlet_list;
+
+/** @brief Build a half (@p full 0) or full (@p full 1) Verlet list of radius @p rlist for
+ *  @p n atoms, searching the cell list @p cl (rebuilt here with cells >= rlist), skipping
+ *  the exclusions of @p t (NULL: no exclusions).
+ *
+ *  Errors: rlist not finite and > 0, or above half the shortest box edge (MD_ERR_RANGE,
+ *  field rlist), a non-finite coordinate, t->n != n (MD_ERR_INVALID_ARGUMENT), out of
+ *  memory. On failure @p vl is untouched. */
+MDDEF md_status md_verlet_list_build(md_verlet_list *vl, md_cell_list *cl, const md_float4 *xyzq, int n,
+                                     const double box[3], double rlist, int full, const md_topology *t);
+
+/** @brief Release a Verlet list and zero it. Safe on a zeroed list. */
+MDDEF void md_verlet_list_free(md_verlet_list *vl);
+
+/* ======================================================================== */
+/* nb: nonbonded forces (LJ + Coulomb with a cutoff)                        */
+/* ======================================================================== */
+
+/* Usage (a TIP3P box, Ewald real space, the CPU reference and the fixed-point rung):
+ *     md_system sys; md_topology top; md_lj_table lj; md_nb_plan plan; md_energy e;
+ *     md_water_desc wd = {0}; md_nb_params prm = {0};     (zero: every default)
+ *     wd.molecules = 7856; wd.edge = 6.2;
+ *     md_build_water_box(&sys, &top, &lj, &wd);
+ *     md_nb_plan_create(&plan, &prm, sys.n);
+ *     double *f = malloc(3 * sys.n * sizeof *f);
+ *     md_nb_compute(MD_NB_CPU_VERLET, &plan, &top, &lj, sys.xyzq, sys.box, f, &e);
+ *     printf("LJ %g  Coulomb %g  total %g kJ/mol\n", e.lj, e.coul_real + e.coul_excl + e.coul_self,
+ *            md_energy_potential(&e));
+ *     md_nb_plan_free(&plan); md_topology_free(&top); md_lj_table_free(&lj); md_system_free(&sys);
+ * Every call returns md_status (checks left out here). Which comparisons are bitwise and
+ * which use a tolerance: see md_nb_variant. The GPU rungs (md_cuda.cu.h) take the same
+ * md_topology, md_lj_table, md_nb_params and md_energy, and share md_nb_coeffs and the
+ * md_nb_*_f32 pair functions with MD_NB_CPU_FIXED. */
+
+/** @brief Default cutoff (nm) of md_nb_params. */
+#define MD_NB_DEFAULT_CUTOFF 0.9
+/** @brief Default Verlet buffer (nm) of md_nb_params. */
+#define MD_NB_DEFAULT_BUFFER 0.1
+/** @brief Default Ewald tolerance of md_nb_params: erfc(beta rc) = 2 tol at the cutoff. */
+#define MD_NB_DEFAULT_EWALD_TOLERANCE 5e-4
+
+/** @brief How the LJ potential ends at the cutoff rc. */
+typedef enum md_lj_mode {
+    MD_LJ_DEFAULT = 0,     /**< MD_LJ_POTENTIAL_SHIFT */
+    MD_LJ_POTENTIAL_SHIFT, /**< E(r) - E(rc) inside rc, so the energy is continuous (GROMACS
+                                potential-shift; the force is the plain LJ force) */
+    MD_LJ_TRUNCATE,        /**< plain LJ inside rc, nothing outside (OpenMM's NonbondedForce
+                                without a switching function) */
+    MD_LJ_FORCE_SWITCH,    /**< GROMACS / CHARMM force switch: the force of each r^-n term goes
+                                smoothly to 0 between switch_radius and rc, energy shifted to 0 at rc */
+    MD_LJ_NONE             /**< no LJ at all */
+} md_lj_mode;
+
+/** @brief Coulomb interaction within the cutoff rc (k = MD_COULOMB). */
+typedef enum md_coul_mode {
+    MD_COUL_DEFAULT = 0,      /**< MD_COUL_EWALD */
+    MD_COUL_EWALD,            /**< the Ewald real-space term k qi qj erfc(beta r) / r; excluded pairs
+                                   get the exclusion correction -k qi qj erf(beta r) / r and the
+                                   self term -k beta / sqrt(pi) sum q^2 is added; the reciprocal
+                                   part is chapter 07's (md_energy::coul_recip) */
+    MD_COUL_CUTOFF,           /**< plain k qi qj / r, truncated at rc */
+    MD_COUL_REACTION_FIELD,   /**< k qi qj (1/r + k_rf r^2 - c_rf), k_rf = (eps_rf - 1) /
+                                   ((2 eps_rf + 1) rc^3), c_rf = 1/rc + k_rf rc^2 (OpenMM's
+                                   CutoffPeriodic; excluded pairs get nothing, as in OpenMM) */
+    MD_COUL_NONE              /**< no Coulomb at all */
+} md_coul_mode;
+
+/** @brief Nonbonded parameters; a zero field takes its default (sokol style), so
+ *  `md_nb_params p = {0};` is a usable set: cutoff 0.9 nm, buffer 0.1 nm, LJ potential
+ *  shift, Ewald real space with tolerance 5e-4, no dispersion correction. */
+typedef struct md_nb_params {
+    double cutoff;          /**< cutoff rc (nm) (default 0.9) */
+    double buffer;          /**< Verlet buffer (nm) (default 0.1; negative: none, the list is
+                                 rebuilt at every call) */
+    md_lj_mode lj;          /**< LJ cutoff treatment (default potential shift) */
+    double switch_radius;   /**< MD_LJ_FORCE_SWITCH: where the switch starts (nm), in (0, rc)
+                                 (default 0.9 rc) */
+    md_coul_mode coul;      /**< Coulomb treatment (default Ewald real space) */
+    double epsilon_rf;      /**< MD_COUL_REACTION_FIELD: dielectric constant beyond the cutoff,
+                                 > 1 (default 0: infinity, a conductor, k_rf = 1 / (2 rc^3));
+                                 OpenMM's default is 78.3 */
+    double ewald_beta;      /**< MD_COUL_EWALD: splitting parameter beta (1/nm) (default from
+                                 ewald_tolerance) */
+    double ewald_tolerance; /**< MD_COUL_EWALD: beta = sqrt(-ln(2 tol)) / rc, OpenMM's rule
+                                 (default 5e-4, beta = 3.12 / nm at rc 0.9 nm) */
+    int dispersion_correction; /**< 1: add the long-range LJ dispersion correction to the
+                                    energy and the virial (md_nb_dispersion_correction);
+                                    0 (default): none */
+} md_nb_params;
+
+/** @brief Fill the defaults of @p in into @p out and check it: cutoff finite and > 0;
+ *  buffer finite (negative becomes 0); switch_radius in (0, cutoff) for the force switch
+ *  (0 otherwise); epsilon_rf 0 or > 1 (0 stays 0, meaning infinity); ewald_beta
+ *  finite and > 0 and ewald_tolerance in (0, 0.5) for Ewald (ewald_beta is computed when
+ *  0; both 0 for other modes); unknown modes. Errors name the field (MD_ERR_RANGE,
+ *  MD_ERR_INVALID_ARGUMENT). @p out has no DEFAULT modes left. */
+MDDEF md_status md_nb_params_resolve(const md_nb_params *in, md_nb_params *out);
+
+/** @brief Ewald splitting parameter for a cutoff and a tolerance, OpenMM's rule
+ *  beta = sqrt(-ln(2 tol)) / rc (1/nm). */
+MDDEF double md_ewald_beta(double cutoff, double tolerance);
+
+/** @brief Energies (kJ/mol) and the virial of one configuration, by term.
+ *
+ *  The virial is W_ab = sum over interacting pairs of (r_i - r_j)_a F_ij,b with F_ij the
+ *  force on i from j (row-major, index 3a + b, kJ/mol), so the pressure tensor is
+ *  P = (sum_i m_i v_i v_i^T + W) / V and P = (2 E_kin + trace W) / (3 V) (GROMACS's
+ *  virial Xi is -W / 2). */
+typedef struct md_energy {
+    double lj;            /**< LJ of the pairs within the cutoff, as the LJ mode modifies it */
+    double lj_dispersion; /**< long-range dispersion correction (0 when off) */
+    double lj14;          /**< scaled LJ of the 1-4 pairs */
+    double coul_real;     /**< Coulomb of the pairs within the cutoff: erfc(beta r)/r (Ewald),
+                               1/r (cutoff) or the reaction-field form */
+    double coul14;        /**< scaled plain Coulomb of the 1-4 pairs */
+    double coul_excl;     /**< Ewald exclusion correction: -k qi qj erf(beta r)/r over the
+                               excluded pairs (every one, at its minimum-image distance) */
+    double coul_recip;    /**< Ewald / PME reciprocal space (chapter 07; md_nb_compute sets 0) */
+    double coul_self;     /**< Ewald self energy -k beta / sqrt(pi) sum q_i^2 */
+    double bonded;        /**< bonds, angles (0 in md_nb_compute) */
+    double kinetic;       /**< kinetic energy (0 in md_nb_compute) */
+    double virial[9];     /**< W (see above), including the dispersion correction's */
+} md_energy;
+
+/** @brief Sum of the potential terms of @p e (every field except kinetic and virial). */
+MDDEF double md_energy_potential(const md_energy *e);
+
+/** @brief md_energy_potential() plus the kinetic energy. */
+MDDEF double md_energy_total(const md_energy *e);
+
+/** @brief The rungs of the nonbonded ladder, slow to fast.
+ *
+ *  CPU rungs run in md_nb_compute(), GPU rungs in md_cuda.cu.h. Comparisons:
+ *  - the double CPU rungs (all pairs, cell list, Verlet half and full) visit the same pairs
+ *    with the same double arithmetic and differ only in the order of the sums: they agree
+ *    to about 1e-12 relative (tests/test_nb.c uses 1e-10);
+ *  - MD_NB_CPU_FIXED uses the float pair arithmetic of md_nb_pair_f32() and friends and
+ *    sums in 64-bit fixed point, so its raw sums (md_nb_plan::fixed_force, fixed_energy,
+ *    fixed_virial) are bitwise independent of the list, the pair order and the atom order;
+ *    a GPU rung that calls the same md_nb_*_f32 functions on the same float inputs and
+ *    converts every pair term with md_fixed_from_float() must match it bitwise;
+ *  - every float rung agrees with the double reference to float rounding (forces about
+ *    1e-5 relative to the largest force), GPU rungs with their own rsqrt or erfc likewise. */
+typedef enum md_nb_variant {
+    MD_NB_CPU_ALL_PAIRS = 0,  /**< every pair i < j with the minimum image; double (the reference) */
+    MD_NB_CPU_CELL_LIST,      /**< pairs from a cell list with cells >= rc, rebuilt at every call; double */
+    MD_NB_CPU_VERLET,         /**< half Verlet list with a buffer, rebuilt when an atom has moved
+                                   more than half the buffer; double */
+    MD_NB_CPU_VERLET_FULL,    /**< full Verlet list: each atom sums its own force (no writes to j,
+                                   the GPU's full-list pattern); double */
+    MD_NB_CPU_FIXED,          /**< half Verlet list, float pair arithmetic (md_nb_pair_f32),
+                                   64-bit fixed-point sums: the bitwise reference for the GPU.
+                                   Per pair, in this order (what a GPU rung must repeat):
+                                   r2 = md_nb_delta_f32(xi, yi, zi, xj, yj, zj, &box, d) with
+                                   box = md_nb_box_f32_make(box); skip unless r2 < rc2;
+                                   fs = md_nb_pair_f32(k, r2, md__fmul(qi, qj), (float)c6,
+                                   (float)c12, &elj, &ec); f[a] = md__fmul(fs, d[a]);
+                                   F_i[a] += md_fixed_from_float(f[a], FS), F_j[a] -= the same,
+                                   FS = (float)MD_FORCE_FIXED_SCALE; W[3a+b] +=
+                                   md_fixed_from_float(md__fmul(d[a], f[b]), ES), E_lj +=
+                                   md_fixed_from_float(elj, ES), E_coul likewise, ES =
+                                   (float)MD_ENERGY_FIXED_SCALE. Excluded pairs (Ewald): every
+                                   pair i < j of the exclusion lists, fs from md_nb_excl_f32
+                                   with qq = md__fmul(qi, qj), energy into E_excl. 1-4 pairs:
+                                   md_nb_pair14_f32 with qq = md__fmul((float)fudge_qq,
+                                   md__fmul(qi, qj)), c6 = (float)(fudge_lj c6), c12 likewise.
+                                   A full-list rung adds energies and virial only for j > i
+                                   (halving them would round differently) */
+    MD_NB_GPU_TILES,          /**< GPU: all pairs in shared-memory tiles */
+    MD_NB_GPU_FULL_LIST,      /**< GPU: one thread per atom over a full Verlet list */
+    MD_NB_GPU_HALF_LIST,      /**< GPU: half Verlet list, atomics for the j forces */
+    MD_NB_GPU_CLUSTER,        /**< GPU: cluster pairs (8 x 4 atoms), LJ table through L1 */
+    MD_NB_GPU_CLUSTER_SMEM,   /**< GPU: cluster pairs, LJ table in shared memory */
+    MD_NB_VARIANT_COUNT       /**< number of rungs */
+} md_nb_variant;
+
+/** @brief Short name of a rung ("cpu_all_pairs", ...), never NULL. */
+MDDEF const char *md_nb_variant_name(md_nb_variant variant);
+
+/** @brief 1 if @p variant is a GPU rung (md_cuda.cu.h), else 0. */
+MDDEF int md_nb_variant_is_gpu(md_nb_variant variant);
+
+/** @brief Float constants of a resolved md_nb_params, as the float pair functions read them.
+ *
+ *  Made once by md_nb_coeffs_make() on the host (double arithmetic, each value rounded
+ *  to float once), then copied to the device unchanged, so host and device use the same
+ *  bits. */
+typedef struct md_nb_coeffs {
+    int lj;              /**< md_lj_mode (resolved, never DEFAULT) */
+    int coul;            /**< md_coul_mode (resolved, never DEFAULT) */
+    float rc2;           /**< cutoff squared (nm^2): a pair interacts when r^2 < rc2 */
+    float coulomb;       /**< MD_COULOMB */
+    float beta;          /**< Ewald beta (1/nm) */
+    float beta_2_sqrtpi; /**< 2 beta / sqrt(pi) */
+    float krf;           /**< reaction field k_rf (nm^-3) */
+    float krf2;          /**< 2 k_rf */
+    float crf;           /**< reaction field c_rf (1/nm) */
+    float sh6;           /**< potential shift: 1 / rc^6; force switch: the constant C of the r^-6 term */
+    float sh12;          /**< potential shift: 1 / rc^12; force switch: C of the r^-12 term */
+    float rsw;           /**< force switch start (nm) */
+    float a6;            /**< force switch A of the r^-6 term */
+    float b6;            /**< force switch B of the r^-6 term */
+    float a12;           /**< force switch A of the r^-12 term */
+    float b12;           /**< force switch B of the r^-12 term */
+    float a6_3;          /**< A6 / 3 */
+    float b6_4;          /**< B6 / 4 */
+    float a12_3;         /**< A12 / 3 */
+    float b12_4;         /**< B12 / 4 */
+} md_nb_coeffs;
+
+/** @brief Make the float constants of @p params (resolved or not; it is resolved first). */
+MDDEF md_status md_nb_coeffs_make(const md_nb_params *params, md_nb_coeffs *k);
+
+/** @brief An orthorhombic box in float: edges and their inverses, each rounded once from
+ *  double ((float)box[d], (float)(1.0 / box[d])): make it with md_nb_box_f32_make(). */
+typedef struct md_nb_box_f32 {
+    float l[3];   /**< edges (nm) */
+    float inv[3]; /**< inverse edges (1/nm) */
+} md_nb_box_f32;
+
+/** @brief The float box of a double @p box. */
+MD_HOSTDEV static inline md_nb_box_f32 md_nb_box_f32_make(const double box[3]) {
+    md_nb_box_f32 b;
+    int d;
+    for (d = 0; d < 3; d++) {
+        b.l[d] = (float)box[d];
+        b.inv[d] = (float)(1.0 / box[d]);
+    }
+    return b;
+}
+
+/** @brief Minimum-image difference d = (xi - xj) - L rint((xi - xj) / L) per axis in float,
+ *  written to @p d; returns r^2 = fmaf(dx, dx, fmaf(dy, dy, dz dz)). Swapping i and j
+ *  negates d exactly and keeps r^2, which makes the fixed-point sums order independent. */
+MD_HOSTDEV static inline float md_nb_delta_f32(float xi, float yi, float zi, float xj, float yj, float zj,
+                                               const md_nb_box_f32 *box, float d[3]) {
+    float dx = xi - xj, dy = yi - yj, dz = zi - zj;
+    dx = fmaf(-box->l[0], rintf(md__fmul(dx, box->inv[0])), dx);
+    dy = fmaf(-box->l[1], rintf(md__fmul(dy, box->inv[1])), dy);
+    dz = fmaf(-box->l[2], rintf(md__fmul(dz, box->inv[2])), dz);
+    d[0] = dx;
+    d[1] = dy;
+    d[2] = dz;
+    return fmaf(dx, dx, fmaf(dy, dy, md__fmul(dz, dz)));
+}
+
+/** @brief LJ + Coulomb of one non-excluded pair within the cutoff, in float: returns F/r
+ *  (kJ mol^-1 nm^-2; the force on i is (F/r) d with d from md_nb_delta_f32) and writes the
+ *  LJ and Coulomb energies (kJ/mol).
+ *
+ *  Requires 0 < r2 < k->rc2 (the caller tests the cutoff). @p qq = qi qj (float product),
+ *  @p c6, @p c12 the pair's (float) coefficients. Operations: only + - md__fmul md__fdiv
+ *  md__fsqrt fmaf md_erfcf md_expf, in a fixed order, so every caller gets the same bits. */
+MD_HOSTDEV static inline float md_nb_pair_f32(const md_nb_coeffs *k, float r2, float qq, float c6, float c12,
+                                              float *e_lj, float *e_coul) {
+    float rinv2 = md__fdiv(1.0f, r2), frl = 0.0f, frc = 0.0f, elj = 0.0f, ec = 0.0f;
+    if (k->lj != (int)MD_LJ_NONE) {
+        float ir6 = md__fmul(md__fmul(rinv2, rinv2), rinv2);
+        float d = fmaf(c12, ir6, -c6);                                         /* c12/r^6 - c6 */
+        frl = md__fmul(ir6, fmaf(md__fmul(12.0f, c12), ir6, -md__fmul(6.0f, c6))); /* F r of plain LJ */
+        if (k->lj == (int)MD_LJ_TRUNCATE) {
+            elj = md__fmul(d, ir6);
+        } else if (k->lj == (int)MD_LJ_POTENTIAL_SHIFT) {
+            elj = fmaf(d, ir6, -fmaf(c12, k->sh12, -md__fmul(c6, k->sh6)));
+        } else { /* MD_LJ_FORCE_SWITCH */
+            float s = fmaf(c12, k->sh12, -md__fmul(c6, k->sh6));
+            float r = md__fsqrt(r2);
+            if (r > k->rsw) {
+                float dr = r - k->rsw, dr2 = md__fmul(dr, dr), dr3 = md__fmul(dr2, dr);
+                float g = fmaf(c12, fmaf(k->b12_4, dr, k->a12_3), -md__fmul(c6, fmaf(k->b6_4, dr, k->a6_3)));
+                float h = fmaf(c12, fmaf(k->b12, dr, k->a12), -md__fmul(c6, fmaf(k->b6, dr, k->a6)));
+                elj = fmaf(d, ir6, -fmaf(dr3, g, s));
+                frl = fmaf(md__fmul(r, dr2), h, frl);
+            } else {
+                elj = fmaf(d, ir6, -s);
+            }
+        }
+    }
+    if (k->coul != (int)MD_COUL_NONE) {
+        float kqq = md__fmul(k->coulomb, qq), rinv = md__fdiv(1.0f, md__fsqrt(r2));
+        if (k->coul == (int)MD_COUL_EWALD) {
+            float br = md__fmul(k->beta, md__fsqrt(r2)), erfc_rinv = md__fmul(md_erfcf(br), rinv);
+            ec = md__fmul(kqq, erfc_rinv);
+            frc = md__fmul(kqq, fmaf(k->beta_2_sqrtpi, md_expf(-md__fmul(br, br)), erfc_rinv));
+        } else if (k->coul == (int)MD_COUL_REACTION_FIELD) {
+            ec = md__fmul(kqq, fmaf(k->krf, r2, rinv) - k->crf);
+            frc = md__fmul(kqq, fmaf(-k->krf2, r2, rinv));
+        } else { /* MD_COUL_CUTOFF */
+            ec = md__fmul(kqq, rinv);
+            frc = ec;
+        }
+    }
+    *e_lj = elj;
+    *e_coul = ec;
+    return md__fmul(frl + frc, rinv2);
+}
+
+/** @brief Ewald exclusion correction of one excluded pair in float: E = -k qq erf(beta r)/r
+ *  written to @p e_coul; returns F/r. For r2 = 0 (two excluded charges on one spot)
+ *  E = -k qq 2 beta / sqrt(pi) and F = 0. Only for MD_COUL_EWALD (else 0 and no energy). */
+MD_HOSTDEV static inline float md_nb_excl_f32(const md_nb_coeffs *k, float r2, float qq, float *e_coul) {
+    float kqq, r, rinv, br, erf_rinv;
+    *e_coul = 0.0f;
+    if (k->coul != (int)MD_COUL_EWALD) return 0.0f;
+    kqq = md__fmul(k->coulomb, qq);
+    if (!(r2 > 0.0f)) {
+        *e_coul = -md__fmul(kqq, k->beta_2_sqrtpi);
+        return 0.0f;
+    }
+    r = md__fsqrt(r2);
+    rinv = md__fdiv(1.0f, r);
+    br = md__fmul(k->beta, r);
+    erf_rinv = md__fmul(md_erff(br), rinv);
+    *e_coul = -md__fmul(kqq, erf_rinv);
+    /* F r = k qq (2 beta / sqrt(pi) exp(-b^2 r^2) - erf(beta r) / r); F/r = that / r^2 */
+    return md__fdiv(md__fmul(kqq, fmaf(k->beta_2_sqrtpi, md_expf(-md__fmul(br, br)), -erf_rinv)), r2);
+}
+
+/** @brief A scaled 1-4 pair in float: plain LJ c12/r^12 - c6/r^6 and plain Coulomb
+ *  k qq / r with no cutoff (the caller passes the fudge-scaled @p qq, @p c6, @p c12);
+ *  writes the energies and returns F/r. Requires r2 > 0. */
+MD_HOSTDEV static inline float md_nb_pair14_f32(const md_nb_coeffs *k, float r2, float qq, float c6, float c12,
+                                                float *e_lj, float *e_coul) {
+    float rinv2 = md__fdiv(1.0f, r2), ir6 = md__fmul(md__fmul(rinv2, rinv2), rinv2);
+    float rinv = md__fdiv(1.0f, md__fsqrt(r2)), ec = md__fmul(md__fmul(k->coulomb, qq), rinv);
+    float frl = md__fmul(ir6, fmaf(md__fmul(12.0f, c12), ir6, -md__fmul(6.0f, c6)));
+    *e_lj = md__fmul(fmaf(c12, ir6, -c6), ir6);
+    *e_coul = ec;
+    return md__fmul(frl + ec, rinv2);
+}
+
+/** @brief Indices of md_nb_plan::fixed_energy. */
+typedef enum md_nb_fixed_term {
+    MD_NB_FIXED_LJ = 0,   /**< md_energy::lj */
+    MD_NB_FIXED_COUL,     /**< md_energy::coul_real */
+    MD_NB_FIXED_EXCL,     /**< md_energy::coul_excl */
+    MD_NB_FIXED_LJ14,     /**< md_energy::lj14 */
+    MD_NB_FIXED_COUL14,   /**< md_energy::coul14 */
+    MD_NB_FIXED_NTERMS    /**< number of fixed-point energy terms */
+} md_nb_fixed_term;
+
+/** @brief The CPU workspace of md_nb_compute(), made once per system size and parameter set.
+ *
+ *  It holds the resolved parameters, the cell and Verlet lists, the positions and box at
+ *  the last list build (for the half-buffer displacement rule), counters, and the raw
+ *  fixed-point sums of the last MD_NB_CPU_FIXED call. A plan serves one topology: after
+ *  changing its exclusions call md_nb_plan_invalidate(). Not thread-safe: one plan per
+ *  thread. */
+typedef struct md_nb_plan {
+    md_nb_params params;       /**< resolved parameters (md_nb_params_resolve) */
+    md_nb_coeffs coeffs;       /**< their float constants (md_nb_coeffs_make) */
+    int n;                     /**< atoms */
+    md_cell_list cells;        /**< cell list (cells >= rc + buffer for the Verlet list, >= rc for
+                                    MD_NB_CPU_CELL_LIST) */
+    md_verlet_list list;       /**< the Verlet list (half or full, whichever the last rung needed) */
+    int list_valid;            /**< 1 if md_nb_plan::list matches the reference positions */
+    float *ref_xyz;            /**< 3 n positions at the last list build (nm) */
+    double ref_box[3];         /**< box at the last list build (nm) */
+    long long rebuilds;        /**< Verlet list builds so far */
+    long long calls;           /**< md_nb_compute calls that succeeded */
+    double max_displacement;   /**< largest minimum-image displacement (nm) from the reference
+                                    positions found by the last displacement check */
+    double *scratch;           /**< 3 n doubles: forces are summed here, then copied (internal) */
+    int *mark;                 /**< n exclusion marks (internal) */
+    md_fixed *fixed_force;     /**< 3 n raw force sums (x, y, z per atom, MD_FORCE_FIXED_SCALE) of
+                                    the last MD_NB_CPU_FIXED call */
+    md_fixed fixed_energy[MD_NB_FIXED_NTERMS]; /**< raw energy sums (MD_ENERGY_FIXED_SCALE) of the
+                                                    last MD_NB_CPU_FIXED call, by md_nb_fixed_term */
+    md_fixed fixed_virial[9];  /**< raw virial sums (MD_ENERGY_FIXED_SCALE) of the last
+                                    MD_NB_CPU_FIXED call */
+} md_nb_plan;
+
+/** @brief Make a plan for @p n atoms with @p params (NULL: every default). Errors: those of
+ *  md_nb_params_resolve(), n < 1, out of memory. On failure @p p is untouched. */
+MDDEF md_status md_nb_plan_create(md_nb_plan *p, const md_nb_params *params, int n);
+
+/** @brief Force a Verlet list rebuild at the next call (after changing the topology). */
+MDDEF void md_nb_plan_invalidate(md_nb_plan *p);
+
+/** @brief Release a plan and zero it. Safe on a zeroed plan. */
+MDDEF void md_nb_plan_free(md_nb_plan *p);
+
+/** @brief Make sure @p p's Verlet list (half: @p full 0, full: 1) is valid for @p xyzq in
+ *  @p box: rebuild it (and count the rebuild) when there is none, its kind or the box
+ *  changed, or some atom has moved more than half the buffer (minimum image) since the
+ *  last build. @p rebuilt (may be NULL) is set to 1 when it was rebuilt. The Verlet rungs
+ *  of md_nb_compute() call it; GPU code may use it to build a list on the host. */
+MDDEF md_status md_nb_plan_update_list(md_nb_plan *p, const md_topology *t, const md_float4 *xyzq,
+                                       const double box[3], int full, int *rebuilt);
+
+/** @brief Check that @p box suits @p params (resolved): edges finite and > 0 and the
+ *  cutoff plus buffer at most half the shortest edge. The error (MD_ERR_RANGE) names
+ *  @p where and field "cutoff" with the numbers. */
+MDDEF md_status md_nb_check_box(const char *where, const md_nb_params *params, const double box[3]);
+
+/** @brief Ewald self energy -k beta / sqrt(pi) sum q_i^2 (kJ/mol) of the charges in @p xyzq
+ *  (0 unless params->coul is Ewald; @p params resolved). */
+MDDEF double md_nb_self_energy(const md_nb_params *params, const md_float4 *xyzq, int n);
+
+/** @brief Long-range dispersion correction for the LJ pairs beyond the cutoff, assuming
+ *  g(r) = 1 there.
+ *
+ *  E = 2 pi N^2 / V (mean(c12) / (9 rc^9) - mean(c6) / (3 rc^3)) and each diagonal virial entry
+ *  W_aa = 2 pi N^2 / V (4 mean(c12) / (9 rc^9) - 2 mean(c6) / (3 rc^3)) (so the pressure changes
+ *  by W_aa / V), with the means taken over the N (N + 1) / 2 pairs i <= j (OpenMM's
+ *  convention, self pairs included, exclusions ignored). It is the tail of the plain
+ *  12-6 potential for every LJ mode: it does not undo the shift or switch inside the
+ *  cutoff. Writes 0 when @p params has dispersion_correction 0. */
+MDDEF md_status md_nb_dispersion_correction(const md_nb_params *params, const md_topology *t,
+                                            const md_lj_table *lj, const double box[3], double *energy,
+                                            double *virial_diag);
+
+/** @brief Nonbonded forces, energies and virial of one configuration with a CPU rung.
+ *
+ *  @p xyzq holds t->n positions (nm) with charges (e) in .w; @p box the orthorhombic
+ *  periodic box (nm); minimum image everywhere. Writes the 3 n forces (kJ mol^-1 nm^-1,
+ *  x y z per atom) to @p force (may be NULL) and overwrites every field of @p energy
+ *  (may be NULL): lj, coul_real, coul_excl, lj14, coul14, coul_self, lj_dispersion and
+ *  virial; coul_recip, bonded and kinetic are set to 0. The pair terms are those of
+ *  md_lj_mode and md_coul_mode for every non-excluded pair with r < rc; the 1-4 pairs of
+ *  t (no cutoff, minimum image); the Ewald exclusion correction over every excluded pair.
+ *
+ *  Errors: NULL arguments, t->n != p->n (MD_ERR_INVALID_ARGUMENT), an LJ type outside
+ *  the table (MD_ERR_RANGE, field lj_type[i]), a non-finite coordinate or charge
+ *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs rung
+ *  checks the cutoff alone, the others cutoff + buffer), a GPU rung (MD_ERR_UNSUPPORTED),
+ *  a fixed-point overflow (MD_ERR_RANGE). On failure @p force and @p energy are untouched. */
+MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_topology *t, const md_lj_table *lj,
+                              const md_float4 *xyzq, const double box[3], double *force, md_energy *energy);
+
+/* ======================================================================== */
+/* integrate: velocity Verlet (NVE) on the CPU                              */
+/* ======================================================================== */
+
+/** @brief A CPU molecular dynamics run: positions, velocities and forces in double, the
+ *  float coordinates md_nb_compute reads, the nonbonded plan, and the energies.
+ *
+ *  Positions stay unwrapped in md_dynamics::x; md_dynamics::xyzq holds them wrapped into
+ *  the box. The topology and the LJ table are borrowed (they must outlive the run). */
+typedef struct md_dynamics {
+    int n;                    /**< atoms */
+    double dt;                /**< time step (ps) */
+    md_nb_variant variant;    /**< CPU nonbonded rung used for the forces */
+    double *x;                /**< 3 n positions (nm) */
+    double *v;                /**< 3 n velocities (nm/ps) */
+    double *f;                /**< 3 n forces at the current positions (kJ mol^-1 nm^-1) */
+    double *inv_mass;         /**< n inverse masses (1/amu) */
+    md_float4 *xyzq;          /**< n float positions wrapped into the box, charges from the topology */
+    double box[3];            /**< box (nm) */
+    const md_topology *top;   /**< borrowed topology */
+    const md_lj_table *lj;    /**< borrowed LJ table */
+    md_nb_plan plan;          /**< nonbonded workspace (its rebuild counter counts list builds) */
+    md_energy energy;         /**< energies at the current positions and velocities */
+    long long step;           /**< steps taken */
+} md_dynamics;
+
+/** @brief Start a run from @p sys (positions, velocities sys->vel, box) with the masses and
+ *  charges of @p t, computing the initial forces and energies.
+ *
+ *  Errors: those of md_nb_compute(), a mass not finite and > 0 (MD_ERR_RANGE, field
+ *  mass[i]), dt not finite and > 0, sys->n != t->n, no box. On failure @p d is untouched. */
+MDDEF md_status md_dynamics_init(md_dynamics *d, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                                 const md_nb_params *params, md_nb_variant variant, double dt);
+
+/** @brief Advance @p d by @p nsteps velocity Verlet steps (NVE):
+ *  v += f/m dt/2; x += v dt; f = F(x); v += f/m dt/2. Afterwards md_dynamics::energy holds
+ *  the potential terms of the new positions and the kinetic energy of the new velocities.
+ *  Errors: those of md_nb_compute() (the run stops at the failing step). */
+MDDEF md_status md_integrate_vv(md_dynamics *d, int nsteps);
+
+/** @brief Kinetic energy sum m v^2 / 2 (kJ/mol) of the current velocities. */
+MDDEF double md_dynamics_kinetic(const md_dynamics *d);
+
+/** @brief Kinetic temperature (K) with 3 n - 3 degrees of freedom (NVE conserves momentum). */
+MDDEF double md_dynamics_temperature(const md_dynamics *d);
+
+/** @brief Copy the positions (wrapped into the box), velocities and box back into @p sys
+ *  (sys->n must equal d->n). */
+MDDEF md_status md_dynamics_get_system(const md_dynamics *d, md_system *sys);
+
+/** @brief Release a run and zero it. Safe on a zeroed run. */
+MDDEF void md_dynamics_free(md_dynamics *d);
+
+/* ======================================================================== */
+/* build: water boxes and LJ fluids                                         */
+/* ======================================================================== */
+
+/** @brief Argon's LJ sigma (nm) (Rahman 1964; the md_fcc_desc defaults). */
+#define MD_ARGON_SIGMA 0.3405
+/** @brief Argon's LJ epsilon (kJ/mol): 119.8 K times MD_KB. */
+#define MD_ARGON_EPSILON (119.8 * MD_KB)
+
+/** @brief Rigid three-site water models. */
+typedef enum md_water_model {
+    MD_WATER_TIP3P = 0, /**< TIP3P (Jorgensen et al., J. Chem. Phys. 79, 926 (1983)); the default */
+    MD_WATER_SPCE,      /**< SPC/E (Berendsen, Grigera, Straatsma, J. Phys. Chem. 91, 6269 (1987)) */
+    MD_WATER_MODEL_COUNT /**< number of models */
+} md_water_model;
+
+/** @brief Parameters of a water model, with the values OpenMM's force-field files use
+ *  (tip3p.xml, spce.xml). */
+typedef struct md_water_params {
+    const char *name;  /**< "tip3p", "spce" */
+    double d_oh;       /**< O-H distance (nm) */
+    double angle_hoh;  /**< H-O-H angle (rad) */
+    double d_hh;       /**< H-H distance (nm), 2 d_oh sin(angle / 2) */
+    double q_o;        /**< oxygen charge (e) */
+    double q_h;        /**< hydrogen charge (e) */
+    double sigma_o;    /**< oxygen LJ sigma (nm) */
+    double epsilon_o;  /**< oxygen LJ epsilon (kJ/mol) */
+    double mass_o;     /**< oxygen mass (amu) */
+    double mass_h;     /**< hydrogen mass (amu) */
+} md_water_params;
+
+/** @brief The parameters of @p model (MD_ERR_INVALID_ARGUMENT for an unknown model). */
+MDDEF md_status md_water_model_params(md_water_model model, md_water_params *out);
+
+/** @brief How md_build_water_box() builds; a zero field takes its default. */
+typedef struct md_water_desc {
+    md_water_model model; /**< water model (default TIP3P) */
+    int molecules;        /**< number of molecules (default: what fills the box at the density) */
+    double edge;          /**< cube edge (nm) (default: what holds the molecules at the density) */
+    double density;       /**< mass density (g/cm^3) used for a missing molecules or edge
+                               (default 0.997, water at 298 K) */
+    double temperature;   /**< initial temperature (K) of the molecules' centre-of-mass motion
+                               (default 300; negative: all velocities 0) */
+    uint64_t seed;        /**< orientations, site choice and velocities (0 is a valid seed) */
+} md_water_desc;
+
+/** @brief A cubic box of rigid water at about 1 g/cm^3: @p sys (atoms O, H, H per molecule,
+ *  names OW HW1 HW2, residue HOH numbered from 1, charges, masses, box, velocities),
+ *  @p top (LJ types O = 0 and H = 1, two O-H bonds and an H-O-H angle per molecule
+ *  at the model's geometry, exclusions from the bonds, the water groups with d_OH and
+ *  d_HH) and @p lj (two types: the model's oxygen, and hydrogen with no LJ).
+ *
+ *  Molecules sit on a simple cubic lattice of m^3 sites, m = ceil(cbrt(molecules)),
+ *  spacing edge / m; a seeded shuffle picks the occupied sites and each molecule gets a
+ *  seeded random orientation, redrawn (up to 1000 times) until no atom is closer than
+ *  0.17 nm to an atom of an earlier molecule (minimum image). Oxygens lie inside the box;
+ *  each molecule is whole (its hydrogens may stick out). Velocities: one Maxwell-Boltzmann
+ *  velocity per molecule (all three atoms move together, which respects the rigid
+ *  geometry), the total momentum removed. Deterministic for a seed. Give molecules
+ *  7856 and edge 6.2 for the 23,568-atom benchmark box (0.99 g/cm^3) and 31922 and 9.9
+ *  for the 95,766-atom one. Errors: a field out of range (MD_ERR_RANGE naming it), no
+ *  placement found (MD_ERR_RANGE, field density), out of memory. On failure the outputs
+ *  are untouched. */
+MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table *lj, const md_water_desc *desc);
+
+/** @brief An LJ liquid: md_build_fcc() with @p desc (NULL: 864 argon atoms near the triple
+ *  point), a topology (type 0, charge 0, the argon mass, no bonds or exclusions) and a
+ *  one-type table with MD_ARGON_SIGMA and MD_ARGON_EPSILON. On failure the outputs are
+ *  untouched. */
+MDDEF md_status md_build_lj_fluid(md_system *sys, md_topology *top, md_lj_table *lj, const md_fcc_desc *desc);
 
 /* ======================================================================== */
 /* bench                                                                    */
@@ -4050,6 +4971,1849 @@ MDDEF void md_traj_close(md_traj *t) {
     if (t->format == MD_TRAJ_DCD) md_dcd_close(&t->dcd);
     if (t->format == MD_TRAJ_XYZ) md_xyz_close(&t->xyz);
     memset(t, 0, sizeof *t);
+}
+
+/* ---- ff ---- */
+
+static md_status md__err_index(md_status st, const char *fn, const char *name, long idx, const char *fmt,
+                               double value) {
+    char field[64];
+    snprintf(field, sizeof field, "%s[%ld]", name, idx);
+    return md_set_error(st, fn, 0, field, fmt, value);
+}
+
+static int md__finite_nonneg(double v) { return isfinite(v) && v >= 0.0; }
+
+MDDEF md_status md_lj_table_create(md_lj_table *t, int ntypes, const double *sigma, const double *epsilon,
+                                   md_lj_combine rule) {
+    const char *fn = "md_lj_table_create";
+    md_lj_table s;
+    size_t nt, nt2;
+    int a, b;
+    if (!t || !sigma || !epsilon)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t/sigma/epsilon", "is NULL");
+    if (ntypes < 1 || ntypes > 65536)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "ntypes", "must be in 1..65536 (got %d)", ntypes);
+    if (rule != MD_LJ_COMBINE_LB && rule != MD_LJ_COMBINE_GEOMETRIC)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rule", "unknown combination rule %d", (int)rule);
+    for (a = 0; a < ntypes; a++) {
+        if (!md__finite_nonneg(sigma[a]))
+            return md__err_index(MD_ERR_RANGE, fn, "sigma", a, "must be finite and >= 0 (got %g)", sigma[a]);
+        if (!md__finite_nonneg(epsilon[a]))
+            return md__err_index(MD_ERR_RANGE, fn, "epsilon", a, "must be finite and >= 0 (got %g)", epsilon[a]);
+    }
+    nt = (size_t)ntypes;
+    nt2 = nt * nt;
+    memset(&s, 0, sizeof s);
+    s.sigma = (double *)md_alloc_array(nt, sizeof(double));
+    s.epsilon = (double *)md_alloc_array(nt, sizeof(double));
+    s.c6 = (double *)md_alloc_array(nt2, sizeof(double));
+    s.c12 = (double *)md_alloc_array(nt2, sizeof(double));
+    if (!s.sigma || !s.epsilon || !s.c6 || !s.c12) {
+        md_lj_table_free(&s);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "ntypes", "cannot allocate %d types", ntypes);
+    }
+    s.ntypes = ntypes;
+    for (a = 0; a < ntypes; a++) {
+        s.sigma[a] = sigma[a];
+        s.epsilon[a] = epsilon[a];
+    }
+    for (a = 0; a < ntypes; a++)
+        for (b = 0; b < ntypes; b++) {
+            double sig = rule == MD_LJ_COMBINE_LB ? 0.5 * (sigma[a] + sigma[b]) : sqrt(sigma[a] * sigma[b]);
+            double eps = sqrt(epsilon[a] * epsilon[b]), s6 = sig * sig * sig * sig * sig * sig;
+            s.c6[(size_t)a * nt + b] = 4.0 * eps * s6;
+            s.c12[(size_t)a * nt + b] = 4.0 * eps * s6 * s6;
+        }
+    *t = s;
+    return MD_OK;
+}
+
+static md_status md__lj_pair_check(const char *fn, const md_lj_table *t, int a, int b) {
+    if (!t || !t->c6 || !t->c12) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "is NULL or empty");
+    if (a < 0 || a >= t->ntypes || b < 0 || b >= t->ntypes)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "a/b", "types %d, %d outside 0..%d", a, b, t->ntypes - 1);
+    return MD_OK;
+}
+
+MDDEF md_status md_lj_table_set_pair_c6c12(md_lj_table *t, int a, int b, double c6, double c12) {
+    const char *fn = "md_lj_table_set_pair_c6c12";
+    md_status st = md__lj_pair_check(fn, t, a, b);
+    if (st != MD_OK) return st;
+    if (!md__finite_nonneg(c6)) return md_set_error(MD_ERR_RANGE, fn, 0, "c6", "must be finite and >= 0 (got %g)", c6);
+    if (!md__finite_nonneg(c12))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "c12", "must be finite and >= 0 (got %g)", c12);
+    t->c6[(size_t)a * t->ntypes + b] = t->c6[(size_t)b * t->ntypes + a] = c6;
+    t->c12[(size_t)a * t->ntypes + b] = t->c12[(size_t)b * t->ntypes + a] = c12;
+    return MD_OK;
+}
+
+MDDEF md_status md_lj_table_set_pair(md_lj_table *t, int a, int b, double sigma, double epsilon) {
+    const char *fn = "md_lj_table_set_pair";
+    md_status st = md__lj_pair_check(fn, t, a, b);
+    double s6;
+    if (st != MD_OK) return st;
+    if (!md__finite_nonneg(sigma))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "sigma", "must be finite and >= 0 (got %g)", sigma);
+    if (!md__finite_nonneg(epsilon))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "epsilon", "must be finite and >= 0 (got %g)", epsilon);
+    s6 = sigma * sigma * sigma * sigma * sigma * sigma;
+    return md_lj_table_set_pair_c6c12(t, a, b, 4.0 * epsilon * s6, 4.0 * epsilon * s6 * s6);
+}
+
+MDDEF void md_lj_table_free(md_lj_table *t) {
+    if (!t) return;
+    md_free(t->sigma);
+    md_free(t->epsilon);
+    md_free(t->c6);
+    md_free(t->c12);
+    memset(t, 0, sizeof *t);
+}
+
+MDDEF void md_topology_free(md_topology *t) {
+    if (!t) return;
+    md_free(t->lj_type);
+    md_free(t->charge);
+    md_free(t->mass);
+    md_free(t->bond);
+    md_free(t->bond_r0);
+    md_free(t->bond_k);
+    md_free(t->angle);
+    md_free(t->angle_theta0);
+    md_free(t->angle_k);
+    md_free(t->excl_start);
+    md_free(t->excl);
+    md_free(t->pair14);
+    md_free(t->water);
+    md_free(t->constraint);
+    md_free(t->constraint_length);
+    memset(t, 0, sizeof *t);
+}
+
+MDDEF md_status md_topology_alloc(md_topology *t, int n) {
+    const char *fn = "md_topology_alloc";
+    md_topology s;
+    size_t un;
+    if (!t) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be at least 1 (got %d)", n);
+    un = (size_t)n;
+    memset(&s, 0, sizeof s);
+    s.n = n;
+    s.lj_type = (int *)md_alloc_array(un, sizeof(int));
+    s.charge = (float *)md_alloc_array(un, sizeof(float));
+    s.mass = (float *)md_alloc_array(un, sizeof(float));
+    s.excl_start = (int *)md_alloc_array(un + 1, sizeof(int));
+    s.excl = (int *)md_alloc_array(1, sizeof(int));
+    if (!s.lj_type || !s.charge || !s.mass || !s.excl_start || !s.excl) {
+        md_topology_free(&s);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate %d atoms", n);
+    }
+    memset(s.lj_type, 0, un * sizeof(int));
+    memset(s.charge, 0, un * sizeof(float));
+    memset(s.mass, 0, un * sizeof(float));
+    memset(s.excl_start, 0, (un + 1) * sizeof(int));
+    *t = s;
+    return MD_OK;
+}
+
+static md_status md__check_bonds(const char *fn, int n, int nbond, const int *bond) {
+    int k;
+    if (nbond < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nbond", "must be >= 0 (got %d)", nbond);
+    if (nbond > 0 && !bond) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "bond", "is NULL with nbond %d", nbond);
+    for (k = 0; k < nbond; k++) {
+        int a = bond[2 * k], b = bond[2 * k + 1];
+        char field[48];
+        snprintf(field, sizeof field, "bond[%d]", k);
+        if (a < 0 || a >= n || b < 0 || b >= n)
+            return md_set_error(MD_ERR_RANGE, fn, 0, field, "atoms %d-%d outside 0..%d", a, b, n - 1);
+        if (a == b) return md_set_error(MD_ERR_RANGE, fn, 0, field, "bonds atom %d to itself", a);
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_topology_set_bonds(md_topology *t, int nbond, const int *bond, const double *r0,
+                                      const double *k) {
+    const char *fn = "md_topology_set_bonds";
+    int *nb = NULL;
+    double *nr0 = NULL, *nk = NULL;
+    md_status st;
+    size_t m;
+    if (!t || t->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "is NULL or empty");
+    if ((st = md__check_bonds(fn, t->n, nbond, bond)) != MD_OK) return st;
+    m = (size_t)nbond;
+    if (nbond > 0) {
+        nb = (int *)md_alloc_array(2 * m, sizeof(int));
+        if (r0) nr0 = (double *)md_alloc_array(m, sizeof(double));
+        if (k) nk = (double *)md_alloc_array(m, sizeof(double));
+        if (!nb || (r0 && !nr0) || (k && !nk)) {
+            md_free(nb);
+            md_free(nr0);
+            md_free(nk);
+            return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "nbond", "cannot allocate %d bonds", nbond);
+        }
+        memcpy(nb, bond, 2 * m * sizeof(int));
+        if (r0) memcpy(nr0, r0, m * sizeof(double));
+        if (k) memcpy(nk, k, m * sizeof(double));
+    }
+    md_free(t->bond);
+    md_free(t->bond_r0);
+    md_free(t->bond_k);
+    t->nbond = nbond;
+    t->bond = nb;
+    t->bond_r0 = nr0;
+    t->bond_k = nk;
+    return MD_OK;
+}
+
+static int md__cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Exclusions from bonds: a breadth-first search of depth 3 from every atom over the
+ * bond graph (CSR adjacency) gives each reachable atom its bond distance 1, 2 or 3;
+ * the shortest path wins, so a ring pair that is both 1-3 and 1-4 counts as 1-3. */
+MDDEF md_status md_topology_build_exclusions(md_topology *t, const md_exclusion_desc *desc) {
+    const char *fn = "md_topology_build_exclusions";
+    md_exclusion_desc d;
+    md_status st;
+    int n, i, k, *adj_start = NULL, *adj = NULL, *dist = NULL, *seen = NULL, *fill = NULL;
+    int *es = NULL, *ex = NULL, *p14 = NULL;
+    long long nex = 0, n14 = 0;
+    if (!t || t->n < 1 || !t->excl_start)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "is NULL or not allocated");
+    if ((st = md__check_bonds(fn, t->n, t->nbond, t->bond)) != MD_OK) return st;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (d.pair14 != MD_PAIR14_SCALE && d.pair14 != MD_PAIR14_EXCLUDE && d.pair14 != MD_PAIR14_KEEP)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "pair14", "unknown mode %d", (int)d.pair14);
+    if (d.fudge_lj == 0.0) d.fudge_lj = 0.5;
+    if (d.fudge_qq == 0.0) d.fudge_qq = 1.0 / 1.2;
+    if (!isfinite(d.fudge_lj) || !isfinite(d.fudge_qq))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "fudge_lj/fudge_qq", "must be finite");
+    n = t->n;
+    adj_start = (int *)md_alloc_array((size_t)n + 1, sizeof(int));
+    adj = (int *)md_alloc_array(2 * (size_t)t->nbond + 1, sizeof(int));
+    dist = (int *)md_alloc_array((size_t)n, sizeof(int));
+    seen = (int *)md_alloc_array((size_t)n, sizeof(int));
+    fill = (int *)md_alloc_array((size_t)n + 1, sizeof(int));
+    es = (int *)md_alloc_array((size_t)n + 1, sizeof(int));
+    if (!adj_start || !adj || !dist || !seen || !fill || !es) goto oom;
+    memset(adj_start, 0, ((size_t)n + 1) * sizeof(int));
+    for (k = 0; k < t->nbond; k++) {
+        adj_start[t->bond[2 * k] + 1]++;
+        adj_start[t->bond[2 * k + 1] + 1]++;
+    }
+    for (i = 0; i < n; i++) adj_start[i + 1] += adj_start[i];
+    memcpy(fill, adj_start, ((size_t)n + 1) * sizeof(int));
+    for (k = 0; k < t->nbond; k++) {
+        int a = t->bond[2 * k], b = t->bond[2 * k + 1];
+        adj[fill[a]++] = b;
+        adj[fill[b]++] = a;
+    }
+    for (i = 0; i < n; i++) dist[i] = -1;
+    /* two passes: 0 counts, 1 fills */
+    {
+        int pass;
+        for (pass = 0; pass < 2; pass++) {
+            nex = 0;
+            n14 = 0;
+            for (i = 0; i < n; i++) {
+                int head = 0, tail = 0, row0 = (int)nex;
+                seen[tail++] = i;
+                dist[i] = 0;
+                while (head < tail) {
+                    int a = seen[head++], e;
+                    if (dist[a] >= 3) continue;
+                    for (e = adj_start[a]; e < adj_start[a + 1]; e++) {
+                        int b = adj[e];
+                        if (dist[b] >= 0) continue;
+                        dist[b] = dist[a] + 1;
+                        seen[tail++] = b;
+                    }
+                }
+                for (k = 1; k < tail; k++) {
+                    int j = seen[k], dj = dist[j];
+                    int excluded = dj <= 2 || (dj == 3 && d.pair14 != MD_PAIR14_KEEP);
+                    if (excluded) {
+                        if (pass) ex[nex] = j;
+                        nex++;
+                    }
+                    if (dj == 3 && d.pair14 == MD_PAIR14_SCALE && i < j) {
+                        if (pass) {
+                            p14[2 * n14] = i;
+                            p14[2 * n14 + 1] = j;
+                        }
+                        n14++;
+                    }
+                }
+                for (k = 0; k < tail; k++) dist[seen[k]] = -1;
+                if (pass) {
+                    es[i] = row0;
+                    qsort(ex + row0, (size_t)(nex - row0), sizeof(int), md__cmp_int);
+                }
+                if (nex > INT_MAX - (long long)n) {
+                    md_free(adj_start); md_free(adj); md_free(dist); md_free(seen); md_free(fill); md_free(es);
+                    md_free(ex); md_free(p14);
+                    return md_set_error(MD_ERR_RANGE, fn, 0, "bond", "too many exclusions");
+                }
+            }
+            if (pass == 0) {
+                ex = (int *)md_alloc_array((size_t)nex + 1, sizeof(int));
+                p14 = (int *)md_alloc_array(2 * (size_t)n14 + 1, sizeof(int));
+                if (!ex || !p14) goto oom;
+            }
+        }
+        es[n] = (int)nex;
+    }
+    md_free(adj_start);
+    md_free(adj);
+    md_free(dist);
+    md_free(seen);
+    md_free(fill);
+    md_free(t->excl_start);
+    md_free(t->excl);
+    md_free(t->pair14);
+    t->excl_start = es;
+    t->excl = ex;
+    t->pair14 = p14;
+    t->npair14 = (int)n14;
+    t->fudge_lj = d.pair14 == MD_PAIR14_SCALE ? d.fudge_lj : 0.0;
+    t->fudge_qq = d.pair14 == MD_PAIR14_SCALE ? d.fudge_qq : 0.0;
+    return MD_OK;
+oom:
+    md_free(adj_start);
+    md_free(adj);
+    md_free(dist);
+    md_free(seen);
+    md_free(fill);
+    md_free(es);
+    md_free(ex);
+    md_free(p14);
+    return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate the exclusion lists of %d atoms", t->n);
+}
+
+MDDEF int md_topology_excluded(const md_topology *t, int i, int j) {
+    int lo, hi;
+    if (!t || !t->excl_start || !t->excl || i < 0 || j < 0 || i >= t->n || j >= t->n || i == j) return 0;
+    lo = t->excl_start[i];
+    hi = t->excl_start[i + 1] - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, v = t->excl[mid];
+        if (v == j) return 1;
+        if (v < j) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return 0;
+}
+
+/* What every kernel relies on to stay in bounds: n, arrays present, LJ types inside the
+ * table, exclusion offsets and partners and 1-4 pairs in range. O(n + exclusions). */
+static md_status md__topology_check_fast(const md_topology *t, const md_lj_table *lj, const char *where) {
+    int i, k;
+    if (!t) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "t", "is NULL");
+    if (t->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "t.n", "must be >= 1 (got %d)", t->n);
+    if (!t->lj_type || !t->charge || !t->mass || !t->excl_start || !t->excl)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "t", "has unallocated arrays");
+    if (lj && (!lj->c6 || !lj->c12 || lj->ntypes < 1))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "lj", "is empty");
+    if (lj)
+        for (i = 0; i < t->n; i++)
+            if (t->lj_type[i] < 0 || t->lj_type[i] >= lj->ntypes)
+                return md__err_index(MD_ERR_RANGE, where, "lj_type", i, "outside the LJ table (type %g)",
+                                     (double)t->lj_type[i]);
+    if (t->excl_start[0] != 0)
+        return md_set_error(MD_ERR_RANGE, where, 0, "excl_start[0]", "must be 0 (got %d)", t->excl_start[0]);
+    for (i = 0; i < t->n; i++) {
+        if (t->excl_start[i + 1] < t->excl_start[i])
+            return md__err_index(MD_ERR_RANGE, where, "excl_start", i + 1, "decreases (%g)",
+                                 (double)t->excl_start[i + 1]);
+        for (k = t->excl_start[i]; k < t->excl_start[i + 1]; k++)
+            if (t->excl[k] < 0 || t->excl[k] >= t->n || t->excl[k] == i)
+                return md__err_index(MD_ERR_RANGE, where, "excl", k, "partner %g is out of range or the atom itself",
+                                     (double)t->excl[k]);
+    }
+    if (t->npair14 < 0 || (t->npair14 > 0 && !t->pair14))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "pair14", "count %d without pairs", t->npair14);
+    for (k = 0; k < 2 * t->npair14; k++)
+        if (t->pair14[k] < 0 || t->pair14[k] >= t->n)
+            return md__err_index(MD_ERR_RANGE, where, "pair14", k, "atom %g is out of range", (double)t->pair14[k]);
+    return MD_OK;
+}
+
+MDDEF md_status md_topology_check(const md_topology *t, const md_lj_table *lj, const char *where) {
+    md_status st;
+    int i, k;
+    if (!where) where = "md_topology_check";
+    if ((st = md__topology_check_fast(t, lj, where)) != MD_OK) return st;
+    for (i = 0; i < t->n; i++) {
+        if (!isfinite(t->charge[i])) return md__err_index(MD_ERR_RANGE, where, "charge", i, "is not finite (%g)", t->charge[i]);
+        if (!md__finite_nonneg(t->mass[i]))
+            return md__err_index(MD_ERR_RANGE, where, "mass", i, "must be finite and >= 0 (got %g)", t->mass[i]);
+        for (k = t->excl_start[i]; k < t->excl_start[i + 1]; k++) {
+            if (k > t->excl_start[i] && t->excl[k] <= t->excl[k - 1])
+                return md__err_index(MD_ERR_RANGE, where, "excl", k, "row is not strictly ascending (partner %g)",
+                                     (double)t->excl[k]);
+            if (!md_topology_excluded(t, t->excl[k], i))
+                return md__err_index(MD_ERR_RANGE, where, "excl", k, "is not symmetric (partner %g does not exclude the atom)",
+                                     (double)t->excl[k]);
+        }
+    }
+    if ((st = md__check_bonds(where, t->n, t->nbond, t->bond)) != MD_OK) return st;
+    for (k = 0; k < t->npair14; k++)
+        if (t->pair14[2 * k] >= t->pair14[2 * k + 1] || !md_topology_excluded(t, t->pair14[2 * k], t->pair14[2 * k + 1]))
+            return md__err_index(MD_ERR_RANGE, where, "pair14", 2 * k, "pair must have i < j and be excluded (i = %g)",
+                                 (double)t->pair14[2 * k]);
+    if (t->nwater < 0 || (t->nwater > 0 && !t->water))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "water", "count %d without atoms", t->nwater);
+    for (k = 0; k < 3 * t->nwater; k++)
+        if (t->water[k] < 0 || t->water[k] >= t->n)
+            return md__err_index(MD_ERR_RANGE, where, "water", k, "atom %g is out of range", (double)t->water[k]);
+    if (t->nconstraint < 0 || (t->nconstraint > 0 && (!t->constraint || !t->constraint_length)))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "constraint", "count %d without atoms or lengths",
+                            t->nconstraint);
+    for (k = 0; k < 2 * t->nconstraint; k++)
+        if (t->constraint[k] < 0 || t->constraint[k] >= t->n)
+            return md__err_index(MD_ERR_RANGE, where, "constraint", k, "atom %g is out of range", (double)t->constraint[k]);
+    return MD_OK;
+}
+
+MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond) {
+    const char *fn = "md_topology_from_system";
+    md_topology s;
+    md_status st;
+    int i;
+    if (!t || !sys) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t/sys", "is NULL");
+    if (!sys->xyzq || !sys->mass || !sys->type || sys->n < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "is empty");
+    if ((st = md__check_bonds(fn, sys->n, nbond, bond)) != MD_OK) return st;
+    if ((st = md_topology_alloc(&s, sys->n)) != MD_OK) return st;
+    for (i = 0; i < sys->n; i++) {
+        s.charge[i] = sys->xyzq[i].w;
+        s.mass[i] = sys->mass[i];
+        s.lj_type[i] = sys->type[i];
+    }
+    if ((st = md_topology_set_bonds(&s, nbond, bond, NULL, NULL)) != MD_OK ||
+        (st = md_topology_build_exclusions(&s, NULL)) != MD_OK) {
+        md_topology_free(&s);
+        return st;
+    }
+    *t = s;
+    return MD_OK;
+}
+
+MDDEF md_status md_topology_set_lj_types_by_name(md_topology *t, const md_system *sys, const char *const *names,
+                                                 int count) {
+    const char *fn = "md_topology_set_lj_types_by_name";
+    int i, k, *type;
+    if (!t || !sys || !names || !t->lj_type || !sys->name)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t/sys/names", "is NULL");
+    if (t->n != sys->n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "has %d atoms, the topology %d", sys->n, t->n);
+    if (count < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "count", "must be >= 1 (got %d)", count);
+    if (!(type = (int *)md_alloc_array((size_t)t->n, sizeof(int)))) return MD_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < t->n; i++) {
+        for (k = 0; k < count; k++)
+            if (names[k] && strcmp(names[k], sys->name[i].s) == 0) break;
+        if (k == count) {
+            md_free(type);
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "name", "atom %d ('%s') is not one of the %d type names",
+                                i, sys->name[i].s, count);
+        }
+        type[i] = k;
+    }
+    memcpy(t->lj_type, type, (size_t)t->n * sizeof(int));
+    md_free(type);
+    return MD_OK;
+}
+
+MDDEF md_status md_topology_apply_charges(const md_topology *t, md_float4 *xyzq, int n) {
+    int i;
+    if (!t || !t->charge || !xyzq)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_topology_apply_charges", 0, "t/xyzq", "is NULL");
+    if (n != t->n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_topology_apply_charges", 0, "n",
+                            "is %d, the topology has %d atoms", n, t->n);
+    for (i = 0; i < n; i++) xyzq[i].w = t->charge[i];
+    return MD_OK;
+}
+
+/* ---- nblist ---- */
+
+/* The distinct cells within `reach` cells of c along an axis of `dim` cells, periodic;
+ * with few cells the offsets -reach..reach would visit a cell twice. Returns the count. */
+static int md__axis_neighbors(int c, int dim, int reach, int *out) {
+    int k, m = 0, o;
+    for (o = -reach; o <= reach; o++) {
+        int v = ((c + o) % dim + dim) % dim, dup = 0;
+        for (k = 0; k < m; k++) dup |= out[k] == v;
+        if (!dup) out[m++] = v;
+    }
+    return m;
+}
+
+static md_status md__check_coords(const char *fn, const md_float4 *xyzq, int n, int charges) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (!isfinite(xyzq[i].x) || !isfinite(xyzq[i].y) || !isfinite(xyzq[i].z) || (charges && !isfinite(xyzq[i].w))) {
+            char field[40];
+            snprintf(field, sizeof field, "xyzq[%d]", i);
+            return md_set_error(MD_ERR_RANGE, fn, 0, field, "is not finite (%g %g %g %g)", xyzq[i].x, xyzq[i].y,
+                                xyzq[i].z, xyzq[i].w);
+        }
+    return MD_OK;
+}
+
+/* Cell index of one coordinate: wrapped into [0, L) in double, scaled, clamped. */
+static int md__cell_coord(double x, double L, int dim) {
+    double s = x / L;
+    int c;
+    s -= floor(s);
+    c = (int)(s * dim);
+    return c < 0 ? 0 : (c >= dim ? dim - 1 : c);
+}
+
+MDDEF md_status md_cell_list_build(md_cell_list *cl, const md_float4 *xyzq, int n, const double box[3],
+                                   double min_cell) {
+    const char *fn = "md_cell_list_build";
+    long long dims[3], limit, ncell;
+    int d, i, c, *start, *atom, *cell_of;
+    md_status st;
+    if (!cl || !xyzq || !box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cl/xyzq/box", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (!(min_cell > 0.0) || !isfinite(min_cell))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "min_cell", "must be finite and > 0 (got %g)", min_cell);
+    for (d = 0; d < 3; d++) {
+        if (!(box[d] > 0.0) || !isfinite(box[d]) || box[d] < min_cell)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "box", "edges must be finite and >= min_cell %g (got %g %g %g)",
+                                min_cell, box[0], box[1], box[2]);
+        dims[d] = (long long)floor(box[d] / min_cell);
+        if (dims[d] < 1) dims[d] = 1;
+        if (dims[d] > 1000000) dims[d] = 1000000;
+    }
+    /* Never more cells than a few per atom: halving the largest dimension keeps every
+     * cell edge >= min_cell. */
+    limit = 8LL * n > 64 ? 8LL * n : 64;
+    while (dims[0] * dims[1] * dims[2] > limit) {
+        int big = dims[1] > dims[0] ? 1 : 0;
+        if (dims[2] > dims[big]) big = 2;
+        dims[big] = (dims[big] + 1) / 2;
+    }
+    if ((st = md__check_coords(fn, xyzq, n, 0)) != MD_OK) return st;
+    ncell = dims[0] * dims[1] * dims[2];
+    start = cl->start;
+    atom = cl->atom;
+    cell_of = cl->cell_of;
+    if (ncell + 1 > cl->cap_cells) start = (int *)md_alloc_array((size_t)ncell + 1, sizeof(int));
+    if (n > cl->cap_atoms) {
+        atom = (int *)md_alloc_array((size_t)n, sizeof(int));
+        cell_of = (int *)md_alloc_array((size_t)n, sizeof(int));
+    }
+    if (!start || !atom || !cell_of) {
+        if (start != cl->start) md_free(start);
+        if (atom != cl->atom) md_free(atom);
+        if (cell_of != cl->cell_of) md_free(cell_of);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate a cell list of %d atoms", n);
+    }
+    if (start != cl->start) {
+        md_free(cl->start);
+        cl->start = start;
+        cl->cap_cells = (int)ncell + 1;
+    }
+    if (atom != cl->atom) {
+        md_free(cl->atom);
+        md_free(cl->cell_of);
+        cl->atom = atom;
+        cl->cell_of = cell_of;
+        cl->cap_atoms = n;
+    }
+    cl->n = n;
+    for (d = 0; d < 3; d++) {
+        cl->dim[d] = (int)dims[d];
+        cl->cell[d] = box[d] / (double)dims[d];
+    }
+    memset(start, 0, ((size_t)ncell + 1) * sizeof(int));
+    for (i = 0; i < n; i++) {
+        int cx = md__cell_coord(xyzq[i].x, box[0], cl->dim[0]);
+        int cy = md__cell_coord(xyzq[i].y, box[1], cl->dim[1]);
+        int cz = md__cell_coord(xyzq[i].z, box[2], cl->dim[2]);
+        cell_of[i] = (cz * cl->dim[1] + cy) * cl->dim[0] + cx;
+        start[cell_of[i] + 1]++;
+    }
+    for (c = 0; c < ncell; c++) start[c + 1] += start[c];
+    /* fill in ascending atom order (stable counting sort); start[c] runs ahead, then is restored */
+    for (i = 0; i < n; i++) atom[start[cell_of[i]]++] = i;
+    for (c = (int)ncell; c > 0; c--) start[c] = start[c - 1];
+    start[0] = 0;
+    return MD_OK;
+}
+
+MDDEF void md_cell_list_free(md_cell_list *cl) {
+    if (!cl) return;
+    md_free(cl->start);
+    md_free(cl->atom);
+    md_free(cl->cell_of);
+    memset(cl, 0, sizeof *cl);
+}
+
+MDDEF void md_verlet_list_free(md_verlet_list *vl) {
+    if (!vl) return;
+    md_free(vl->start);
+    md_free(vl->j);
+    memset(vl, 0, sizeof *vl);
+}
+
+/* Minimum-image squared distance in double (the lists' and the double rungs' rule):
+ * d - L rint(d / L) per axis, the division skipped when |d| <= L/2 (rint gives 0 there). */
+static double md__dist2_f64(const md_float4 *a, const md_float4 *b, const double box[3], double d[3]) {
+    double dx = (double)a->x - (double)b->x, dy = (double)a->y - (double)b->y, dz = (double)a->z - (double)b->z;
+    if (fabs(dx) > 0.5 * box[0]) dx -= box[0] * rint(dx / box[0]);
+    if (fabs(dy) > 0.5 * box[1]) dy -= box[1] * rint(dy / box[1]);
+    if (fabs(dz) > 0.5 * box[2]) dz -= box[2] * rint(dz / box[2]);
+    d[0] = dx;
+    d[1] = dy;
+    d[2] = dz;
+    return dx * dx + dy * dy + dz * dz;
+}
+
+/* Visit the candidate partners of atom i in the cell list: every atom of the distinct
+ * cells around i's cell (one cell each way, cells >= the search radius). `fn(ctx, i, j)`
+ * is called for every j != i; the caller filters j > i, exclusions and distance. */
+typedef void (*md__pair_visitor)(void *ctx, int i, int j);
+static void md__cells_visit(const md_cell_list *cl, int i, md__pair_visitor fn, void *ctx) {
+    int nx[3], ny[3], nz[3], mx, my, mz, a, b, c, k;
+    int cidx = cl->cell_of[i], cx, cy, cz;
+    cx = cidx % cl->dim[0];
+    cy = (cidx / cl->dim[0]) % cl->dim[1];
+    cz = cidx / (cl->dim[0] * cl->dim[1]);
+    mx = md__axis_neighbors(cx, cl->dim[0], 1, nx);
+    my = md__axis_neighbors(cy, cl->dim[1], 1, ny);
+    mz = md__axis_neighbors(cz, cl->dim[2], 1, nz);
+    for (c = 0; c < mz; c++)
+        for (b = 0; b < my; b++)
+            for (a = 0; a < mx; a++) {
+                int cell = (nz[c] * cl->dim[1] + ny[b]) * cl->dim[0] + nx[a];
+                for (k = cl->start[cell]; k < cl->start[cell + 1]; k++)
+                    if (cl->atom[k] != i) fn(ctx, i, cl->atom[k]);
+            }
+}
+
+typedef struct md__vl_ctx {
+    const md_float4 *xyzq;
+    const double *box;
+    double rlist2;
+    int full;
+    const int *mark; /* mark[j] == i: j is excluded from i */
+    int *row;        /* NULL in the counting pass */
+    int count;
+} md__vl_ctx;
+
+static void md__vl_visit(void *vctx, int i, int j) {
+    md__vl_ctx *c = (md__vl_ctx *)vctx;
+    double d[3];
+    if (!c->full && j < i) return;
+    if (c->mark[j] == i) return;
+    if (md__dist2_f64(&c->xyzq[i], &c->xyzq[j], c->box, d) >= c->rlist2) return;
+    if (c->row) c->row[c->count] = j;
+    c->count++;
+}
+
+static void md__mark_exclusions(const md_topology *t, int i, int *mark) {
+    int k;
+    if (!t) return;
+    for (k = t->excl_start[i]; k < t->excl_start[i + 1]; k++) mark[t->excl[k]] = i;
+}
+
+MDDEF md_status md_verlet_list_build(md_verlet_list *vl, md_cell_list *cl, const md_float4 *xyzq, int n,
+                                     const double box[3], double rlist, int full, const md_topology *t) {
+    const char *fn = "md_verlet_list_build";
+    md_status st;
+    md__vl_ctx ctx;
+    int i, *start = NULL, *mark = NULL, *jj = NULL;
+    size_t total = 0;
+    double half;
+    if (!vl || !cl || !xyzq || !box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "vl/cl/xyzq/box", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (t && (st = md__topology_check_fast(t, NULL, fn)) != MD_OK) return st;
+    if (t && t->n != n) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has %d atoms, n is %d", t->n, n);
+    if (!(rlist > 0.0) || !isfinite(rlist))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "rlist", "must be finite and > 0 (got %g)", rlist);
+    half = 0.5 * (box[0] < box[1] ? (box[0] < box[2] ? box[0] : box[2]) : (box[1] < box[2] ? box[1] : box[2]));
+    if (!(rlist <= half))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "rlist", "%g nm is more than half the shortest box edge (%g nm)",
+                            rlist, 2.0 * half);
+    if ((st = md_cell_list_build(cl, xyzq, n, box, rlist)) != MD_OK) return st;
+    start = (int *)md_alloc_array((size_t)n + 1, sizeof(int));
+    mark = (int *)md_alloc_array((size_t)n, sizeof(int));
+    if (!start || !mark) goto oom;
+    for (i = 0; i < n; i++) mark[i] = -1;
+    ctx.xyzq = xyzq;
+    ctx.box = box;
+    ctx.rlist2 = rlist * rlist;
+    ctx.full = full ? 1 : 0;
+    ctx.mark = mark;
+    ctx.row = NULL;
+    for (i = 0; i < n; i++) { /* pass 1: count */
+        ctx.count = 0;
+        md__mark_exclusions(t, i, mark);
+        md__cells_visit(cl, i, md__vl_visit, &ctx);
+        start[i] = (int)total;
+        total += (size_t)ctx.count;
+        if (total > (size_t)INT_MAX) {
+            md_free(start);
+            md_free(mark);
+            return md_set_error(MD_ERR_RANGE, fn, 0, "rlist", "more than %d pairs within %g nm", INT_MAX, rlist);
+        }
+    }
+    start[n] = (int)total;
+    if (total + 1 > vl->cap) {
+        if (!(jj = (int *)md_alloc_array(total + 1, sizeof(int)))) goto oom;
+    } else {
+        jj = vl->j;
+    }
+    for (i = 0; i < n; i++) mark[i] = -1;
+    for (i = 0; i < n; i++) { /* pass 2: fill, then sort the row */
+        ctx.count = 0;
+        ctx.row = jj + start[i];
+        md__mark_exclusions(t, i, mark);
+        md__cells_visit(cl, i, md__vl_visit, &ctx);
+        qsort(ctx.row, (size_t)ctx.count, sizeof(int), md__cmp_int);
+    }
+    if (jj != vl->j) {
+        md_free(vl->j);
+        vl->j = jj;
+        vl->cap = total + 1;
+    }
+    md_free(vl->start);
+    vl->start = start;
+    vl->cap_rows = n + 1;
+    vl->n = n;
+    vl->full = ctx.full;
+    vl->rlist = rlist;
+    vl->npairs = total;
+    md_free(mark);
+    return MD_OK;
+oom:
+    md_free(start);
+    md_free(mark);
+    return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate a Verlet list of %d atoms", n);
+}
+
+/* ---- nb ---- */
+
+static const char *const md__nb_names[MD_NB_VARIANT_COUNT + 1] = {
+    "cpu_all_pairs", "cpu_cell_list", "cpu_verlet", "cpu_verlet_full", "cpu_fixed",
+    "gpu_tiles", "gpu_full_list", "gpu_half_list", "gpu_cluster", "gpu_cluster_smem", "unknown"};
+
+MDDEF const char *md_nb_variant_name(md_nb_variant variant) {
+    if ((int)variant < 0 || variant >= MD_NB_VARIANT_COUNT) return "unknown";
+    return md__nb_names[variant];
+}
+
+MDDEF int md_nb_variant_is_gpu(md_nb_variant variant) {
+    return variant >= MD_NB_GPU_TILES && variant < MD_NB_VARIANT_COUNT;
+}
+
+MDDEF double md_ewald_beta(double cutoff, double tolerance) { return sqrt(-log(2.0 * tolerance)) / cutoff; }
+
+MDDEF md_status md_nb_params_resolve(const md_nb_params *in, md_nb_params *out) {
+    const char *fn = "md_nb_params_resolve";
+    md_nb_params p;
+    if (!out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
+    if (in) p = *in;
+    else memset(&p, 0, sizeof p);
+    if (p.cutoff == 0.0) p.cutoff = MD_NB_DEFAULT_CUTOFF;
+    if (!(p.cutoff > 0.0) || !isfinite(p.cutoff))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "cutoff", "must be finite and > 0 (got %g)", p.cutoff);
+    if (p.buffer == 0.0) p.buffer = MD_NB_DEFAULT_BUFFER;
+    if (!isfinite(p.buffer)) return md_set_error(MD_ERR_RANGE, fn, 0, "buffer", "must be finite (got %g)", p.buffer);
+    if (p.buffer < 0.0) p.buffer = 0.0;
+    if ((int)p.lj < (int)MD_LJ_DEFAULT || (int)p.lj > (int)MD_LJ_NONE)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "lj", "unknown LJ mode %d", (int)p.lj);
+    if (p.lj == MD_LJ_DEFAULT) p.lj = MD_LJ_POTENTIAL_SHIFT;
+    if (p.lj == MD_LJ_FORCE_SWITCH) {
+        if (p.switch_radius == 0.0) p.switch_radius = 0.9 * p.cutoff;
+        if (!(p.switch_radius > 0.0 && p.switch_radius < p.cutoff))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "switch_radius", "must be in (0, cutoff %g) (got %g)", p.cutoff,
+                                p.switch_radius);
+    } else {
+        p.switch_radius = 0.0;
+    }
+    if ((int)p.coul < (int)MD_COUL_DEFAULT || (int)p.coul > (int)MD_COUL_NONE)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "coul", "unknown Coulomb mode %d", (int)p.coul);
+    if (p.coul == MD_COUL_DEFAULT) p.coul = MD_COUL_EWALD;
+    if (p.coul == MD_COUL_REACTION_FIELD) {
+        if (p.epsilon_rf != 0.0 && !(p.epsilon_rf >= 1.0 && isfinite(p.epsilon_rf)))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "epsilon_rf", "must be 0 (infinity) or finite and >= 1 (got %g)",
+                                p.epsilon_rf);
+    } else {
+        p.epsilon_rf = 0.0;
+    }
+    if (p.coul == MD_COUL_EWALD) {
+        if (p.ewald_tolerance == 0.0) p.ewald_tolerance = MD_NB_DEFAULT_EWALD_TOLERANCE;
+        if (!(p.ewald_tolerance > 0.0 && p.ewald_tolerance < 0.5))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "ewald_tolerance", "must be in (0, 0.5) (got %g)",
+                                p.ewald_tolerance);
+        if (p.ewald_beta == 0.0) p.ewald_beta = md_ewald_beta(p.cutoff, p.ewald_tolerance);
+        if (!(p.ewald_beta > 0.0) || !isfinite(p.ewald_beta))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "ewald_beta", "must be finite and > 0 (got %g)", p.ewald_beta);
+    } else {
+        p.ewald_beta = 0.0;
+        p.ewald_tolerance = 0.0;
+    }
+    p.dispersion_correction = p.dispersion_correction ? 1 : 0;
+    *out = p;
+    return MD_OK;
+}
+
+/* Force-switch constants of one r^-alpha term (GROMACS manual, "Modified non-bonded
+ * interactions"): F(r) = alpha / r^(alpha+1) + A (r - r1)^2 + B (r - r1)^3 for r1 <= r < rc,
+ * the potential 1/r^alpha - A/3 (r - r1)^3 - B/4 (r - r1)^4 - C, so that F and the
+ * potential vanish at rc. */
+static void md__force_switch(double alpha, double r1, double rc, double *A, double *B, double *C) {
+    double w = rc - r1, rca2 = pow(rc, alpha + 2.0);
+    *A = -alpha * ((alpha + 4.0) * rc - (alpha + 1.0) * r1) / (rca2 * w * w);
+    *B = alpha * ((alpha + 3.0) * rc - (alpha + 1.0) * r1) / (rca2 * w * w * w);
+    *C = pow(rc, -alpha) - *A / 3.0 * w * w * w - *B / 4.0 * w * w * w * w;
+}
+
+/* The double constants of the reference rungs. */
+typedef struct md__nbk {
+    int lj, coul;
+    double rc2, beta, b2spi, krf, crf, sh6, sh12, rsw, a6, b6, a12, b12;
+} md__nbk;
+
+static void md__nbk_make(const md_nb_params *p, md__nbk *k) {
+    double rc = p->cutoff, c6dummy;
+    memset(k, 0, sizeof *k);
+    k->lj = (int)p->lj;
+    k->coul = (int)p->coul;
+    k->rc2 = rc * rc;
+    k->beta = p->ewald_beta;
+    k->b2spi = 2.0 * p->ewald_beta / sqrt(3.14159265358979323846);
+    if (p->coul == MD_COUL_REACTION_FIELD) {
+        k->krf = p->epsilon_rf == 0.0 ? 0.5 / (rc * rc * rc)
+                                      : (p->epsilon_rf - 1.0) / ((2.0 * p->epsilon_rf + 1.0) * rc * rc * rc);
+        k->crf = 1.0 / rc + k->krf * rc * rc;
+    }
+    if (p->lj == MD_LJ_POTENTIAL_SHIFT) {
+        k->sh6 = pow(rc, -6.0);
+        k->sh12 = pow(rc, -12.0);
+    } else if (p->lj == MD_LJ_FORCE_SWITCH) {
+        k->rsw = p->switch_radius;
+        md__force_switch(6.0, p->switch_radius, rc, &k->a6, &k->b6, &k->sh6);
+        md__force_switch(12.0, p->switch_radius, rc, &k->a12, &k->b12, &k->sh12);
+    }
+    (void)c6dummy;
+}
+
+MDDEF md_status md_nb_coeffs_make(const md_nb_params *params, md_nb_coeffs *k) {
+    md_nb_params p;
+    md__nbk d;
+    md_status st;
+    if (!k) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_nb_coeffs_make", 0, "k", "is NULL");
+    if ((st = md_nb_params_resolve(params, &p)) != MD_OK) return st;
+    md__nbk_make(&p, &d);
+    memset(k, 0, sizeof *k);
+    k->lj = d.lj;
+    k->coul = d.coul;
+    k->rc2 = (float)d.rc2;
+    k->coulomb = (float)MD_COULOMB;
+    k->beta = (float)d.beta;
+    k->beta_2_sqrtpi = (float)d.b2spi;
+    k->krf = (float)d.krf;
+    k->krf2 = (float)(2.0 * d.krf);
+    k->crf = (float)d.crf;
+    k->sh6 = (float)d.sh6;
+    k->sh12 = (float)d.sh12;
+    k->rsw = (float)d.rsw;
+    k->a6 = (float)d.a6;
+    k->b6 = (float)d.b6;
+    k->a12 = (float)d.a12;
+    k->b12 = (float)d.b12;
+    k->a6_3 = (float)(d.a6 / 3.0);
+    k->b6_4 = (float)(d.b6 / 4.0);
+    k->a12_3 = (float)(d.a12 / 3.0);
+    k->b12_4 = (float)(d.b12 / 4.0);
+    return MD_OK;
+}
+
+/* One non-excluded pair within the cutoff in double: returns F/r, writes the energies.
+ * The formulas of md_nb_pair_f32 in double, written plainly. */
+static double md__nb_pair_f64(const md__nbk *k, double r2, double qq, double c6, double c12, double *elj,
+                              double *ec) {
+    double rinv2 = 1.0 / r2, fr = 0.0;
+    *elj = 0.0;
+    *ec = 0.0;
+    if (k->lj != (int)MD_LJ_NONE) {
+        double ir6 = rinv2 * rinv2 * rinv2, ir12 = ir6 * ir6;
+        fr = 12.0 * c12 * ir12 - 6.0 * c6 * ir6;
+        if (k->lj == (int)MD_LJ_TRUNCATE) {
+            *elj = c12 * ir12 - c6 * ir6;
+        } else if (k->lj == (int)MD_LJ_POTENTIAL_SHIFT) {
+            *elj = c12 * (ir12 - k->sh12) - c6 * (ir6 - k->sh6);
+        } else {
+            double r = sqrt(r2);
+            if (r > k->rsw) {
+                double dr = r - k->rsw, dr2 = dr * dr, dr3 = dr2 * dr;
+                double p12 = ir12 - k->a12 / 3.0 * dr3 - k->b12 / 4.0 * dr3 * dr - k->sh12;
+                double p6 = ir6 - k->a6 / 3.0 * dr3 - k->b6 / 4.0 * dr3 * dr - k->sh6;
+                *elj = c12 * p12 - c6 * p6;
+                fr += r * dr2 * (c12 * (k->a12 + k->b12 * dr) - c6 * (k->a6 + k->b6 * dr));
+            } else {
+                *elj = c12 * (ir12 - k->sh12) - c6 * (ir6 - k->sh6);
+            }
+        }
+    }
+    if (k->coul != (int)MD_COUL_NONE) {
+        double kqq = MD_COULOMB * qq, r = sqrt(r2), rinv = 1.0 / r;
+        if (k->coul == (int)MD_COUL_EWALD) {
+            double br = k->beta * r, erfc_rinv = erfc(br) * rinv;
+            *ec = kqq * erfc_rinv;
+            fr += kqq * (erfc_rinv + k->b2spi * exp(-br * br));
+        } else if (k->coul == (int)MD_COUL_REACTION_FIELD) {
+            *ec = kqq * (rinv + k->krf * r2 - k->crf);
+            fr += kqq * (rinv - 2.0 * k->krf * r2);
+        } else {
+            *ec = kqq * rinv;
+            fr += kqq * rinv;
+        }
+    }
+    return fr * rinv2;
+}
+
+/* Ewald exclusion correction of one excluded pair in double: E = -k qq erf(beta r) / r. */
+static double md__nb_excl_f64(const md__nbk *k, double r2, double qq, double *ec) {
+    double kqq = MD_COULOMB * qq, r, br, erf_rinv;
+    if (r2 <= 0.0) {
+        *ec = -kqq * k->b2spi;
+        return 0.0;
+    }
+    r = sqrt(r2);
+    br = k->beta * r;
+    erf_rinv = erf(br) / r;
+    *ec = -kqq * erf_rinv;
+    return kqq * (k->b2spi * exp(-br * br) - erf_rinv) / r2;
+}
+
+/* A scaled 1-4 pair in double (plain LJ and Coulomb, no cutoff). */
+static double md__nb_pair14_f64(double r2, double qq, double c6, double c12, double *elj, double *ec) {
+    double rinv2 = 1.0 / r2, ir6 = rinv2 * rinv2 * rinv2, ir12 = ir6 * ir6, rinv = sqrt(rinv2);
+    *elj = c12 * ir12 - c6 * ir6;
+    *ec = MD_COULOMB * qq * rinv;
+    return (12.0 * c12 * ir12 - 6.0 * c6 * ir6 + *ec) * rinv2;
+}
+
+MDDEF double md_energy_potential(const md_energy *e) {
+    if (!e) return 0.0;
+    return e->lj + e->lj_dispersion + e->lj14 + e->coul_real + e->coul14 + e->coul_excl + e->coul_recip +
+           e->coul_self + e->bonded;
+}
+
+MDDEF double md_energy_total(const md_energy *e) { return e ? md_energy_potential(e) + e->kinetic : 0.0; }
+
+static md_status md__nb_check_box(const char *where, const md_nb_params *p, const double box[3], double reach) {
+    double shortest;
+    int d;
+    if (!box) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "box", "is NULL");
+    for (d = 0; d < 3; d++)
+        if (!(box[d] > 0.0) || !isfinite(box[d]))
+            return md_set_error(MD_ERR_RANGE, where, 0, "box", "edges must be finite and > 0 (got %g %g %g)", box[0],
+                                box[1], box[2]);
+    shortest = box[0] < box[1] ? box[0] : box[1];
+    if (box[2] < shortest) shortest = box[2];
+    if (reach > 0.5 * shortest) {
+        if (reach > p->cutoff)
+            return md_set_error(MD_ERR_RANGE, where, 0, "cutoff",
+                                "cutoff + buffer = %g + %g nm is more than half the shortest box edge (%g / 2 nm): "
+                                "the minimum image would miss pairs",
+                                p->cutoff, p->buffer, shortest);
+        return md_set_error(MD_ERR_RANGE, where, 0, "cutoff",
+                            "%g nm is more than half the shortest box edge (%g / 2 nm): the minimum image would miss pairs",
+                            p->cutoff, shortest);
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_nb_check_box(const char *where, const md_nb_params *params, const double box[3]) {
+    if (!params) return md_set_error(MD_ERR_INVALID_ARGUMENT, where ? where : "md_nb_check_box", 0, "params", "is NULL");
+    return md__nb_check_box(where ? where : "md_nb_check_box", params, box, params->cutoff + params->buffer);
+}
+
+MDDEF double md_nb_self_energy(const md_nb_params *params, const md_float4 *xyzq, int n) {
+    double q2 = 0.0;
+    int i;
+    if (!params || !xyzq || params->coul != MD_COUL_EWALD) return 0.0;
+    for (i = 0; i < n; i++) q2 += (double)xyzq[i].w * xyzq[i].w;
+    return -MD_COULOMB * params->ewald_beta / sqrt(3.14159265358979323846) * q2;
+}
+
+MDDEF md_status md_nb_dispersion_correction(const md_nb_params *params, const md_topology *t,
+                                            const md_lj_table *lj, const double box[3], double *energy,
+                                            double *virial_diag) {
+    const char *fn = "md_nb_dispersion_correction";
+    double *count, s6 = 0.0, s12 = 0.0, npairs, N, V, rc, pre;
+    md_status st;
+    int a, b, i, nt;
+    if (!params || !energy || !virial_diag || !box)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "params/energy/virial_diag/box", "is NULL");
+    if (!params->dispersion_correction || params->lj == MD_LJ_NONE) {
+        *energy = 0.0;
+        *virial_diag = 0.0;
+        return MD_OK;
+    }
+    if ((st = md__topology_check_fast(t, lj, fn)) != MD_OK) return st;
+    if (!(box[0] > 0 && box[1] > 0 && box[2] > 0) || !isfinite(box[0] * box[1] * box[2]))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "box", "edges must be finite and > 0");
+    nt = lj->ntypes;
+    if (!(count = (double *)md_alloc_array((size_t)nt, sizeof(double)))) return MD_ERR_OUT_OF_MEMORY;
+    for (a = 0; a < nt; a++) count[a] = 0.0;
+    for (i = 0; i < t->n; i++) count[t->lj_type[i]] += 1.0;
+    for (a = 0; a < nt; a++) {
+        if (count[a] == 0.0) continue;
+        for (b = a; b < nt; b++) {
+            double pairs = a == b ? count[a] * (count[a] + 1.0) / 2.0 : count[a] * count[b];
+            s6 += pairs * lj->c6[(size_t)a * nt + b];
+            s12 += pairs * lj->c12[(size_t)a * nt + b];
+        }
+    }
+    md_free(count);
+    N = (double)t->n;
+    npairs = N * (N + 1.0) / 2.0;
+    s6 /= npairs;
+    s12 /= npairs;
+    V = box[0] * box[1] * box[2];
+    rc = params->cutoff;
+    pre = 2.0 * 3.14159265358979323846 * N * N / V;
+    *energy = pre * (s12 / (9.0 * pow(rc, 9.0)) - s6 / (3.0 * rc * rc * rc));
+    *virial_diag = pre * (4.0 * s12 / (9.0 * pow(rc, 9.0)) - 2.0 * s6 / (3.0 * rc * rc * rc));
+    return MD_OK;
+}
+
+MDDEF void md_nb_plan_free(md_nb_plan *p) {
+    if (!p) return;
+    md_cell_list_free(&p->cells);
+    md_verlet_list_free(&p->list);
+    md_free(p->ref_xyz);
+    md_free(p->scratch);
+    md_free(p->fixed_force);
+    md_free(p->mark);
+    memset(p, 0, sizeof *p);
+}
+
+MDDEF md_status md_nb_plan_create(md_nb_plan *p, const md_nb_params *params, int n) {
+    const char *fn = "md_nb_plan_create";
+    md_nb_plan s;
+    md_status st;
+    size_t un;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    memset(&s, 0, sizeof s);
+    if ((st = md_nb_params_resolve(params, &s.params)) != MD_OK) return st;
+    if ((st = md_nb_coeffs_make(&s.params, &s.coeffs)) != MD_OK) return st;
+    un = (size_t)n;
+    s.n = n;
+    s.ref_xyz = (float *)md_alloc_array(3 * un, sizeof(float));
+    s.scratch = (double *)md_alloc_array(3 * un, sizeof(double));
+    s.fixed_force = (md_fixed *)md_alloc_array(3 * un, sizeof(md_fixed));
+    s.mark = (int *)md_alloc_array(un, sizeof(int));
+    if (!s.ref_xyz || !s.scratch || !s.fixed_force || !s.mark) {
+        md_nb_plan_free(&s);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate a plan for %d atoms", n);
+    }
+    memset(s.fixed_force, 0, 3 * un * sizeof(md_fixed));
+    *p = s;
+    return MD_OK;
+}
+
+MDDEF void md_nb_plan_invalidate(md_nb_plan *p) {
+    if (p) p->list_valid = 0;
+}
+
+MDDEF md_status md_nb_plan_update_list(md_nb_plan *p, const md_topology *t, const md_float4 *xyzq,
+                                       const double box[3], int full, int *rebuilt) {
+    const char *fn = "md_nb_plan_update_list";
+    md_status st;
+    int i, need, d;
+    if (!p || !p->ref_xyz || !t || !xyzq || !box)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p/t/xyzq/box", "is NULL");
+    if (t->n != p->n) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has %d atoms, the plan %d", t->n, p->n);
+    if ((st = md__nb_check_box(fn, &p->params, box, p->params.cutoff + p->params.buffer)) != MD_OK) return st;
+    full = full ? 1 : 0;
+    need = !p->list_valid || p->list.full != full || p->list.n != p->n;
+    for (d = 0; d < 3; d++) need |= box[d] != p->ref_box[d];
+    if (!need) {
+        double max2 = 0.0, lim;
+        for (i = 0; i < p->n; i++) {
+            double dd[3], r2;
+            md_float4 ref;
+            ref.x = p->ref_xyz[3 * i];
+            ref.y = p->ref_xyz[3 * i + 1];
+            ref.z = p->ref_xyz[3 * i + 2];
+            ref.w = 0.0f;
+            r2 = md__dist2_f64(&xyzq[i], &ref, box, dd);
+            if (!(r2 <= max2)) max2 = r2; /* a NaN coordinate also forces a rebuild (which rejects it) */
+        }
+        p->max_displacement = sqrt(max2);
+        lim = 0.5 * p->params.buffer;
+        need = !(max2 <= lim * lim);
+    }
+    if (rebuilt) *rebuilt = 0;
+    if (!need) return MD_OK;
+    if ((st = md_verlet_list_build(&p->list, &p->cells, xyzq, p->n, box, p->params.cutoff + p->params.buffer, full,
+                                   t)) != MD_OK) {
+        p->list_valid = 0;
+        return st;
+    }
+    for (i = 0; i < p->n; i++) {
+        p->ref_xyz[3 * i] = xyzq[i].x;
+        p->ref_xyz[3 * i + 1] = xyzq[i].y;
+        p->ref_xyz[3 * i + 2] = xyzq[i].z;
+    }
+    for (d = 0; d < 3; d++) p->ref_box[d] = box[d];
+    p->list_valid = 1;
+    p->rebuilds++;
+    p->max_displacement = 0.0;
+    if (rebuilt) *rebuilt = 1;
+    return MD_OK;
+}
+
+/* ---- the double rungs: one pair at a time into scratch forces, energies and virial ---- */
+
+typedef struct md__nb_acc {
+    const md__nbk *k;
+    const md_lj_table *lj;
+    const int *type;
+    const md_float4 *xyzq;
+    const double *box;
+    double *f;
+    double lj_e, coul_e, w[9];
+} md__nb_acc;
+
+/* Pair (i, j) in double if within the cutoff; `weight` 1 adds -F to j (half lists and all
+ * pairs), 0.5 with j untouched is the full-list form. */
+static void md__nb_acc_pair(md__nb_acc *a, int i, int j, int full) {
+    double d[3], r2 = md__dist2_f64(&a->xyzq[i], &a->xyzq[j], a->box, d), elj, ec, fs;
+    size_t tij;
+    int x, y;
+    if (!(r2 < a->k->rc2)) return;
+    tij = (size_t)a->type[i] * (size_t)a->lj->ntypes + (size_t)a->type[j];
+    fs = md__nb_pair_f64(a->k, r2, (double)a->xyzq[i].w * a->xyzq[j].w, a->lj->c6[tij], a->lj->c12[tij], &elj, &ec);
+    for (x = 0; x < 3; x++) a->f[3 * i + x] += fs * d[x];
+    if (full) {
+        a->lj_e += 0.5 * elj;
+        a->coul_e += 0.5 * ec;
+        for (x = 0; x < 3; x++)
+            for (y = 0; y < 3; y++) a->w[3 * x + y] += 0.5 * d[x] * fs * d[y];
+    } else {
+        for (x = 0; x < 3; x++) a->f[3 * j + x] -= fs * d[x];
+        a->lj_e += elj;
+        a->coul_e += ec;
+        for (x = 0; x < 3; x++)
+            for (y = 0; y < 3; y++) a->w[3 * x + y] += d[x] * fs * d[y];
+    }
+}
+
+typedef struct md__cell_ctx {
+    md__nb_acc *acc;
+    const int *mark;
+} md__cell_ctx;
+
+static void md__cell_visit(void *vctx, int i, int j) {
+    md__cell_ctx *c = (md__cell_ctx *)vctx;
+    if (j < i || c->mark[j] == i) return;
+    md__nb_acc_pair(c->acc, i, j, 0);
+}
+
+/* Excluded pairs (Ewald correction) and 1-4 pairs in double. */
+static void md__nb_bonded_pairs_f64(const md__nbk *k, const md_topology *t, const md_lj_table *lj,
+                                    const md_float4 *xyzq, const double box[3], double *f, md_energy *e) {
+    int i, m, x, y;
+    for (i = 0; i < t->n && k->coul == (int)MD_COUL_EWALD; i++)
+        for (m = t->excl_start[i]; m < t->excl_start[i + 1]; m++) {
+            int j = t->excl[m];
+            double d[3], r2, ec, fs;
+            if (j < i) continue;
+            r2 = md__dist2_f64(&xyzq[i], &xyzq[j], box, d);
+            fs = md__nb_excl_f64(k, r2, (double)xyzq[i].w * xyzq[j].w, &ec);
+            e->coul_excl += ec;
+            for (x = 0; x < 3; x++) {
+                f[3 * i + x] += fs * d[x];
+                f[3 * j + x] -= fs * d[x];
+                for (y = 0; y < 3; y++) e->virial[3 * x + y] += d[x] * fs * d[y];
+            }
+        }
+    for (m = 0; m < t->npair14; m++) {
+        int a = t->pair14[2 * m], b = t->pair14[2 * m + 1];
+        size_t tab = (size_t)t->lj_type[a] * (size_t)lj->ntypes + (size_t)t->lj_type[b];
+        double d[3], r2 = md__dist2_f64(&xyzq[a], &xyzq[b], box, d), elj, ec, fs;
+        double c6 = k->lj == (int)MD_LJ_NONE ? 0.0 : t->fudge_lj * lj->c6[tab];
+        double c12 = k->lj == (int)MD_LJ_NONE ? 0.0 : t->fudge_lj * lj->c12[tab];
+        double qq = k->coul == (int)MD_COUL_NONE ? 0.0 : t->fudge_qq * ((double)xyzq[a].w * xyzq[b].w);
+        fs = md__nb_pair14_f64(r2, qq, c6, c12, &elj, &ec);
+        e->lj14 += elj;
+        e->coul14 += ec;
+        for (x = 0; x < 3; x++) {
+            f[3 * a + x] += fs * d[x];
+            f[3 * b + x] -= fs * d[x];
+            for (y = 0; y < 3; y++) e->virial[3 * x + y] += d[x] * fs * d[y];
+        }
+    }
+}
+
+/* ---- the fixed-point rung ---- */
+
+typedef struct md__nb_fix {
+    const md_nb_coeffs *k;
+    md_nb_box_f32 box;
+    md_fixed *F, E[MD_NB_FIXED_NTERMS], W[9];
+    int bad; /* an MD_FIXED_INVALID conversion */
+} md__nb_fix;
+
+static md_fixed md__fx(md__nb_fix *s, float v, float scale) {
+    md_fixed q = md_fixed_from_float(v, scale);
+    s->bad |= q == MD_FIXED_INVALID;
+    return q;
+}
+
+/* Add one pair's float force F/r * d to i and its negation to j, its virial and energies. */
+static void md__nb_fix_add(md__nb_fix *s, int i, int j, float fs, const float d[3], int term_a, float ea,
+                           int term_b, float eb) {
+    const float fsc = (float)MD_FORCE_FIXED_SCALE, esc = (float)MD_ENERGY_FIXED_SCALE;
+    float f[3];
+    int x, y;
+    for (x = 0; x < 3; x++) {
+        md_fixed q;
+        f[x] = md__fmul(fs, d[x]);
+        q = md__fx(s, f[x], fsc);
+        s->F[3 * i + x] += q;
+        s->F[3 * j + x] -= q;
+    }
+    for (x = 0; x < 3; x++)
+        for (y = 0; y < 3; y++) s->W[3 * x + y] += md__fx(s, md__fmul(d[x], f[y]), esc);
+    if (term_a >= 0) s->E[term_a] += md__fx(s, ea, esc);
+    if (term_b >= 0) s->E[term_b] += md__fx(s, eb, esc);
+}
+
+static void md__nb_fixed_run(md_nb_plan *p, const md_topology *t, const md_lj_table *lj, const md_float4 *xyzq,
+                             const double box[3], md__nb_fix *s) {
+    const md_nb_coeffs *k = &p->coeffs;
+    const md_verlet_list *vl = &p->list;
+    int i, m, nt = lj->ntypes;
+    for (i = 0; i < p->n; i++) {
+        const float xi = xyzq[i].x, yi = xyzq[i].y, zi = xyzq[i].z, qi = xyzq[i].w;
+        const size_t ti = (size_t)t->lj_type[i] * (size_t)nt;
+        for (m = vl->start[i]; m < vl->start[i + 1]; m++) {
+            int j = vl->j[m];
+            float d[3], r2, elj, ec, fs;
+            size_t tij;
+            r2 = md_nb_delta_f32(xi, yi, zi, xyzq[j].x, xyzq[j].y, xyzq[j].z, &s->box, d);
+            if (!(r2 < k->rc2)) continue;
+            tij = ti + (size_t)t->lj_type[j];
+            fs = md_nb_pair_f32(k, r2, md__fmul(qi, xyzq[j].w), (float)lj->c6[tij], (float)lj->c12[tij], &elj, &ec);
+            md__nb_fix_add(s, i, j, fs, d, MD_NB_FIXED_LJ, elj, MD_NB_FIXED_COUL, ec);
+        }
+    }
+    for (i = 0; i < t->n && k->coul == (int)MD_COUL_EWALD; i++)
+        for (m = t->excl_start[i]; m < t->excl_start[i + 1]; m++) {
+            int j = t->excl[m];
+            float d[3], r2, ec, fs;
+            if (j < i) continue;
+            r2 = md_nb_delta_f32(xyzq[i].x, xyzq[i].y, xyzq[i].z, xyzq[j].x, xyzq[j].y, xyzq[j].z, &s->box, d);
+            fs = md_nb_excl_f32(k, r2, md__fmul(xyzq[i].w, xyzq[j].w), &ec);
+            md__nb_fix_add(s, i, j, fs, d, MD_NB_FIXED_EXCL, ec, -1, 0.0f);
+        }
+    for (m = 0; m < t->npair14; m++) {
+        int a = t->pair14[2 * m], b = t->pair14[2 * m + 1];
+        size_t tab = (size_t)t->lj_type[a] * (size_t)nt + (size_t)t->lj_type[b];
+        float d[3], r2, elj, ec, fs;
+        float c6 = k->lj == (int)MD_LJ_NONE ? 0.0f : (float)(t->fudge_lj * lj->c6[tab]);
+        float c12 = k->lj == (int)MD_LJ_NONE ? 0.0f : (float)(t->fudge_lj * lj->c12[tab]);
+        float qq = k->coul == (int)MD_COUL_NONE ? 0.0f : md__fmul((float)t->fudge_qq, md__fmul(xyzq[a].w, xyzq[b].w));
+        r2 = md_nb_delta_f32(xyzq[a].x, xyzq[a].y, xyzq[a].z, xyzq[b].x, xyzq[b].y, xyzq[b].z, &s->box, d);
+        fs = md_nb_pair14_f32(k, r2, qq, c6, c12, &elj, &ec);
+        md__nb_fix_add(s, a, b, fs, d, MD_NB_FIXED_LJ14, elj, MD_NB_FIXED_COUL14, ec);
+    }
+    (void)box;
+}
+
+MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_topology *t, const md_lj_table *lj,
+                              const md_float4 *xyzq, const double box[3], double *force, md_energy *energy) {
+    const char *fn = "md_nb_compute";
+    md__nbk k;
+    md__nb_acc acc;
+    md_energy e;
+    md_status st;
+    double reach, wdisp = 0.0;
+    int i, m, n, x;
+    if (!p || !p->scratch || !t || !lj || !xyzq || !box)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p/t/lj/xyzq/box", "is NULL");
+    if (md_nb_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is a GPU rung: run it with md_cuda.cu.h",
+                            md_nb_variant_name(variant));
+    if ((int)variant < 0 || variant >= MD_NB_VARIANT_COUNT)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "unknown rung %d", (int)variant);
+    if ((st = md__topology_check_fast(t, lj, fn)) != MD_OK) return st;
+    n = p->n;
+    if (t->n != n) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has %d atoms, the plan %d", t->n, n);
+    if ((st = md__check_coords(fn, xyzq, n, 1)) != MD_OK) return st;
+    reach = variant == MD_NB_CPU_ALL_PAIRS || variant == MD_NB_CPU_CELL_LIST ? p->params.cutoff
+                                                                             : p->params.cutoff + p->params.buffer;
+    if ((st = md__nb_check_box(fn, &p->params, box, reach)) != MD_OK) return st;
+    md__nbk_make(&p->params, &k);
+    memset(&e, 0, sizeof e);
+    memset(p->scratch, 0, 3 * (size_t)n * sizeof(double));
+    memset(&acc, 0, sizeof acc);
+    acc.k = &k;
+    acc.lj = lj;
+    acc.type = t->lj_type;
+    acc.xyzq = xyzq;
+    acc.box = box;
+    acc.f = p->scratch;
+    switch (variant) {
+    case MD_NB_CPU_ALL_PAIRS: {
+        int j;
+        for (i = 0; i < n; i++) p->mark[i] = -1;
+        for (i = 0; i < n; i++) {
+            md__mark_exclusions(t, i, p->mark);
+            for (j = i + 1; j < n; j++)
+                if (p->mark[j] != i) md__nb_acc_pair(&acc, i, j, 0);
+        }
+        break;
+    }
+    case MD_NB_CPU_CELL_LIST: {
+        md__cell_ctx c;
+        if ((st = md_cell_list_build(&p->cells, xyzq, n, box, p->params.cutoff)) != MD_OK) return st;
+        c.acc = &acc;
+        c.mark = p->mark;
+        for (i = 0; i < n; i++) p->mark[i] = -1;
+        for (i = 0; i < n; i++) {
+            md__mark_exclusions(t, i, p->mark);
+            md__cells_visit(&p->cells, i, md__cell_visit, &c);
+        }
+        break;
+    }
+    case MD_NB_CPU_VERLET:
+    case MD_NB_CPU_VERLET_FULL: {
+        int full = variant == MD_NB_CPU_VERLET_FULL;
+        if ((st = md_nb_plan_update_list(p, t, xyzq, box, full, NULL)) != MD_OK) return st;
+        for (i = 0; i < n; i++)
+            for (m = p->list.start[i]; m < p->list.start[i + 1]; m++) md__nb_acc_pair(&acc, i, p->list.j[m], full);
+        break;
+    }
+    case MD_NB_CPU_FIXED: {
+        md__nb_fix s;
+        if ((st = md_nb_plan_update_list(p, t, xyzq, box, 0, NULL)) != MD_OK) return st;
+        memset(&s, 0, sizeof s);
+        s.k = &p->coeffs;
+        s.box = md_nb_box_f32_make(box);
+        s.F = p->fixed_force;
+        memset(s.F, 0, 3 * (size_t)n * sizeof(md_fixed));
+        md__nb_fixed_run(p, t, lj, xyzq, box, &s);
+        if (s.bad)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq",
+                                "a pair force or energy overflows the fixed-point range (overlapping atoms?)");
+        memcpy(p->fixed_energy, s.E, sizeof s.E);
+        memcpy(p->fixed_virial, s.W, sizeof s.W);
+        for (i = 0; i < 3 * n; i++) p->scratch[i] = md_fixed_to_double(s.F[i], MD_FORCE_FIXED_SCALE);
+        e.lj = md_fixed_to_double(s.E[MD_NB_FIXED_LJ], MD_ENERGY_FIXED_SCALE);
+        e.coul_real = md_fixed_to_double(s.E[MD_NB_FIXED_COUL], MD_ENERGY_FIXED_SCALE);
+        e.coul_excl = md_fixed_to_double(s.E[MD_NB_FIXED_EXCL], MD_ENERGY_FIXED_SCALE);
+        e.lj14 = md_fixed_to_double(s.E[MD_NB_FIXED_LJ14], MD_ENERGY_FIXED_SCALE);
+        e.coul14 = md_fixed_to_double(s.E[MD_NB_FIXED_COUL14], MD_ENERGY_FIXED_SCALE);
+        for (x = 0; x < 9; x++) e.virial[x] = md_fixed_to_double(s.W[x], MD_ENERGY_FIXED_SCALE);
+        break;
+    }
+    default:
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "unknown rung %d", (int)variant);
+    }
+    if (variant != MD_NB_CPU_FIXED) {
+        e.lj = acc.lj_e;
+        e.coul_real = acc.coul_e;
+        for (x = 0; x < 9; x++) e.virial[x] = acc.w[x];
+        md__nb_bonded_pairs_f64(&k, t, lj, xyzq, box, p->scratch, &e);
+    }
+    e.coul_self = md_nb_self_energy(&p->params, xyzq, n);
+    if ((st = md_nb_dispersion_correction(&p->params, t, lj, box, &e.lj_dispersion, &wdisp)) != MD_OK) return st;
+    for (x = 0; x < 3; x++) e.virial[4 * x] += wdisp;
+    if (!isfinite(md_energy_potential(&e)))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq", "the energy is not finite (overlapping atoms?)");
+    for (i = 0; i < 3 * n; i++)
+        if (!isfinite(p->scratch[i]))
+            return md__err_index(MD_ERR_RANGE, fn, "force", i / 3, "is not finite (overlapping atoms?) %g",
+                                 p->scratch[i]);
+    if (force) memcpy(force, p->scratch, 3 * (size_t)n * sizeof(double));
+    if (energy) *energy = e;
+    p->calls++;
+    return MD_OK;
+}
+
+/* ---- integrate ---- */
+
+MDDEF void md_dynamics_free(md_dynamics *d) {
+    if (!d) return;
+    md_free(d->x);
+    md_free(d->v);
+    md_free(d->f);
+    md_free(d->inv_mass);
+    md_free(d->xyzq);
+    md_nb_plan_free(&d->plan);
+    memset(d, 0, sizeof *d);
+}
+
+/* xyzq = x wrapped into [0, L) (double), then rounded to float. */
+static void md__dynamics_sync(md_dynamics *d) {
+    int i, a;
+    for (i = 0; i < d->n; i++) {
+        float w[3];
+        for (a = 0; a < 3; a++) {
+            double x = d->x[3 * i + a], L = d->box[a];
+            w[a] = (float)(x - L * floor(x / L));
+        }
+        d->xyzq[i].x = w[0];
+        d->xyzq[i].y = w[1];
+        d->xyzq[i].z = w[2];
+    }
+}
+
+MDDEF double md_dynamics_kinetic(const md_dynamics *d) {
+    double ke = 0.0;
+    int i;
+    if (!d || !d->v) return 0.0;
+    for (i = 0; i < d->n; i++) {
+        const double *v = d->v + 3 * i;
+        ke += (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) / d->inv_mass[i];
+    }
+    return 0.5 * ke;
+}
+
+MDDEF double md_dynamics_temperature(const md_dynamics *d) {
+    if (!d || d->n < 2) return 0.0;
+    return 2.0 * md_dynamics_kinetic(d) / ((3.0 * d->n - 3.0) * MD_KB);
+}
+
+MDDEF md_status md_dynamics_init(md_dynamics *d, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                                 const md_nb_params *params, md_nb_variant variant, double dt) {
+    const char *fn = "md_dynamics_init";
+    md_dynamics s;
+    md_status st;
+    size_t un;
+    int i;
+    if (!d || !sys || !t || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d/sys/t/lj", "is NULL");
+    if (!sys->xyzq || !sys->vel || sys->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "is empty");
+    if ((st = md__topology_check_fast(t, lj, fn)) != MD_OK) return st;
+    if (sys->n != t->n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "has %d atoms, the topology %d", sys->n, t->n);
+    if (!(dt > 0.0) || !isfinite(dt)) return md_set_error(MD_ERR_RANGE, fn, 0, "dt", "must be finite and > 0 (got %g)", dt);
+    for (i = 0; i < t->n; i++)
+        if (!(t->mass[i] > 0.0f) || !isfinite(t->mass[i]))
+            return md__err_index(MD_ERR_RANGE, fn, "mass", i, "must be finite and > 0 (got %g)", t->mass[i]);
+    for (i = 0; i < sys->n; i++)
+        if (!isfinite(sys->vel[i].x) || !isfinite(sys->vel[i].y) || !isfinite(sys->vel[i].z))
+            return md__err_index(MD_ERR_RANGE, fn, "vel", i, "is not finite (x %g)", sys->vel[i].x);
+    memset(&s, 0, sizeof s);
+    s.n = t->n;
+    s.dt = dt;
+    s.variant = variant;
+    s.top = t;
+    s.lj = lj;
+    for (i = 0; i < 3; i++) s.box[i] = sys->box[i];
+    un = (size_t)s.n;
+    s.x = (double *)md_alloc_array(3 * un, sizeof(double));
+    s.v = (double *)md_alloc_array(3 * un, sizeof(double));
+    s.f = (double *)md_alloc_array(3 * un, sizeof(double));
+    s.inv_mass = (double *)md_alloc_array(un, sizeof(double));
+    s.xyzq = (md_float4 *)md_alloc_array(un, sizeof(md_float4));
+    if (!s.x || !s.v || !s.f || !s.inv_mass || !s.xyzq) {
+        md_dynamics_free(&s);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate a run of %d atoms", s.n);
+    }
+    for (i = 0; i < s.n; i++) {
+        s.x[3 * i] = sys->xyzq[i].x;
+        s.x[3 * i + 1] = sys->xyzq[i].y;
+        s.x[3 * i + 2] = sys->xyzq[i].z;
+        s.v[3 * i] = sys->vel[i].x;
+        s.v[3 * i + 1] = sys->vel[i].y;
+        s.v[3 * i + 2] = sys->vel[i].z;
+        s.inv_mass[i] = 1.0 / (double)t->mass[i];
+        s.xyzq[i].w = t->charge[i];
+    }
+    if ((st = md__check_coords(fn, sys->xyzq, sys->n, 0)) != MD_OK ||
+        (st = md__nb_check_box(fn, &s.plan.params, s.box, 0.0)) != MD_OK ||
+        (st = md_nb_plan_create(&s.plan, params, s.n)) != MD_OK) {
+        md_dynamics_free(&s);
+        return st;
+    }
+    md__dynamics_sync(&s);
+    if ((st = md_nb_compute(variant, &s.plan, t, lj, s.xyzq, s.box, s.f, &s.energy)) != MD_OK) {
+        md_dynamics_free(&s);
+        return st;
+    }
+    s.energy.kinetic = md_dynamics_kinetic(&s);
+    *d = s;
+    return MD_OK;
+}
+
+MDDEF md_status md_integrate_vv(md_dynamics *d, int nsteps) {
+    const char *fn = "md_integrate_vv";
+    md_status st;
+    int s, i, a;
+    if (!d || !d->x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d", "is NULL or not initialised");
+    if (nsteps < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nsteps", "must be >= 0 (got %d)", nsteps);
+    for (s = 0; s < nsteps; s++) {
+        const double h = 0.5 * d->dt;
+        for (i = 0; i < d->n; i++)
+            for (a = 0; a < 3; a++) {
+                double *v = &d->v[3 * i + a];
+                *v += h * d->f[3 * i + a] * d->inv_mass[i];
+                d->x[3 * i + a] += d->dt * *v;
+            }
+        md__dynamics_sync(d);
+        if ((st = md_nb_compute(d->variant, &d->plan, d->top, d->lj, d->xyzq, d->box, d->f, &d->energy)) != MD_OK)
+            return st;
+        for (i = 0; i < d->n; i++)
+            for (a = 0; a < 3; a++) d->v[3 * i + a] += h * d->f[3 * i + a] * d->inv_mass[i];
+        d->energy.kinetic = md_dynamics_kinetic(d);
+        d->step++;
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_dynamics_get_system(const md_dynamics *d, md_system *sys) {
+    const char *fn = "md_dynamics_get_system";
+    int i;
+    if (!d || !d->x || !sys || !sys->xyzq || !sys->vel)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d/sys", "is NULL or empty");
+    if (sys->n != d->n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "has %d atoms, the run %d", sys->n, d->n);
+    for (i = 0; i < d->n; i++) {
+        sys->xyzq[i] = d->xyzq[i];
+        sys->vel[i].x = (float)d->v[3 * i];
+        sys->vel[i].y = (float)d->v[3 * i + 1];
+        sys->vel[i].z = (float)d->v[3 * i + 2];
+    }
+    for (i = 0; i < 3; i++) sys->box[i] = d->box[i];
+    return MD_OK;
+}
+
+/* ---- build ---- */
+
+MDDEF md_status md_water_model_params(md_water_model model, md_water_params *out) {
+    md_water_params w;
+    if (!out) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_water_model_params", 0, "out", "is NULL");
+    memset(&w, 0, sizeof w);
+    w.mass_o = 15.99943; /* OpenMM's tip3p.xml / spce.xml */
+    w.mass_h = 1.007947;
+    switch (model) {
+    case MD_WATER_TIP3P:
+        w.name = "tip3p";
+        w.d_oh = 0.09572;
+        w.angle_hoh = 1.82421813418; /* 104.52 degrees */
+        w.q_o = -0.834;
+        w.q_h = 0.417;
+        w.sigma_o = 0.31507524065751241;
+        w.epsilon_o = 0.635968;
+        break;
+    case MD_WATER_SPCE:
+        w.name = "spce";
+        w.d_oh = 0.1;
+        w.angle_hoh = 1.91061193216; /* 109.47 degrees */
+        w.q_o = -0.8476;
+        w.q_h = 0.4238;
+        w.sigma_o = 0.31657195050398818;
+        w.epsilon_o = 0.6497752;
+        break;
+    default:
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_water_model_params", 0, "model", "unknown water model %d",
+                            (int)model);
+    }
+    w.d_hh = 2.0 * w.d_oh * sin(0.5 * w.angle_hoh);
+    *out = w;
+    return MD_OK;
+}
+
+/* Minimum-image squared distance between two double points in a cube of edge L. */
+static double md__cube_dist2(const double *a, const double *b, double L) {
+    double s = 0.0;
+    int k;
+    for (k = 0; k < 3; k++) {
+        double d = a[k] - b[k];
+        d -= L * rint(d / L);
+        s += d * d;
+    }
+    return s;
+}
+
+MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table *lj, const md_water_desc *desc) {
+    const char *fn = "md_build_water_box";
+    const double avogadro = 6.02214076e23, min_dist = 0.17;
+    md_water_desc d;
+    md_water_params w;
+    md_system s;
+    md_topology t;
+    md_lj_table tab;
+    md_rng rng;
+    md_status st;
+    double mol_mass, L, a, *pos = NULL, local[3][3], sig[2], eps[2], vcm[3] = {0, 0, 0}, ke = 0.0, scale;
+    int m, nsite, M, i, k, reach, *site = NULL, *occupant = NULL, *bonds = NULL, *angles = NULL;
+    double *r0 = NULL, *kb = NULL, *th0 = NULL, *ka = NULL;
+    if (!sys || !top || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/top/lj", "is NULL");
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if ((st = md_water_model_params(d.model, &w)) != MD_OK) return st;
+    if (d.density == 0.0) d.density = 0.997;
+    if (d.temperature == 0.0) d.temperature = 300.0;
+    if (!(d.density > 0.0) || !isfinite(d.density))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "density", "must be finite and > 0 (got %g)", d.density);
+    if (!isfinite(d.temperature)) return md_set_error(MD_ERR_RANGE, fn, 0, "temperature", "must be finite");
+    if (d.molecules < 0 || d.molecules > 30000000)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "molecules", "must be in 0..30000000 (got %d)", d.molecules);
+    if (d.edge < 0.0 || !isfinite(d.edge) || d.edge > 1000.0)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "edge", "must be finite and in [0, 1000] nm (got %g)", d.edge);
+    mol_mass = w.mass_o + 2.0 * w.mass_h; /* g/mol */
+    /* molecules per nm^3 at the density: rho [g/cm^3] * 1e-21 cm^3/nm^3 * N_A / M */
+    if (d.molecules == 0 && d.edge == 0.0)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "molecules/edge", "give the number of molecules, the edge or both");
+    if (d.edge == 0.0) d.edge = cbrt(d.molecules * mol_mass / (d.density * 1e-21 * avogadro));
+    if (d.molecules == 0) {
+        double nm = d.density * 1e-21 * avogadro / mol_mass * d.edge * d.edge * d.edge;
+        if (nm > 30000000.0) return md_set_error(MD_ERR_RANGE, fn, 0, "edge", "%g nm holds too many molecules", d.edge);
+        d.molecules = (int)floor(nm + 0.5);
+        if (d.molecules < 1) return md_set_error(MD_ERR_RANGE, fn, 0, "edge", "%g nm holds no molecule", d.edge);
+    }
+    M = d.molecules;
+    L = d.edge;
+    m = (int)ceil(cbrt((double)M) - 1e-9);
+    while ((long long)m * m * m < M) m++;
+    nsite = m * m * m;
+    a = L / m;
+    if (a < 0.2)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "density", "%d molecules in a %g nm cube: lattice spacing %g nm < 0.2 nm",
+                            M, L, a);
+    site = (int *)md_alloc_array((size_t)nsite, sizeof(int));
+    occupant = (int *)md_alloc_array((size_t)nsite, sizeof(int));
+    pos = (double *)md_alloc_array(9 * (size_t)M, sizeof(double));
+    bonds = (int *)md_alloc_array(4 * (size_t)M, sizeof(int));
+    angles = (int *)md_alloc_array(3 * (size_t)M, sizeof(int));
+    r0 = (double *)md_alloc_array(2 * (size_t)M, sizeof(double));
+    kb = (double *)md_alloc_array(2 * (size_t)M, sizeof(double));
+    th0 = (double *)md_alloc_array((size_t)M, sizeof(double));
+    ka = (double *)md_alloc_array((size_t)M, sizeof(double));
+    memset(&s, 0, sizeof s);
+    memset(&t, 0, sizeof t);
+    memset(&tab, 0, sizeof tab);
+    if (!site || !occupant || !pos || !bonds || !angles || !r0 || !kb || !th0 || !ka) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "molecules", "cannot allocate %d molecules", M);
+        goto fail;
+    }
+    md_rng_seed(&rng, d.seed);
+    /* the occupied sites: the first M of a seeded Fisher-Yates shuffle, in ascending order */
+    for (i = 0; i < nsite; i++) site[i] = i;
+    for (i = nsite - 1; i > 0; i--) {
+        int j = (int)(md_rng_uniform(&rng) * (i + 1)), tmp;
+        if (j > i) j = i;
+        tmp = site[i];
+        site[i] = site[j];
+        site[j] = tmp;
+    }
+    qsort(site, (size_t)M, sizeof(int), md__cmp_int);
+    for (i = 0; i < nsite; i++) occupant[i] = -1;
+    /* the molecule in its own frame: O at the origin, H in the xz plane */
+    local[0][0] = local[0][1] = local[0][2] = 0.0;
+    local[1][0] = w.d_oh * sin(0.5 * w.angle_hoh);
+    local[1][1] = 0.0;
+    local[1][2] = w.d_oh * cos(0.5 * w.angle_hoh);
+    local[2][0] = -local[1][0];
+    local[2][1] = 0.0;
+    local[2][2] = local[1][2];
+    reach = (int)ceil((min_dist + 2.0 * w.d_oh) / a);
+    for (k = 0; k < M; k++) {
+        int sx = site[k] % m, sy = (site[k] / m) % m, sz = site[k] / (m * m), tries, ok = 0;
+        double o[3];
+        o[0] = (sx + 0.5) * a;
+        o[1] = (sy + 0.5) * a;
+        o[2] = (sz + 0.5) * a;
+        for (tries = 0; tries < 1000 && !ok; tries++) {
+            double q[4], qn = 0.0, R[3][3], *p = pos + 9 * (size_t)k;
+            int nx[64], ny[64], nz[64], cx, cy, cz, b, c;
+            int mx = md__axis_neighbors(sx, m, reach < 31 ? reach : 31, nx);
+            int my = md__axis_neighbors(sy, m, reach < 31 ? reach : 31, ny);
+            int mz = md__axis_neighbors(sz, m, reach < 31 ? reach : 31, nz);
+            do { /* a uniform random rotation from a normalised 4D Gaussian quaternion */
+                qn = 0.0;
+                for (b = 0; b < 4; b++) {
+                    q[b] = md_rng_normal(&rng);
+                    qn += q[b] * q[b];
+                }
+            } while (qn < 1e-12);
+            qn = 1.0 / sqrt(qn);
+            for (b = 0; b < 4; b++) q[b] *= qn;
+            R[0][0] = 1 - 2 * (q[2] * q[2] + q[3] * q[3]);
+            R[0][1] = 2 * (q[1] * q[2] - q[0] * q[3]);
+            R[0][2] = 2 * (q[1] * q[3] + q[0] * q[2]);
+            R[1][0] = 2 * (q[1] * q[2] + q[0] * q[3]);
+            R[1][1] = 1 - 2 * (q[1] * q[1] + q[3] * q[3]);
+            R[1][2] = 2 * (q[2] * q[3] - q[0] * q[1]);
+            R[2][0] = 2 * (q[1] * q[3] - q[0] * q[2]);
+            R[2][1] = 2 * (q[2] * q[3] + q[0] * q[1]);
+            R[2][2] = 1 - 2 * (q[1] * q[1] + q[2] * q[2]);
+            for (b = 0; b < 3; b++)
+                for (c = 0; c < 3; c++)
+                    p[3 * b + c] = o[c] + R[c][0] * local[b][0] + R[c][1] * local[b][1] + R[c][2] * local[b][2];
+            ok = 1;
+            for (cz = 0; cz < mz && ok; cz++)
+                for (cy = 0; cy < my && ok; cy++)
+                    for (cx = 0; cx < mx && ok; cx++) {
+                        int other = occupant[(nz[cz] * m + ny[cy]) * m + nx[cx]], u, v;
+                        if (other < 0) continue;
+                        for (u = 0; u < 3 && ok; u++)
+                            for (v = 0; v < 3 && ok; v++)
+                                if (md__cube_dist2(p + 3 * u, pos + 9 * (size_t)other + 3 * v, L) < min_dist * min_dist)
+                                    ok = 0;
+                    }
+        }
+        if (!ok) {
+            st = md_set_error(MD_ERR_RANGE, fn, 0, "density",
+                              "no overlap-free orientation for molecule %d after 1000 tries (%d molecules in %g nm)", k,
+                              M, L);
+            goto fail;
+        }
+        occupant[site[k]] = k;
+    }
+    if ((st = md_system_alloc(&s, 3 * M)) != MD_OK || (st = md_topology_alloc(&t, 3 * M)) != MD_OK) goto fail;
+    for (k = 0; k < M; k++) {
+        double v[3];
+        int b;
+        if (d.temperature > 0.0) {
+            double sd = sqrt(MD_KB * d.temperature / mol_mass);
+            for (b = 0; b < 3; b++) v[b] = sd * md_rng_normal(&rng);
+        } else {
+            v[0] = v[1] = v[2] = 0.0;
+        }
+        for (b = 0; b < 3; b++) {
+            int at = 3 * k + b;
+            const char *nm = b == 0 ? "OW" : (b == 1 ? "HW1" : "HW2");
+            s.xyzq[at].x = (float)pos[9 * (size_t)k + 3 * b];
+            s.xyzq[at].y = (float)pos[9 * (size_t)k + 3 * b + 1];
+            s.xyzq[at].z = (float)pos[9 * (size_t)k + 3 * b + 2];
+            s.xyzq[at].w = (float)(b == 0 ? w.q_o : w.q_h);
+            s.vel[at].x = (float)v[0];
+            s.vel[at].y = (float)v[1];
+            s.vel[at].z = (float)v[2];
+            s.mass[at] = (float)(b == 0 ? w.mass_o : w.mass_h);
+            s.type[at] = b == 0 ? 0 : 1;
+            strcpy(s.name[at].s, nm);
+            strcpy(s.resname[at].s, "HOH");
+            s.resid[at] = k + 1;
+            t.lj_type[at] = s.type[at];
+            t.charge[at] = s.xyzq[at].w;
+            t.mass[at] = s.mass[at];
+        }
+        bonds[4 * k] = 3 * k;
+        bonds[4 * k + 1] = 3 * k + 1;
+        bonds[4 * k + 2] = 3 * k;
+        bonds[4 * k + 3] = 3 * k + 2;
+        r0[2 * k] = r0[2 * k + 1] = w.d_oh;
+        kb[2 * k] = kb[2 * k + 1] = 462750.4; /* OpenMM's flexible-water constants, unused when rigid */
+        angles[3 * k] = 3 * k + 1;
+        angles[3 * k + 1] = 3 * k;
+        angles[3 * k + 2] = 3 * k + 2;
+        th0[k] = w.angle_hoh;
+        ka[k] = 836.8;
+        vcm[0] += v[0];
+        vcm[1] += v[1];
+        vcm[2] += v[2];
+    }
+    /* remove the net momentum (equal molecules: the mean velocity), then scale the
+     * translational kinetic energy to (3M - 3)/2 kT */
+    for (i = 0; i < 3 * M; i++) {
+        s.vel[i].x = (float)(s.vel[i].x - vcm[0] / M);
+        s.vel[i].y = (float)(s.vel[i].y - vcm[1] / M);
+        s.vel[i].z = (float)(s.vel[i].z - vcm[2] / M);
+        ke += 0.5 * s.mass[i] * ((double)s.vel[i].x * s.vel[i].x + (double)s.vel[i].y * s.vel[i].y +
+                                 (double)s.vel[i].z * s.vel[i].z);
+    }
+    if (d.temperature > 0.0 && M > 1 && ke > 0.0) {
+        scale = sqrt(0.5 * (3.0 * M - 3.0) * MD_KB * d.temperature / ke);
+        for (i = 0; i < 3 * M; i++) {
+            s.vel[i].x = (float)(s.vel[i].x * scale);
+            s.vel[i].y = (float)(s.vel[i].y * scale);
+            s.vel[i].z = (float)(s.vel[i].z * scale);
+        }
+    }
+    for (i = 0; i < 3; i++) s.box[i] = L;
+    if ((st = md_topology_set_bonds(&t, 2 * M, bonds, r0, kb)) != MD_OK ||
+        (st = md_topology_build_exclusions(&t, NULL)) != MD_OK)
+        goto fail;
+    t.nangle = M;
+    t.angle = angles;
+    t.angle_theta0 = th0;
+    t.angle_k = ka;
+    angles = NULL;
+    th0 = ka = NULL;
+    if (!(t.water = (int *)md_alloc_array(3 * (size_t)M, sizeof(int)))) {
+        st = MD_ERR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    for (i = 0; i < 3 * M; i++) t.water[i] = i;
+    t.nwater = M;
+    t.water_doh = w.d_oh;
+    t.water_dhh = w.d_hh;
+    sig[0] = w.sigma_o;
+    sig[1] = 1.0; /* OpenMM's hydrogen: sigma 1, epsilon 0 (no LJ) */
+    eps[0] = w.epsilon_o;
+    eps[1] = 0.0;
+    if ((st = md_lj_table_create(&tab, 2, sig, eps, MD_LJ_COMBINE_LB)) != MD_OK) goto fail;
+    md_free(site);
+    md_free(occupant);
+    md_free(pos);
+    md_free(bonds);
+    md_free(r0);
+    md_free(kb);
+    *sys = s;
+    *top = t;
+    *lj = tab;
+    return MD_OK;
+fail:
+    md_free(site);
+    md_free(occupant);
+    md_free(pos);
+    md_free(bonds);
+    md_free(angles);
+    md_free(r0);
+    md_free(kb);
+    md_free(th0);
+    md_free(ka);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&tab);
+    return st;
+}
+
+MDDEF md_status md_build_lj_fluid(md_system *sys, md_topology *top, md_lj_table *lj, const md_fcc_desc *desc) {
+    const char *fn = "md_build_lj_fluid";
+    md_system s;
+    md_topology t;
+    md_lj_table tab;
+    md_status st;
+    double sig = MD_ARGON_SIGMA, eps = MD_ARGON_EPSILON;
+    int i;
+    if (!sys || !top || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/top/lj", "is NULL");
+    if ((st = md_build_fcc(&s, desc)) != MD_OK) return st;
+    if ((st = md_topology_alloc(&t, s.n)) != MD_OK) {
+        md_system_free(&s);
+        return st;
+    }
+    for (i = 0; i < s.n; i++) t.mass[i] = s.mass[i];
+    if ((st = md_lj_table_create(&tab, 1, &sig, &eps, MD_LJ_COMBINE_LB)) != MD_OK) {
+        md_system_free(&s);
+        md_topology_free(&t);
+        return st;
+    }
+    *sys = s;
+    *top = t;
+    *lj = tab;
+    return MD_OK;
 }
 
 /* ---- bench ---- */
