@@ -77,6 +77,14 @@
  *            reaction field, Ewald real space) forces, energies, virial
  *   integrate md_dynamics, md_integrate_vv: velocity Verlet NVE on the CPU
  *   build    md_build_water_box (TIP3P, SPC/E), md_build_lj_fluid (argon)
+ *   ions     md_build_ionic_crystal (rock salt), md_build_salt_water (NaCl in
+ *            water), md_topology_water_ions (water and ions read from a file),
+ *            md_water_ion_lj_table, md_water_pdb_names
+ *   ewald    md_ewald_params, md_ewald_compute: the classic Ewald sum (real,
+ *            reciprocal, self, exclusion energies, forces, virial)
+ *   pme      md_pme_params, md_pme_choose, md_pme_plan_create/compute/free and
+ *            the stages md_pme_spread/forward/solve/backward/gather: smooth PME;
+ *            md_fft_plan, md_fft3d: the compact FFT it uses
  *   bench    md_bench_result and md_bench_json: benchmark JSON lines
  *
  * LICENSE: MIT (see the end of this file).
@@ -1817,6 +1825,345 @@ MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table
  *  one-type table with MD_ARGON_SIGMA and MD_ARGON_EPSILON. On failure the outputs are
  *  untouched. */
 MDDEF md_status md_build_lj_fluid(md_system *sys, md_topology *top, md_lj_table *lj, const md_fcc_desc *desc);
+
+/* ======================================================================== */
+/* ions: ionic crystals, salt solutions, water and ions read from a file    */
+/* ======================================================================== */
+
+/* Every system of this section uses one four-type LJ table per water model,
+ * made by md_water_ion_lj_table(): type 0 the model's oxygen, 1 its hydrogen
+ * (no LJ), 2 Na+, 3 Cl-, with the Joung-Cheatham ion parameters OpenMM ships
+ * for that model (amber14/tip3p.xml, amber14/spce.xml). So a crystal, a salt
+ * solution and a box read from a PDB all share one table layout. */
+
+/** @brief LJ type of the water oxygen in md_water_ion_lj_table(). */
+#define MD_TYPE_OW 0
+/** @brief LJ type of the water hydrogen (no LJ) in md_water_ion_lj_table(). */
+#define MD_TYPE_HW 1
+/** @brief LJ type of Na+ in md_water_ion_lj_table(). */
+#define MD_TYPE_NA 2
+/** @brief LJ type of Cl- in md_water_ion_lj_table(). */
+#define MD_TYPE_CL 3
+
+/** @brief Na+ and Cl- parameters for a water model: the Joung-Cheatham ions (J. Phys. Chem. B
+ *  112, 9020 (2008)) with the values of OpenMM's amber14/tip3p.xml and amber14/spce.xml. */
+typedef struct md_ion_params {
+    double sigma_na;   /**< Na+ LJ sigma (nm) */
+    double epsilon_na; /**< Na+ LJ epsilon (kJ/mol) */
+    double sigma_cl;   /**< Cl- LJ sigma (nm) */
+    double epsilon_cl; /**< Cl- LJ epsilon (kJ/mol) */
+    double mass_na;    /**< Na mass (amu), 22.99 */
+    double mass_cl;    /**< Cl mass (amu), 35.45 */
+} md_ion_params;
+
+/** @brief The ion parameters that go with @p model (MD_ERR_INVALID_ARGUMENT for an unknown model). */
+MDDEF md_status md_ion_params_for(md_water_model model, md_ion_params *out);
+
+/** @brief The four-type LJ table (O, H, Na+, Cl-; see MD_TYPE_OW) of @p model, Lorentz-Berthelot. */
+MDDEF md_status md_water_ion_lj_table(md_water_model model, md_lj_table *lj);
+
+/** @brief A topology and LJ table for water and ions, recognised by residue, for a system read
+ *  from a PDB or PQR file (or built here).
+ *
+ *  Water: three consecutive atoms of one residue (same name and number) named HOH, WAT, SOL,
+ *  H2O, TIP3, T3P or SPC, the first an oxygen (atom name O, OW or OH2), then two hydrogens
+ *  (names starting with H). Ions: a one-atom residue NA, NA+, Na+ or SOD (Na+, charge +1) or
+ *  CL, CL-, Cl- or CLA (Cl-, charge -1). Charges and masses come from @p model and
+ *  md_ion_params_for() (the file's own charges are ignored: copy the topology's into the
+ *  coordinates with md_topology_apply_charges()); two O-H bonds per water with exclusions
+ *  built from them (O-H and H-H excluded), the rigid-water groups (md_topology::water) and
+ *  the LJ table of md_water_ion_lj_table(). Errors: an atom of any other residue, or a water
+ *  residue out of order (MD_ERR_PARSE naming the atom and its residue), out of memory. On
+ *  failure the outputs are untouched. */
+MDDEF md_status md_topology_water_ions(const md_system *sys, md_water_model model, md_topology *top,
+                                       md_lj_table *lj);
+
+/** @brief Rename the water atoms of @p sys to the PDB's names: OW, HW1, HW2 (as
+ *  md_build_water_box() names them) become O, H1, H2, which OpenMM's force-field files
+ *  (tip3p.xml, spce.xml) expect in HOH residues. Other atoms are left alone. */
+MDDEF void md_water_pdb_names(md_system *sys);
+
+/** @brief How md_build_ionic_crystal() builds; a zero field takes its default. */
+typedef struct md_ionic_crystal_desc {
+    int cells;            /**< cubic unit cells along each edge, 8 ions each (default 3: 216 ions) */
+    double lattice;       /**< lattice constant a (nm) (default 0.5640, rock salt NaCl) */
+    md_water_model model; /**< whose ion LJ parameters (default TIP3P's) */
+    double jitter;        /**< Gaussian displacement of every ion per axis (nm) (default 0: a perfect
+                               crystal; negative is an error) */
+    uint64_t seed;        /**< seed of the displacements (0 is a valid seed) */
+} md_ionic_crystal_desc;
+
+/** @brief A rock-salt (NaCl) crystal: (2 cells)^3 ions on a simple cubic lattice of spacing a / 2,
+ *  Na+ where the three site indices sum to an even number, Cl- elsewhere, so the crystal is
+ *  neutral and periodic in its cubic box of edge cells * a. Atom and residue names NA / CL,
+ *  one residue per ion, LJ types MD_TYPE_NA / MD_TYPE_CL of md_water_ion_lj_table(), no
+ *  bonds or exclusions, velocities 0. Its Coulomb energy is the Madelung energy
+ *  -N k M / (2 r0) with M = 1.747564594633 and r0 = a / 2 (N ions), which tests/test_pme.c
+ *  checks. Errors: cells outside 1..100, lattice not finite and > 0, jitter < 0. */
+MDDEF md_status md_build_ionic_crystal(md_system *sys, md_topology *top, md_lj_table *lj,
+                                       const md_ionic_crystal_desc *desc);
+
+/** @brief How md_build_salt_water() builds; a zero field takes its default. */
+typedef struct md_salt_water_desc {
+    md_water_desc water; /**< the water box built first (md_build_water_box's defaults) */
+    int pairs;           /**< Na+ Cl- pairs that replace water molecules (default: the number
+                              nearest to 0.15 mol/L in the box, at least 1) */
+} md_salt_water_desc;
+
+/** @brief A salt solution: md_build_water_box() with desc->water, then 2 pairs water molecules,
+ *  picked by a seeded shuffle (seed desc->water.seed), replaced by ions at their oxygen
+ *  positions (Na+ for the first pairs picked, Cl- for the rest), keeping the molecules'
+ *  order; the ion takes the molecule's velocity. Residues HOH, NA, CL; the topology and
+ *  table of md_topology_water_ions(). Neutral. Errors: those of md_build_water_box(),
+ *  pairs < 0 or 2 pairs >= the molecules (MD_ERR_RANGE, field pairs). */
+MDDEF md_status md_build_salt_water(md_system *sys, md_topology *top, md_lj_table *lj,
+                                    const md_salt_water_desc *desc);
+
+/* ======================================================================== */
+/* ewald: the classic Ewald sum, the reference for PME                      */
+/* ======================================================================== */
+
+/* The electrostatic energy of point charges in a periodic orthorhombic box
+ * (tin-foil boundary: the surroundings are a conductor) split by a Gaussian of
+ * width 1/alpha into four parts (k = MD_COULOMB, V the box volume):
+ *
+ *   real    k sum over pairs and periodic images within rc, not excluded:
+ *           qi qj erfc(alpha r) / r
+ *   recip   k 2 pi / V  sum over k = 2 pi (mx/Lx, my/Ly, mz/Lz) != 0:
+ *           exp(-k^2 / (4 alpha^2)) / k^2 |S(k)|^2,  S(k) = sum_j qj exp(i k.rj)
+ *   self    -k alpha / sqrt(pi) sum qi^2
+ *   excl    -k sum over excluded pairs (minimum image) qi qj erf(alpha r) / r
+ *
+ * For a system with net charge Q the sum is that of the charges plus a uniform
+ * neutralising background: recip also holds -k pi Q^2 / (2 V alpha^2) (the k = 0
+ * limit), as OpenMM, GROMACS and AMBER do. The virial W_ab (md_energy) of the
+ * reciprocal part is sum_k E_k (delta_ab - 2 (1 + k^2 / (4 alpha^2)) k_a k_b / k^2)
+ * (Essmann et al., J. Chem. Phys. 103, 8577 (1995), eq. 2.11 with md_energy's sign),
+ * the background adds its energy to each diagonal entry, and the pair terms add
+ * r_a F_b. Because the Coulomb energy is homogeneous of degree -1 in the
+ * coordinates, trace W equals the total energy for a converged sum: a check
+ * that needs no other code. */
+
+/** @brief The classic Ewald sum's parameters; a zero field takes its default. */
+typedef struct md_ewald_params {
+    double alpha;     /**< splitting parameter (1/nm) (default md_ewald_beta(rc, tolerance)) */
+    double rc;        /**< real-space cutoff (nm) (default MD_NB_DEFAULT_CUTOFF). It may exceed
+                           half the box: every periodic image within rc is summed, including an
+                           atom's own images */
+    int kmax[3];      /**< largest |m| per axis of the reciprocal vectors (default, per axis:
+                           ceil(alpha L sqrt(-ln 1e-12) / pi), which leaves out only terms with
+                           exp(-k^2 / (4 alpha^2)) < 1e-12) */
+    double k2max;     /**< spherical limit: keep m with mx^2 + my^2 + mz^2 <= k2max (integers; a
+                           sphere in k for a cubic box). 0: none. The NIST SPC/E reference
+                           calculations' "|n|^2 < 27" is k2max 26 */
+    double tolerance; /**< only for the default alpha (default MD_NB_DEFAULT_EWALD_TOLERANCE) */
+} md_ewald_params;
+
+/** @brief Fill the defaults of @p in for @p box into @p out and check it: alpha, rc finite and
+ *  > 0, tolerance in (0, 0.5), kmax in 0..2000 (0 takes the default), k2max >= 0 and finite,
+ *  box edges finite and > 0. Errors name the field (MD_ERR_RANGE). */
+MDDEF md_status md_ewald_params_resolve(const md_ewald_params *in, const double box[3], md_ewald_params *out);
+
+/** @brief The classic Ewald sum of @p n charges: energies by component, forces and virial.
+ *
+ *  @p xyzq holds positions (nm, anywhere: they are wrapped) and charges (e); @p t gives the
+ *  excluded pairs (NULL: none; else t->n must be n). @p params may be NULL (every default).
+ *  Overwrites every field of @p energy (may be NULL): coul_real, coul_recip (with the
+ *  neutralising background for a net charge), coul_self, coul_excl and virial (of those four
+ *  parts), every other field 0. Writes 3 n forces (kJ mol^-1 nm^-1, x y z per atom) to
+ *  @p force (may be NULL). Scaled 1-4 pairs are not this function's (md_nb_compute's coul14):
+ *  every pair t excludes gets the exclusion correction.
+ *
+ *  The slow truth: the real part loops over all pairs and images (O(n^2)), the reciprocal part
+ *  over all kept k vectors (O(n K)), in double, with OpenMP over atoms and k vectors; the
+ *  results do not depend on the number of threads (sums in a fixed order). Errors: NULL
+ *  arguments, n < 1, t->n != n (MD_ERR_INVALID_ARGUMENT), a non-finite coordinate or charge
+ *  (MD_ERR_RANGE, field xyzq[i]), those of md_ewald_params_resolve(), out of memory. On
+ *  failure @p force and @p energy are untouched. */
+MDDEF md_status md_ewald_compute(const md_ewald_params *params, const md_topology *t, const md_float4 *xyzq, int n,
+                                 const double box[3], double *force, md_energy *energy);
+
+/* ======================================================================== */
+/* pme: smooth particle-mesh Ewald on the CPU, and the FFT it uses          */
+/* ======================================================================== */
+
+/* Smooth PME (Essmann et al. 1995) computes the reciprocal part of the Ewald sum
+ * on a grid of K0 x K1 x K2 points (index (i K1 + j) K2 + k, the last axis
+ * fastest, as cuFFT's 3D plans store it):
+ *   1 spread    each charge onto order^3 points with cardinal B-spline weights:
+ *               atom at fractional grid position u = K frac(x / L) adds
+ *               q M_p(u - g + p - 1) to the points g = floor(u) + 0 .. p-1 (mod K)
+ *   2 forward   real-to-complex 3D FFT (K0 x K1 x (K2/2 + 1) complex values)
+ *   3 solve     multiply by the influence function
+ *               k exp(-pi^2 m^2 / alpha^2) / (pi V m^2 B(m)),  m = (m0/L0, m1/L1, m2/L2),
+ *               B(m) = |b0(m0)|^2 |b1(m1)|^2 |b2(m2)|^2 the B-spline moduli
+ *               (md_pme_bspline_moduli), 0 at m = 0; the energy is
+ *               1/2 sum_m (that factor) |FFT(Q)(m)|^2 and the virial follows from it
+ *   4 backward  complex-to-real 3D FFT: the potential on the grid (times the charge)
+ *   5 gather    force on atom i = -q_i sum over its points of grad(weights) phi(g)
+ * Frequencies: index c along an axis of K points is m = c for c < (K + 1) / 2, else
+ * c - K; along the halved last axis m = c. The energy holds the neutralising
+ * background -k pi Q^2 / (2 V alpha^2) for a net charge Q, as md_ewald_compute does.
+ *
+ * The FFT: md.h depends on libm only, so it carries a compact mixed-radix complex
+ * FFT (any length; radix 4 and 2 first, then 3, 5, 7 and any other prime by a
+ * direct butterfly) and the real-to-complex and complex-to-real wrappers a 3D
+ * real transform needs (two real lines packed into one complex transform for an
+ * even length). It is there to make the CPU reference self-contained, not to be
+ * fast; reference/check_ewald.py checks it against numpy.fft, and md_cuda.cu.h
+ * uses cuFFT. */
+
+/** @brief Default B-spline order of md_pme_params (OpenMM's, quartic splines). */
+#define MD_PME_DEFAULT_ORDER 5
+/** @brief Smallest B-spline order md_pme accepts. */
+#define MD_PME_MIN_ORDER 4
+/** @brief Largest B-spline order md_pme accepts. */
+#define MD_PME_MAX_ORDER 6
+
+/** @brief A plan for complex FFTs of one length n: its factors and twiddle factors. */
+typedef struct md_fft_plan {
+    int n;            /**< length */
+    int nfactors;     /**< number of factors */
+    int factor[40];   /**< the radices, product n: 4s, 2s, 3s, 5s, 7s, then other primes */
+    double *twiddle;  /**< 2 n doubles: exp(-2 pi i k / n), k = 0 .. n-1 (re, im interleaved) */
+} md_fft_plan;
+
+/** @brief Make a plan for length @p n (1 .. 2^24). On failure @p p is untouched. */
+MDDEF md_status md_fft_plan_create(md_fft_plan *p, int n);
+
+/** @brief Release a plan and zero it. Safe on a zeroed plan. */
+MDDEF void md_fft_plan_free(md_fft_plan *p);
+
+/** @brief One complex FFT of p->n values in place: @p data holds n complex numbers (re, im
+ *  interleaved). @p sign -1: forward, X_k = sum_j x_j exp(-2 pi i j k / n); +1: backward, the
+ *  same with exp(+...), unnormalised (numpy.fft.ifft times n). @p work holds 4 n doubles. */
+MDDEF void md_fft_complex(const md_fft_plan *p, double *data, int sign, double *work);
+
+/** @brief A 3D real-to-complex / complex-to-real FFT of n0 x n1 x n2 reals (last axis fastest). */
+typedef struct md_fft3d {
+    int n[3];            /**< dimensions */
+    int nh;              /**< n[2] / 2 + 1: complex values along the last axis */
+    md_fft_plan axis[3]; /**< complex plans of lengths n[0], n[1], n[2] */
+    md_fft_plan half;    /**< complex plan of length n[2] / 2 (even n[2]: the packed real lines) */
+    int nthreads;        /**< work buffers held (OpenMP threads when made) */
+    double *work;        /**< per-thread work buffers (internal) */
+    size_t work_stride;  /**< doubles per thread in md_fft3d::work (internal) */
+} md_fft3d;
+
+/** @brief Make a 3D real FFT of @p n[0] x @p n[1] x @p n[2] (each 1 .. 2^16, product < 2^31). */
+MDDEF md_status md_fft3d_create(md_fft3d *p, const int n[3]);
+
+/** @brief Release a 3D FFT and zero it. Safe on a zeroed one. */
+MDDEF void md_fft3d_free(md_fft3d *p);
+
+/** @brief Forward real-to-complex transform: @p in n0 n1 n2 reals, @p out n0 n1 nh complex
+ *  values (re, im interleaved), out(a, b, c) = sum in(x, y, z) exp(-2 pi i (a x / n0 + b y / n1
+ *  + c z / n2)) for c = 0 .. n2 / 2: numpy.fft.rfftn. */
+MDDEF void md_fft3d_r2c(md_fft3d *p, const double *in, double *out);
+
+/** @brief Backward complex-to-real transform, unnormalised (numpy.fft.irfftn times n0 n1 n2):
+ *  @p in n0 n1 nh complex values of a Hermitian spectrum (overwritten), @p out n0 n1 n2 reals. */
+MDDEF void md_fft3d_c2r(md_fft3d *p, double *in, double *out);
+
+/** @brief Smallest m >= @p n (and >= 1) whose only prime factors are 2, 3, 5 and 7: the sizes
+ *  cuFFT and md_fft handle fastest, the rule of OpenMM's GPU platforms. */
+MDDEF int md_fft_good_size(int n);
+
+/** @brief Choose PME's alpha and grid for an Ewald error tolerance, OpenMM's rule.
+ *
+ *  alpha = md_ewald_beta(cutoff, tolerance) = sqrt(-ln(2 tol)) / rc, and along each axis
+ *  n = max(6, ceil(2 alpha L / (3 tol^(1/5)))) rounded up by md_fft_good_size() (OpenMM's
+ *  NonbondedForceImpl::calcPMEParameters; its Reference and CPU platforms keep the ceiling,
+ *  89 for a 9.9 nm box at 5e-4 and 0.9 nm, its CUDA platform rounds it to 90 as here).
+ *  Errors: tolerance outside (0, 0.5), cutoff or box not finite and > 0 (MD_ERR_RANGE). */
+MDDEF md_status md_pme_choose(double tolerance, double cutoff, const double box[3], double *alpha, int grid[3]);
+
+/** @brief PME parameters; a zero field takes its default, so `md_pme_params p = {0};` gives
+ *  OpenMM's settings for tolerance 5e-4, cutoff 0.9 nm, order 5. */
+typedef struct md_pme_params {
+    double alpha;     /**< splitting parameter (1/nm) (default md_ewald_beta(cutoff, tolerance)) */
+    double tolerance; /**< Ewald error tolerance (default MD_NB_DEFAULT_EWALD_TOLERANCE, 5e-4) */
+    double cutoff;    /**< the real-space cutoff (nm) alpha is chosen for (default MD_NB_DEFAULT_CUTOFF) */
+    int grid[3];      /**< grid points per axis (default: from spacing, else md_pme_choose()) */
+    double spacing;   /**< > 0: grid[d] = md_fft_good_size(ceil(L_d / spacing)) for a missing grid */
+    int order;        /**< B-spline order MD_PME_MIN_ORDER .. MD_PME_MAX_ORDER (default 5) */
+} md_pme_params;
+
+/** @brief Fill the defaults of @p in into @p out for @p box (needed only when a grid size is
+ *  missing; may be NULL otherwise) and check: alpha, cutoff finite and > 0, tolerance in
+ *  (0, 0.5), order in 4..6, each grid size in order..4096, spacing >= 0. Errors name the field. */
+MDDEF md_status md_pme_params_resolve(const md_pme_params *in, const double box[3], md_pme_params *out);
+
+/** @brief The B-spline moduli |b(m)|^-2 of one axis: mod[m] = |sum_{k=0}^{p-2} M_p(k + 1)
+ *  exp(2 pi i m k / K)|^2 for m = 0 .. K-1 (M_p the cardinal B-spline of order p); a value
+ *  below 1e-7 (m = K/2 for odd p) is replaced by the mean of its neighbours, as Essmann et al.
+ *  and OpenMM do. The solve divides by mod. md_cuda.cu.h uploads these same values. */
+MDDEF md_status md_pme_bspline_moduli(int K, int order, double *mod);
+
+/** @brief The B-spline weights of one atom along one axis, in double, written for clarity:
+ *  for fractional grid position @p u (in [0, K)), w[j] = M_p(u - floor(u) + p - 1 - j) is the
+ *  weight of grid point floor(u) + j and dw[j] its derivative with respect to u (either output
+ *  may be NULL). M_p is built by the recursion M_k(x) = (x M_{k-1}(x) + (k - x) M_{k-1}(x - 1))
+ *  / (k - 1) from M_1 = 1 on [0, 1). The weights sum to 1 and the derivatives to 0. */
+MDDEF void md_pme_bspline(double u, int order, double *w, double *dw);
+
+/** @brief A CPU PME plan: resolved parameters, the FFT, the moduli and the grids, made once
+ *  and used for many evaluations (the box may change between them; the grid does not). */
+typedef struct md_pme_plan {
+    md_pme_params params; /**< resolved parameters */
+    int capacity;         /**< most atoms per call */
+    md_fft3d fft;         /**< the 3D real FFT */
+    double *mod[3];       /**< B-spline moduli per axis (md_pme_bspline_moduli) */
+    double *grid;         /**< K0 K1 K2 reals: the charges after md_pme_spread, the potential after
+                               md_pme_backward */
+    double *cgrid;        /**< K0 K1 (K2/2 + 1) complex values: FFT(Q) after md_pme_forward, times
+                               the influence function after md_pme_solve */
+    double energy;        /**< reciprocal energy of the last md_pme_solve (with the background) */
+    double virial[9];     /**< its virial W_ab (index 3a + b) */
+    double charge;        /**< sum of the charges of the last md_pme_spread */
+    double charge2;       /**< sum of their squares */
+    double *scratch;      /**< 3 capacity doubles (internal) */
+} md_pme_plan;
+
+/** @brief Make a plan with @p params (NULL: every default) for up to @p capacity atoms; @p box is
+ *  needed when the grid is chosen automatically. Errors: those of md_pme_params_resolve(),
+ *  capacity < 1, out of memory. On failure @p p is untouched. */
+MDDEF md_status md_pme_plan_create(md_pme_plan *p, const md_pme_params *params, const double box[3], int capacity);
+
+/** @brief Release a plan and zero it. Safe on a zeroed plan. */
+MDDEF void md_pme_plan_free(md_pme_plan *p);
+
+/** @brief Stage 1: spread the @p n charges at @p xyzq (positions anywhere, wrapped) onto
+ *  p->grid for @p box; sets p->charge and p->charge2. Errors: NULL, n outside 1..capacity,
+ *  a non-finite coordinate or charge, a bad box (MD_ERR_RANGE). */
+MDDEF md_status md_pme_spread(md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3]);
+
+/** @brief Stage 2: p->cgrid = the forward real-to-complex FFT of p->grid. */
+MDDEF md_status md_pme_forward(md_pme_plan *p);
+
+/** @brief Stage 3: multiply p->cgrid by the influence function for @p box; sets p->energy
+ *  (with the background of p->charge) and p->virial. */
+MDDEF md_status md_pme_solve(md_pme_plan *p, const double box[3]);
+
+/** @brief Stage 4: p->grid = the backward complex-to-real FFT of p->cgrid (p->cgrid is
+ *  overwritten). */
+MDDEF md_status md_pme_backward(md_pme_plan *p);
+
+/** @brief Stage 5: add the reciprocal forces of the @p n atoms (the same as given to
+ *  md_pme_spread) to @p force (3 n doubles, x y z per atom). */
+MDDEF md_status md_pme_gather(md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3], double *force);
+
+/** @brief The PME reciprocal part of @p n charges: the five stages.
+ *
+ *  ADDS the reciprocal forces to @p force (3 n doubles, may be NULL) and the reciprocal virial
+ *  to energy->virial, and SETS energy->coul_recip (with the neutralising background for a
+ *  net charge) and energy->coul_self = -k alpha / sqrt(pi) sum q^2; every other field of
+ *  @p energy (may be NULL) is left as it was. So after md_nb_compute() with MD_COUL_EWALD and
+ *  ewald_beta equal to this plan's alpha (which writes the same coul_self), one call here
+ *  completes the energy, forces and virial. Errors: those of the stages. On failure @p force
+ *  and @p energy are untouched. */
+MDDEF md_status md_pme_compute(md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3], double *force,
+                               md_energy *energy);
 
 /* ======================================================================== */
 /* bench                                                                    */
@@ -6813,6 +7160,1206 @@ MDDEF md_status md_build_lj_fluid(md_system *sys, md_topology *top, md_lj_table 
     *sys = s;
     *top = t;
     *lj = tab;
+    return MD_OK;
+}
+
+/* ---- ions ---- */
+
+MDDEF md_status md_ion_params_for(md_water_model model, md_ion_params *out) {
+    md_ion_params p;
+    if (!out) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_ion_params_for", 0, "out", "is NULL");
+    memset(&p, 0, sizeof p);
+    p.mass_na = 22.99; /* OpenMM's amber14 ion files */
+    p.mass_cl = 35.45;
+    switch (model) {
+    case MD_WATER_TIP3P: /* amber14/tip3p.xml, tip3p_standard-Na+ / -Cl- */
+        p.sigma_na = 0.2439280690268249;
+        p.epsilon_na = 0.3658460312;
+        p.sigma_cl = 0.4477656957373345;
+        p.epsilon_cl = 0.148912744;
+        break;
+    case MD_WATER_SPCE: /* amber14/spce.xml, spce_standard-Na+ / -Cl- */
+        p.sigma_na = 0.21595384927721822;
+        p.epsilon_na = 1.4754532912;
+        p.sigma_cl = 0.48304528497569194;
+        p.epsilon_cl = 0.05349244;
+        break;
+    default:
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_ion_params_for", 0, "model", "unknown water model %d",
+                            (int)model);
+    }
+    *out = p;
+    return MD_OK;
+}
+
+MDDEF md_status md_water_ion_lj_table(md_water_model model, md_lj_table *lj) {
+    md_water_params w;
+    md_ion_params ion;
+    double sig[4], eps[4];
+    md_status st;
+    if (!lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_water_ion_lj_table", 0, "lj", "is NULL");
+    if ((st = md_water_model_params(model, &w)) != MD_OK || (st = md_ion_params_for(model, &ion)) != MD_OK) return st;
+    sig[MD_TYPE_OW] = w.sigma_o;
+    eps[MD_TYPE_OW] = w.epsilon_o;
+    sig[MD_TYPE_HW] = 1.0; /* OpenMM's water hydrogen: sigma 1, epsilon 0 */
+    eps[MD_TYPE_HW] = 0.0;
+    sig[MD_TYPE_NA] = ion.sigma_na;
+    eps[MD_TYPE_NA] = ion.epsilon_na;
+    sig[MD_TYPE_CL] = ion.sigma_cl;
+    eps[MD_TYPE_CL] = ion.epsilon_cl;
+    return md_lj_table_create(lj, 4, sig, eps, MD_LJ_COMBINE_LB);
+}
+
+static int md__name_in(const char *name, const char *const *list) {
+    for (; *list; list++)
+        if (md__caseeq(name, *list)) return 1;
+    return 0;
+}
+
+static const char *const md__water_resnames[] = {"HOH", "WAT", "SOL", "H2O", "TIP3", "T3P", "SPC", NULL};
+static const char *const md__oxygen_names[] = {"O", "OW", "OH2", NULL};
+static const char *const md__na_resnames[] = {"NA", "NA+", "SOD", NULL};
+static const char *const md__cl_resnames[] = {"CL", "CL-", "CLA", NULL};
+
+/* Atoms i and j belong to one residue: same residue name and number. */
+static int md__same_residue(const md_system *s, int i, int j) {
+    return s->resid[i] == s->resid[j] && strcmp(s->resname[i].s, s->resname[j].s) == 0;
+}
+
+MDDEF md_status md_topology_water_ions(const md_system *sys, md_water_model model, md_topology *top,
+                                       md_lj_table *lj) {
+    const char *fn = "md_topology_water_ions";
+    md_water_params w;
+    md_ion_params ion;
+    md_topology t;
+    md_lj_table tab;
+    md_status st;
+    int i, nw = 0, nb = 0, *bonds = NULL;
+    if (!sys || !top || !lj || !sys->name || !sys->resname || !sys->resid)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/top/lj", "is NULL or has no names");
+    if ((st = md_water_model_params(model, &w)) != MD_OK || (st = md_ion_params_for(model, &ion)) != MD_OK) return st;
+    memset(&t, 0, sizeof t);
+    memset(&tab, 0, sizeof tab);
+    if ((st = md_topology_alloc(&t, sys->n)) != MD_OK) return st;
+    if (!(bonds = (int *)md_alloc_array((size_t)sys->n + 1, 2 * sizeof(int))) ||
+        !(t.water = (int *)md_alloc_array((size_t)sys->n + 1, sizeof(int)))) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate %d atoms", sys->n);
+        goto fail;
+    }
+    for (i = 0; i < sys->n;) {
+        const char *res = sys->resname[i].s;
+        if (md__name_in(res, md__water_resnames)) {
+            int k;
+            if (i + 2 >= sys->n || !md__same_residue(sys, i, i + 1) || !md__same_residue(sys, i, i + 2) ||
+                !md__name_in(sys->name[i].s, md__oxygen_names) || toupper((unsigned char)sys->name[i + 1].s[0]) != 'H' ||
+                toupper((unsigned char)sys->name[i + 2].s[0]) != 'H') {
+                st = md_set_error(MD_ERR_PARSE, fn, 0, "name",
+                                  "atom %d (%s, residue %s %d): a water residue must be an oxygen (O, OW, OH2) "
+                                  "followed by two hydrogens",
+                                  i, sys->name[i].s, res, sys->resid[i]);
+                goto fail;
+            }
+            for (k = 0; k < 3; k++) {
+                t.lj_type[i + k] = k == 0 ? MD_TYPE_OW : MD_TYPE_HW;
+                t.charge[i + k] = (float)(k == 0 ? w.q_o : w.q_h);
+                t.mass[i + k] = (float)(k == 0 ? w.mass_o : w.mass_h);
+                t.water[3 * nw + k] = i + k;
+            }
+            bonds[2 * nb] = i;
+            bonds[2 * nb + 1] = i + 1;
+            bonds[2 * nb + 2] = i;
+            bonds[2 * nb + 3] = i + 2;
+            nb += 2;
+            nw++;
+            i += 3;
+        } else if (md__name_in(res, md__na_resnames) || md__name_in(res, md__cl_resnames)) {
+            int na = md__name_in(res, md__na_resnames);
+            t.lj_type[i] = na ? MD_TYPE_NA : MD_TYPE_CL;
+            t.charge[i] = na ? 1.0f : -1.0f;
+            t.mass[i] = (float)(na ? ion.mass_na : ion.mass_cl);
+            i++;
+        } else {
+            st = md_set_error(MD_ERR_PARSE, fn, 0, "resname",
+                              "atom %d (%s, residue %s %d) is neither water (HOH, WAT, SOL, H2O, TIP3, T3P, SPC) "
+                              "nor an ion (NA, CL)",
+                              i, sys->name[i].s, res, sys->resid[i]);
+            goto fail;
+        }
+    }
+    if ((st = md_topology_set_bonds(&t, nb, bonds, NULL, NULL)) != MD_OK ||
+        (st = md_topology_build_exclusions(&t, NULL)) != MD_OK || (st = md_water_ion_lj_table(model, &tab)) != MD_OK)
+        goto fail;
+    t.nwater = nw;
+    t.water_doh = nw ? w.d_oh : 0.0;
+    t.water_dhh = nw ? w.d_hh : 0.0;
+    md_free(bonds);
+    *top = t;
+    *lj = tab;
+    return MD_OK;
+fail:
+    md_free(bonds);
+    md_topology_free(&t);
+    md_lj_table_free(&tab);
+    return st;
+}
+
+MDDEF void md_water_pdb_names(md_system *sys) {
+    static const char *const from[3] = {"OW", "HW1", "HW2"}, *const to[3] = {"O", "H1", "H2"};
+    int i, k;
+    if (!sys || !sys->name) return;
+    for (i = 0; i < sys->n; i++)
+        for (k = 0; k < 3; k++)
+            if (strcmp(sys->name[i].s, from[k]) == 0) md__set_name(&sys->name[i], to[k]);
+}
+
+MDDEF md_status md_build_ionic_crystal(md_system *sys, md_topology *top, md_lj_table *lj,
+                                       const md_ionic_crystal_desc *desc) {
+    const char *fn = "md_build_ionic_crystal";
+    md_ionic_crystal_desc d;
+    md_ion_params ion;
+    md_system s;
+    md_topology t;
+    md_lj_table tab;
+    md_rng rng;
+    md_status st;
+    int m, i, j, k, a;
+    double h;
+    if (!sys || !top || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/top/lj", "is NULL");
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (d.cells == 0) d.cells = 3;
+    if (d.lattice == 0.0) d.lattice = 0.5640;
+    if (d.cells < 1 || d.cells > 100)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "cells", "must be in 1..100 (got %d)", d.cells);
+    if (!(d.lattice > 0.0) || !isfinite(d.lattice))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "lattice", "must be finite and > 0 (got %g)", d.lattice);
+    if (!(d.jitter >= 0.0) || !isfinite(d.jitter))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "jitter", "must be finite and >= 0 (got %g)", d.jitter);
+    if ((st = md_ion_params_for(d.model, &ion)) != MD_OK) return st;
+    m = 2 * d.cells;
+    h = 0.5 * d.lattice;
+    memset(&s, 0, sizeof s);
+    memset(&t, 0, sizeof t);
+    memset(&tab, 0, sizeof tab);
+    if ((st = md_system_alloc(&s, m * m * m)) != MD_OK || (st = md_topology_alloc(&t, m * m * m)) != MD_OK ||
+        (st = md_water_ion_lj_table(d.model, &tab)) != MD_OK)
+        goto fail;
+    md_rng_seed(&rng, d.seed);
+    for (k = 0, a = 0; k < m; k++)
+        for (j = 0; j < m; j++)
+            for (i = 0; i < m; i++, a++) {
+                int na = (i + j + k) % 2 == 0;
+                /* a quarter spacing off the origin, so no ion sits on a box face */
+                s.xyzq[a].x = (float)((i + 0.25) * h + d.jitter * md_rng_normal(&rng));
+                s.xyzq[a].y = (float)((j + 0.25) * h + d.jitter * md_rng_normal(&rng));
+                s.xyzq[a].z = (float)((k + 0.25) * h + d.jitter * md_rng_normal(&rng));
+                s.xyzq[a].w = na ? 1.0f : -1.0f;
+                s.mass[a] = (float)(na ? ion.mass_na : ion.mass_cl);
+                s.type[a] = na ? MD_TYPE_NA : MD_TYPE_CL;
+                md__set_name(&s.name[a], na ? "NA" : "CL");
+                md__set_name(&s.resname[a], na ? "NA" : "CL");
+                s.resid[a] = a + 1;
+                t.lj_type[a] = s.type[a];
+                t.charge[a] = s.xyzq[a].w;
+                t.mass[a] = s.mass[a];
+            }
+    s.box[0] = s.box[1] = s.box[2] = d.cells * d.lattice;
+    *sys = s;
+    *top = t;
+    *lj = tab;
+    return MD_OK;
+fail:
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&tab);
+    return st;
+}
+
+MDDEF md_status md_build_salt_water(md_system *sys, md_topology *top, md_lj_table *lj,
+                                    const md_salt_water_desc *desc) {
+    const char *fn = "md_build_salt_water";
+    md_salt_water_desc d;
+    md_system ws, s;
+    md_topology wt, t;
+    md_lj_table wl, tab;
+    md_rng rng;
+    md_status st;
+    int M, k, n, a, res, pairs, *order = NULL;
+    unsigned char *kind = NULL;
+    if (!sys || !top || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/top/lj", "is NULL");
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (d.pairs < 0) return md_set_error(MD_ERR_RANGE, fn, 0, "pairs", "must be >= 0 (got %d)", d.pairs);
+    memset(&s, 0, sizeof s);
+    memset(&t, 0, sizeof t);
+    memset(&tab, 0, sizeof tab);
+    if ((st = md_build_water_box(&ws, &wt, &wl, &d.water)) != MD_OK) return st;
+    M = ws.n / 3;
+    pairs = d.pairs;
+    if (pairs == 0) { /* 0.15 mol/L: 0.15 N_A per litre, 1 nm^3 = 1e-24 L */
+        pairs = (int)floor(0.15 * 6.02214076e23 * ws.box[0] * ws.box[1] * ws.box[2] * 1e-24 + 0.5);
+        if (pairs < 1) pairs = 1;
+    }
+    if (2.0 * pairs >= M) {
+        st = md_set_error(MD_ERR_RANGE, fn, 0, "pairs", "%d ion pairs need more than the %d water molecules", pairs, M);
+        goto fail;
+    }
+    order = (int *)md_alloc_array((size_t)M, sizeof(int));
+    kind = (unsigned char *)md_alloc_array((size_t)M, 1);
+    n = 3 * (M - 2 * pairs) + 2 * pairs;
+    if (!order || !kind || (st = md_system_alloc(&s, n)) != MD_OK) {
+        if (!order || !kind) st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "pairs", "out of memory");
+        goto fail;
+    }
+    md_rng_seed(&rng, d.water.seed);
+    for (k = 0; k < M; k++) order[k] = k;
+    for (k = M - 1; k > 0; k--) { /* Fisher-Yates */
+        int j = (int)(md_rng_uniform(&rng) * (k + 1)), tmp;
+        if (j > k) j = k;
+        tmp = order[k];
+        order[k] = order[j];
+        order[j] = tmp;
+    }
+    memset(kind, 0, (size_t)M);
+    for (k = 0; k < 2 * pairs; k++) kind[order[k]] = (unsigned char)(k < pairs ? 1 : 2);
+    for (k = 0, a = 0, res = 1; k < M; k++, res++) {
+        int b, nat = kind[k] ? 1 : 3;
+        for (b = 0; b < nat; b++, a++) {
+            int src = 3 * k + b;
+            s.xyzq[a] = ws.xyzq[src];
+            s.vel[a] = ws.vel[src];
+            s.mass[a] = ws.mass[src];
+            s.name[a] = ws.name[src];
+            s.resname[a] = ws.resname[src];
+            s.resid[a] = res;
+            if (kind[k]) {
+                md__set_name(&s.name[a], kind[k] == 1 ? "NA" : "CL");
+                md__set_name(&s.resname[a], kind[k] == 1 ? "NA" : "CL");
+            }
+        }
+    }
+    memcpy(s.box, ws.box, sizeof s.box);
+    if ((st = md_topology_water_ions(&s, d.water.model, &t, &tab)) != MD_OK) goto fail;
+    for (a = 0; a < n; a++) {
+        s.xyzq[a].w = t.charge[a];
+        s.mass[a] = t.mass[a];
+        s.type[a] = t.lj_type[a];
+    }
+    md_free(order);
+    md_free(kind);
+    md_system_free(&ws);
+    md_topology_free(&wt);
+    md_lj_table_free(&wl);
+    *sys = s;
+    *top = t;
+    *lj = tab;
+    return MD_OK;
+fail:
+    md_free(order);
+    md_free(kind);
+    md_system_free(&ws);
+    md_topology_free(&wt);
+    md_lj_table_free(&wl);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&tab);
+    return st;
+}
+
+/* ---- ewald ---- */
+
+#define MD__PI 3.14159265358979323846
+
+/* Threads for an OpenMP loop over work buffers held per thread (1 without OpenMP). */
+static int md__omp_threads(void) {
+#if defined(_OPENMP)
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static int md__omp_thread(void) {
+#if defined(_OPENMP)
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static md_status md__check_box3(const char *fn, const double box[3]) {
+    if (!box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "box", "is NULL");
+    if (!md__box_ok(box))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "box", "edges must be finite and > 0 (got %g %g %g)", box[0], box[1],
+                            box[2]);
+    return MD_OK;
+}
+
+static md_status md__check_tolerance(const char *fn, double tol) {
+    if (!(tol > 0.0 && tol < 0.5))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "tolerance", "must be in (0, 0.5) (got %g)", tol);
+    return MD_OK;
+}
+
+static md_status md__check_positive(const char *fn, const char *field, double v) {
+    if (!(v > 0.0) || !isfinite(v)) return md_set_error(MD_ERR_RANGE, fn, 0, field, "must be finite and > 0 (got %g)", v);
+    return MD_OK;
+}
+
+MDDEF md_status md_ewald_params_resolve(const md_ewald_params *in, const double box[3], md_ewald_params *out) {
+    const char *fn = "md_ewald_params_resolve";
+    md_ewald_params p;
+    md_status st;
+    int d;
+    if (!out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
+    if (in) p = *in;
+    else memset(&p, 0, sizeof p);
+    if ((st = md__check_box3(fn, box)) != MD_OK) return st;
+    if (p.tolerance == 0.0) p.tolerance = MD_NB_DEFAULT_EWALD_TOLERANCE;
+    if (p.rc == 0.0) p.rc = MD_NB_DEFAULT_CUTOFF;
+    if ((st = md__check_tolerance(fn, p.tolerance)) != MD_OK || (st = md__check_positive(fn, "rc", p.rc)) != MD_OK)
+        return st;
+    if (p.alpha == 0.0) p.alpha = md_ewald_beta(p.rc, p.tolerance);
+    if ((st = md__check_positive(fn, "alpha", p.alpha)) != MD_OK) return st;
+    if (!(p.k2max >= 0.0) || !isfinite(p.k2max))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "k2max", "must be finite and >= 0 (got %g)", p.k2max);
+    for (d = 0; d < 3; d++) {
+        if (p.kmax[d] < 0 || p.kmax[d] > 2000)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "kmax", "must be in 0..2000 (got %d)", p.kmax[d]);
+        if (p.kmax[d] == 0) {
+            /* exp(-pi^2 (m / L)^2 / alpha^2) < 1e-12 beyond: m > alpha L sqrt(-ln 1e-12) / pi */
+            double k = ceil(p.alpha * box[d] * sqrt(-log(1e-12)) / MD__PI);
+            if (k > 2000)
+                return md_set_error(MD_ERR_RANGE, fn, 0, "kmax",
+                                    "the default kmax %g along axis %d exceeds 2000 (alpha %g, box %g): give kmax", k,
+                                    d, p.alpha, box[d]);
+            p.kmax[d] = k < 1 ? 1 : (int)k;
+        }
+    }
+    *out = p;
+    return MD_OK;
+}
+
+/* Check the inputs every Coulomb routine of this section shares. */
+static md_status md__coul_inputs(const char *fn, const md_float4 *xyzq, int n, const double box[3]) {
+    md_status st;
+    if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be at least 1 (got %d)", n);
+    if ((st = md__check_box3(fn, box)) != MD_OK) return st;
+    return md__check_coords(fn, xyzq, n, 1);
+}
+
+/* The k-space part of md_ewald_compute: per-atom tables of exp(i 2 pi m x / L), the
+ * structure factor of every kept k in the half space, then energy, virial and forces. */
+static md_status md__ewald_recip(const md_ewald_params *p, const md_float4 *xyzq, int n, const double box[3],
+                                 double *f, double *energy, double w[9]) {
+    const double V = box[0] * box[1] * box[2], kc = MD_COULOMB, a2 = 4.0 * p->alpha * p->alpha;
+    double *tab[3] = {NULL, NULL, NULL}, *kv = NULL, *S = NULL, e = 0.0, wsum[9];
+    int *mv = NULL, d, i, K = 0, mx, my, mz, c;
+    md_status st = MD_OK;
+    /* the kept vectors m: half space (mx > 0, or mx = 0 and (my > 0, or my = 0 and mz > 0)) */
+    for (c = 0; c < 2; c++) {
+        K = 0;
+        for (mx = 0; mx <= p->kmax[0]; mx++)
+            for (my = -p->kmax[1]; my <= p->kmax[1]; my++)
+                for (mz = -p->kmax[2]; mz <= p->kmax[2]; mz++) {
+                    if (!(mx > 0 || my > 0 || (my == 0 && mz > 0))) continue;
+                    if (p->k2max > 0.0 && (double)mx * mx + (double)my * my + (double)mz * mz > p->k2max) continue;
+                    if (c == 1) {
+                        mv[3 * K] = mx;
+                        mv[3 * K + 1] = my;
+                        mv[3 * K + 2] = mz;
+                    }
+                    K++;
+                }
+        if (c == 0) {
+            if (K == 0) break;
+            mv = (int *)md_alloc_array(3 * (size_t)K, sizeof(int));
+            kv = (double *)md_alloc_array(4 * (size_t)K, sizeof(double)); /* kx ky kz f(k) */
+            S = (double *)md_alloc_array(2 * (size_t)K, sizeof(double));
+            if (!mv || !kv || !S) {
+                st = md_set_error(MD_ERR_OUT_OF_MEMORY, "md_ewald_compute", 0, "kmax", "cannot hold %d k vectors", K);
+                goto done;
+            }
+        }
+    }
+    for (d = 0; d < 3; d++) {
+        int km = p->kmax[d];
+        if (!(tab[d] = (double *)md_alloc_array((size_t)n * (size_t)(km + 1), 2 * sizeof(double)))) {
+            st = md_set_error(MD_ERR_OUT_OF_MEMORY, "md_ewald_compute", 0, "kmax", "cannot hold the tables");
+            goto done;
+        }
+        MD__OMP_FOR
+        for (i = 0; i < n; i++) {
+            double x = (&xyzq[i].x)[d];
+            int m;
+            for (m = 0; m <= km; m++) {
+                double th = 2.0 * MD__PI * m * x / box[d];
+                tab[d][2 * ((size_t)i * (km + 1) + m)] = cos(th);
+                tab[d][2 * ((size_t)i * (km + 1) + m) + 1] = sin(th);
+            }
+        }
+    }
+    /* S(k) = sum_j q_j exp(i k.r_j), one k per iteration, atoms in order */
+    MD__OMP_FOR
+    for (c = 0; c < K; c++) {
+        double k[3], k2, C = 0.0, Ss = 0.0;
+        int j, dd;
+        for (dd = 0; dd < 3; dd++) k[dd] = 2.0 * MD__PI * mv[3 * c + dd] / box[dd];
+        k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
+        for (j = 0; j < n; j++) {
+            double re = 1.0, im = 0.0;
+            for (dd = 0; dd < 3; dd++) {
+                int m = mv[3 * c + dd], am = m < 0 ? -m : m, km = p->kmax[dd];
+                double tr = tab[dd][2 * ((size_t)j * (km + 1) + am)], ti = tab[dd][2 * ((size_t)j * (km + 1) + am) + 1];
+                double nr;
+                if (m < 0) ti = -ti;
+                nr = re * tr - im * ti;
+                im = re * ti + im * tr;
+                re = nr;
+            }
+            C += xyzq[j].w * re;
+            Ss += xyzq[j].w * im;
+        }
+        S[2 * c] = C;
+        S[2 * c + 1] = Ss;
+        kv[4 * c] = k[0];
+        kv[4 * c + 1] = k[1];
+        kv[4 * c + 2] = k[2];
+        kv[4 * c + 3] = exp(-k2 / a2) / k2;
+    }
+    /* energy and virial: E_k = k 4 pi / V f(k) |S|^2 per half-space vector (its mirror included) */
+    memset(wsum, 0, sizeof wsum);
+    for (c = 0; c < K; c++) {
+        const double *k = kv + 4 * c;
+        double k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
+        double ek = kc * 4.0 * MD__PI / V * k[3] * (S[2 * c] * S[2 * c] + S[2 * c + 1] * S[2 * c + 1]);
+        double g = 2.0 * (1.0 / k2 + 1.0 / a2);
+        int aa, bb;
+        e += ek;
+        for (aa = 0; aa < 3; aa++)
+            for (bb = 0; bb < 3; bb++) wsum[3 * aa + bb] += ek * ((aa == bb ? 1.0 : 0.0) - g * k[aa] * k[bb]);
+    }
+    /* forces: F_j = k 8 pi / V q_j sum_k f(k) k (C sin(k.r_j) - S cos(k.r_j)) */
+    MD__OMP_FOR
+    for (i = 0; i < n; i++) {
+        double fx = 0.0, fy = 0.0, fz = 0.0, s = kc * 8.0 * MD__PI / V * xyzq[i].w;
+        int cc, dd;
+        for (cc = 0; cc < K; cc++) {
+            double re = 1.0, im = 0.0, t;
+            for (dd = 0; dd < 3; dd++) {
+                int m = mv[3 * cc + dd], am = m < 0 ? -m : m, km = p->kmax[dd];
+                double tr = tab[dd][2 * ((size_t)i * (km + 1) + am)], ti = tab[dd][2 * ((size_t)i * (km + 1) + am) + 1];
+                double nr;
+                if (m < 0) ti = -ti;
+                nr = re * tr - im * ti;
+                im = re * ti + im * tr;
+                re = nr;
+            }
+            t = kv[4 * cc + 3] * (S[2 * cc] * im - S[2 * cc + 1] * re);
+            fx += t * kv[4 * cc];
+            fy += t * kv[4 * cc + 1];
+            fz += t * kv[4 * cc + 2];
+        }
+        f[3 * i] += s * fx;
+        f[3 * i + 1] += s * fy;
+        f[3 * i + 2] += s * fz;
+    }
+    *energy = e;
+    memcpy(w, wsum, sizeof wsum);
+done:
+    for (d = 0; d < 3; d++) md_free(tab[d]);
+    md_free(mv);
+    md_free(kv);
+    md_free(S);
+    return st;
+}
+
+MDDEF md_status md_ewald_compute(const md_ewald_params *params, const md_topology *t, const md_float4 *xyzq, int n,
+                                 const double box[3], double *force, md_energy *energy) {
+    const char *fn = "md_ewald_compute";
+    md_ewald_params p;
+    md_energy e;
+    md_status st;
+    double *f = NULL, *pe = NULL, *pw = NULL, rc2, q = 0.0, q2 = 0.0, wr[9];
+    int i, x, nmax[3];
+    if ((st = md__coul_inputs(fn, xyzq, n, box)) != MD_OK) return st;
+    if (t) {
+        if ((st = md__topology_check_fast(t, NULL, fn)) != MD_OK) return st;
+        if (t->n != n) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has %d atoms, xyzq %d", t->n, n);
+    }
+    if ((st = md_ewald_params_resolve(params, box, &p)) != MD_OK) return st;
+    f = (double *)md_alloc_array(3 * (size_t)n, sizeof(double));
+    pe = (double *)md_alloc_array(2 * (size_t)n, sizeof(double)); /* per atom: real, excl */
+    pw = (double *)md_alloc_array(9 * (size_t)n, sizeof(double));
+    if (!f || !pe || !pw) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate %d atoms", n);
+        goto done;
+    }
+    memset(&e, 0, sizeof e);
+    rc2 = p.rc * p.rc;
+    for (x = 0; x < 3; x++) { /* |d0 + m L| >= |m| L - L / 2 for a minimum-image d0 */
+        nmax[x] = (int)ceil(p.rc / box[x] + 0.5) - 1;
+        if (nmax[x] < 0) nmax[x] = 0;
+    }
+    /* real space and exclusions: atom i sums half of each of its pair terms, all of its force */
+    MD__OMP_FOR
+    for (i = 0; i < n; i++) {
+        double er = 0.0, ex = 0.0, fi[3] = {0.0, 0.0, 0.0}, wi[9];
+        int j, a, b, c, k;
+        memset(wi, 0, sizeof wi);
+        for (j = 0; j < n; j++) {
+            double d0[3], qq = MD_COULOMB * (double)xyzq[i].w * xyzq[j].w;
+            int excluded = j != i && t && md_topology_excluded(t, i, j);
+            for (k = 0; k < 3; k++) {
+                d0[k] = (double)(&xyzq[i].x)[k] - (double)(&xyzq[j].x)[k];
+                d0[k] -= box[k] * floor(d0[k] / box[k] + 0.5);
+            }
+            for (a = -nmax[0]; a <= nmax[0]; a++)
+                for (b = -nmax[1]; b <= nmax[1]; b++)
+                    for (c = -nmax[2]; c <= nmax[2]; c++) {
+                        double d[3], r2, r, fr, ee;
+                        int image0 = a == 0 && b == 0 && c == 0, u, v;
+                        if (j == i && image0) continue;
+                        d[0] = d0[0] + a * box[0];
+                        d[1] = d0[1] + b * box[1];
+                        d[2] = d0[2] + c * box[2];
+                        r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+                        if (excluded && image0) { /* -k qq erf(alpha r) / r */
+                            if (r2 == 0.0) {
+                                ex += 0.5 * -qq * 2.0 * p.alpha / sqrt(MD__PI);
+                                continue;
+                            }
+                            r = sqrt(r2);
+                            ee = -qq * erf(p.alpha * r) / r;
+                            fr = (qq * 2.0 * p.alpha / sqrt(MD__PI) * exp(-p.alpha * p.alpha * r2) + ee) / r2;
+                            ex += 0.5 * ee;
+                        } else {
+                            if (r2 >= rc2) continue;
+                            r = sqrt(r2);
+                            ee = qq * erfc(p.alpha * r) / r;
+                            fr = (qq * 2.0 * p.alpha / sqrt(MD__PI) * exp(-p.alpha * p.alpha * r2) + ee) / r2;
+                            er += 0.5 * ee;
+                        }
+                        if (j != i)
+                            for (u = 0; u < 3; u++) fi[u] += fr * d[u];
+                        for (u = 0; u < 3; u++)
+                            for (v = 0; v < 3; v++) wi[3 * u + v] += 0.5 * d[u] * fr * d[v];
+                    }
+        }
+        pe[2 * i] = er;
+        pe[2 * i + 1] = ex;
+        for (k = 0; k < 3; k++) f[3 * i + k] = fi[k];
+        for (k = 0; k < 9; k++) pw[9 * i + k] = wi[k];
+    }
+    for (i = 0; i < n; i++) {
+        e.coul_real += pe[2 * i];
+        e.coul_excl += pe[2 * i + 1];
+        for (x = 0; x < 9; x++) e.virial[x] += pw[9 * i + x];
+        q += xyzq[i].w;
+        q2 += (double)xyzq[i].w * xyzq[i].w;
+    }
+    if ((st = md__ewald_recip(&p, xyzq, n, box, f, &e.coul_recip, wr)) != MD_OK) goto done;
+    for (x = 0; x < 9; x++) e.virial[x] += wr[x];
+    { /* the neutralising background of a net charge: -k pi Q^2 / (2 V alpha^2), W_aa += E */
+        double ebg = -MD_COULOMB * MD__PI * q * q / (2.0 * box[0] * box[1] * box[2] * p.alpha * p.alpha);
+        e.coul_recip += ebg;
+        for (x = 0; x < 3; x++) e.virial[4 * x] += ebg;
+    }
+    e.coul_self = -MD_COULOMB * p.alpha / sqrt(MD__PI) * q2;
+    if (force) memcpy(force, f, 3 * (size_t)n * sizeof(double));
+    if (energy) *energy = e;
+done:
+    md_free(f);
+    md_free(pe);
+    md_free(pw);
+    return st;
+}
+
+/* ---- pme: the FFT ---- */
+
+MDDEF void md_fft_plan_free(md_fft_plan *p) {
+    if (!p) return;
+    md_free(p->twiddle);
+    memset(p, 0, sizeof *p);
+}
+
+MDDEF md_status md_fft_plan_create(md_fft_plan *p, int n) {
+    const char *fn = "md_fft_plan_create";
+    md_fft_plan q;
+    int m, r, k;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    if (n < 1 || n > (1 << 24)) return md_set_error(MD_ERR_RANGE, fn, 0, "n", "must be in 1..2^24 (got %d)", n);
+    memset(&q, 0, sizeof q);
+    q.n = n;
+    /* radices: 4 while it divides, then 2, then odd numbers upward (only primes divide by then) */
+    for (m = n, r = 4; m > 1;) {
+        while (m % r) {
+            r = r == 4 ? 2 : (r == 2 ? 3 : r + 2);
+            if ((long long)r * r > m) r = m;
+        }
+        q.factor[q.nfactors++] = r;
+        m /= r;
+    }
+    if (!(q.twiddle = (double *)md_alloc_array(2 * (size_t)n, sizeof(double))))
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate twiddles for %d", n);
+    for (k = 0; k < n; k++) {
+        double th = -2.0 * MD__PI * k / n;
+        q.twiddle[2 * k] = cos(th);
+        q.twiddle[2 * k + 1] = sin(th);
+    }
+    *p = q;
+    return MD_OK;
+}
+
+/* Decimation in time, recursively: out[0 .. L) = DFT of L inputs in[0], in[s], in[2s] .. with
+ * L = n / s and s = fstride (complex units). Sub-transform q of length m = L / radix takes the
+ * inputs q, q + radix, ...; the butterfly combines the radix sub-results with the twiddles
+ * W_L^(q k) = twiddle[fstride q k mod n] (conjugated for the backward sign) by a direct DFT. */
+static void md__fft_rec(const md_fft_plan *p, double *out, const double *in, int fstride, int level, int sign,
+                        double *scr) {
+    const int radix = p->factor[level], L = p->n / fstride, m = L / radix;
+    const double *tw = p->twiddle;
+    int q, u, k;
+    if (m == 1) {
+        for (q = 0; q < radix; q++) {
+            out[2 * q] = in[2 * (size_t)q * fstride];
+            out[2 * q + 1] = in[2 * (size_t)q * fstride + 1];
+        }
+    } else {
+        for (q = 0; q < radix; q++)
+            md__fft_rec(p, out + 2 * (size_t)q * m, in + 2 * (size_t)q * fstride, fstride * radix, level + 1, sign, scr);
+    }
+    for (u = 0; u < m; u++) {
+        for (q = 0; q < radix; q++) {
+            scr[2 * q] = out[2 * (u + (size_t)q * m)];
+            scr[2 * q + 1] = out[2 * (u + (size_t)q * m) + 1];
+        }
+        for (k = 0; k < radix; k++) {
+            const long long step = ((long long)fstride * (u + (long long)k * m)) % p->n;
+            long long idx = 0;
+            double re = scr[0], im = scr[1];
+            for (q = 1; q < radix; q++) {
+                double wr, wi;
+                idx += step;
+                if (idx >= p->n) idx -= p->n;
+                wr = tw[2 * idx];
+                wi = sign > 0 ? -tw[2 * idx + 1] : tw[2 * idx + 1];
+                re += scr[2 * q] * wr - scr[2 * q + 1] * wi;
+                im += scr[2 * q] * wi + scr[2 * q + 1] * wr;
+            }
+            out[2 * (u + (size_t)k * m)] = re;
+            out[2 * (u + (size_t)k * m) + 1] = im;
+        }
+    }
+}
+
+MDDEF void md_fft_complex(const md_fft_plan *p, double *data, int sign, double *work) {
+    if (!p || !p->twiddle || !data || !work || p->n == 1) return;
+    memcpy(work, data, 2 * (size_t)p->n * sizeof(double));
+    md__fft_rec(p, data, work, 1, 0, sign, work + 2 * (size_t)p->n);
+}
+
+MDDEF void md_fft3d_free(md_fft3d *p) {
+    int d;
+    if (!p) return;
+    for (d = 0; d < 3; d++) md_fft_plan_free(&p->axis[d]);
+    md_fft_plan_free(&p->half);
+    md_free(p->work);
+    memset(p, 0, sizeof *p);
+}
+
+MDDEF md_status md_fft3d_create(md_fft3d *p, const int n[3]) {
+    const char *fn = "md_fft3d_create";
+    md_fft3d q;
+    md_status st;
+    int d, nmax = 1;
+    if (!p || !n) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p/n", "is NULL");
+    for (d = 0; d < 3; d++) {
+        if (n[d] < 1 || n[d] > 65536) return md_set_error(MD_ERR_RANGE, fn, 0, "n", "must be in 1..65536 (got %d)", n[d]);
+        if (n[d] > nmax) nmax = n[d];
+    }
+    if ((double)n[0] * n[1] * n[2] >= 2147483648.0)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d x %d x %d points is too many", n[0], n[1], n[2]);
+    memset(&q, 0, sizeof q);
+    memcpy(q.n, n, sizeof q.n);
+    q.nh = n[2] / 2 + 1;
+    for (d = 0; d < 3; d++)
+        if ((st = md_fft_plan_create(&q.axis[d], n[d])) != MD_OK) goto fail;
+    if (n[2] % 2 == 0 && (st = md_fft_plan_create(&q.half, n[2] / 2)) != MD_OK) goto fail;
+    q.nthreads = md__omp_threads();
+    q.work_stride = 8 * (size_t)nmax + 16; /* a line (2 nmax) and md_fft_complex's work (4 nmax) */
+    if (!(q.work = (double *)md_alloc_array((size_t)q.nthreads * q.work_stride, sizeof(double)))) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate work buffers");
+        goto fail;
+    }
+    *p = q;
+    return MD_OK;
+fail:
+    md_fft3d_free(&q);
+    return st;
+}
+
+/* One real line x[0 .. n) -> X[0 .. n/2] (n/2 + 1 complex values). Even n: the even and odd
+ * samples packed as one complex line z of length h = n/2, Z = FFT(z), then
+ * X_k = E_k + w^k O_k with E_k = (Z_k + conj Z_{h-k}) / 2, O_k = (Z_k - conj Z_{h-k}) / (2i),
+ * w = exp(-2 pi i / n). Odd n: one complex FFT of the whole line. */
+static void md__rfft_line(const md_fft3d *p, const double *x, double *X, double *buf, double *work) {
+    const int n = p->n[2];
+    int k;
+    if (n % 2 == 0) {
+        const int h = n / 2;
+        const double *tw = p->axis[2].twiddle;
+        memcpy(buf, x, (size_t)n * sizeof(double));
+        md_fft_complex(&p->half, buf, -1, work);
+        for (k = 0; k <= h; k++) {
+            int a = k % h, b = (h - k) % h;
+            double zr = buf[2 * a], zi = buf[2 * a + 1], cr = buf[2 * b], ci = -buf[2 * b + 1];
+            double er = 0.5 * (zr + cr), ei = 0.5 * (zi + ci);
+            double orr = 0.5 * (zi - ci), oi = -0.5 * (zr - cr); /* (Z - conj Z') / (2i) */
+            double wr = tw[2 * (k % n)], wi = tw[2 * (k % n) + 1];
+            X[2 * k] = er + wr * orr - wi * oi;
+            X[2 * k + 1] = ei + wr * oi + wi * orr;
+        }
+    } else {
+        for (k = 0; k < n; k++) {
+            buf[2 * k] = x[k];
+            buf[2 * k + 1] = 0.0;
+        }
+        md_fft_complex(&p->axis[2], buf, -1, work);
+        memcpy(X, buf, 2 * (size_t)p->nh * sizeof(double));
+    }
+}
+
+/* The inverse of md__rfft_line, unnormalised: X[0 .. n/2] of a Hermitian line -> x[0 .. n).
+ * Even n: Z_k = (X_k + conj X_{h-k}) + i w^-k (X_k - conj X_{h-k}), z = IFFT_h(Z), then
+ * x[2j] = Re z_j, x[2j+1] = Im z_j. */
+static void md__irfft_line(const md_fft3d *p, const double *X, double *x, double *buf, double *work) {
+    const int n = p->n[2];
+    int k;
+    if (n % 2 == 0) {
+        const int h = n / 2;
+        const double *tw = p->axis[2].twiddle;
+        for (k = 0; k < h; k++) {
+            double ar = X[2 * k], ai = X[2 * k + 1], br = X[2 * (h - k)], bi = -X[2 * (h - k) + 1];
+            double sr = ar + br, si = ai + bi, dr = ar - br, di = ai - bi;
+            double wr = tw[2 * k], wi = -tw[2 * k + 1]; /* w^-k = exp(+2 pi i k / n) */
+            double tr = wr * dr - wi * di, ti = wr * di + wi * dr;
+            buf[2 * k] = sr - ti; /* + i (tr + i ti) */
+            buf[2 * k + 1] = si + tr;
+        }
+        md_fft_complex(&p->half, buf, 1, work);
+        memcpy(x, buf, (size_t)n * sizeof(double));
+    } else {
+        for (k = 0; k < p->nh; k++) {
+            buf[2 * k] = X[2 * k];
+            buf[2 * k + 1] = X[2 * k + 1];
+        }
+        for (k = p->nh; k < n; k++) {
+            buf[2 * k] = X[2 * (n - k)];
+            buf[2 * k + 1] = -X[2 * (n - k) + 1];
+        }
+        md_fft_complex(&p->axis[2], buf, 1, work);
+        for (k = 0; k < n; k++) x[k] = buf[2 * k];
+    }
+}
+
+/* Complex FFTs along axis 0 (@p axis 0) or 1 of the n0 x n1 x nh half grid @p g, in place. */
+static void md__fft3d_axis(md_fft3d *p, double *g, int axis, int sign) {
+    const int n0 = p->n[0], n1 = p->n[1], nh = p->nh, len = p->n[axis];
+    const int lines = axis == 0 ? n1 * nh : n0 * nh;
+    const size_t stride = axis == 0 ? (size_t)n1 * nh : (size_t)nh;
+    const int nt = p->nthreads;
+    int l;
+    (void)nt;
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (l = 0; l < lines; l++) {
+        double *buf = p->work + (size_t)md__omp_thread() * p->work_stride, *work = buf + 2 * (size_t)len + 4;
+        size_t base = axis == 0 ? (size_t)l : (size_t)(l / nh) * n1 * nh + (size_t)(l % nh);
+        int k;
+        for (k = 0; k < len; k++) {
+            buf[2 * k] = g[2 * (base + k * stride)];
+            buf[2 * k + 1] = g[2 * (base + k * stride) + 1];
+        }
+        md_fft_complex(&p->axis[axis], buf, sign, work);
+        for (k = 0; k < len; k++) {
+            g[2 * (base + k * stride)] = buf[2 * k];
+            g[2 * (base + k * stride) + 1] = buf[2 * k + 1];
+        }
+    }
+}
+
+MDDEF void md_fft3d_r2c(md_fft3d *p, const double *in, double *out) {
+    int r, rows, nt;
+    if (!p || !p->work || !in || !out) return;
+    rows = p->n[0] * p->n[1];
+    nt = p->nthreads;
+    (void)nt;
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (r = 0; r < rows; r++) {
+        double *buf = p->work + (size_t)md__omp_thread() * p->work_stride;
+        md__rfft_line(p, in + (size_t)r * p->n[2], out + 2 * (size_t)r * p->nh, buf, buf + 2 * (size_t)p->n[2] + 4);
+    }
+    md__fft3d_axis(p, out, 1, -1);
+    md__fft3d_axis(p, out, 0, -1);
+}
+
+MDDEF void md_fft3d_c2r(md_fft3d *p, double *in, double *out) {
+    int r, rows, nt;
+    if (!p || !p->work || !in || !out) return;
+    rows = p->n[0] * p->n[1];
+    nt = p->nthreads;
+    (void)nt;
+    md__fft3d_axis(p, in, 0, 1);
+    md__fft3d_axis(p, in, 1, 1);
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (r = 0; r < rows; r++) {
+        double *buf = p->work + (size_t)md__omp_thread() * p->work_stride;
+        md__irfft_line(p, in + 2 * (size_t)r * p->nh, out + (size_t)r * p->n[2], buf, buf + 2 * (size_t)p->n[2] + 4);
+    }
+}
+
+/* ---- pme ---- */
+
+MDDEF int md_fft_good_size(int n) {
+    static const int primes[4] = {2, 3, 5, 7};
+    if (n < 1) n = 1;
+    for (; n < (1 << 30); n++) {
+        int m = n, k;
+        for (k = 0; k < 4; k++)
+            while (m % primes[k] == 0) m /= primes[k];
+        if (m == 1) break;
+    }
+    return n;
+}
+
+MDDEF md_status md_pme_choose(double tolerance, double cutoff, const double box[3], double *alpha, int grid[3]) {
+    const char *fn = "md_pme_choose";
+    md_status st;
+    double a;
+    int d, g[3];
+    if (!alpha || !grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "alpha/grid", "is NULL");
+    if ((st = md__check_tolerance(fn, tolerance)) != MD_OK || (st = md__check_positive(fn, "cutoff", cutoff)) != MD_OK ||
+        (st = md__check_box3(fn, box)) != MD_OK)
+        return st;
+    a = md_ewald_beta(cutoff, tolerance);
+    for (d = 0; d < 3; d++) {
+        double k = ceil(2.0 * a * box[d] / (3.0 * pow(tolerance, 0.2)));
+        if (k > 4096)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "box", "%g nm needs %g grid points (more than 4096)", box[d], k);
+        g[d] = md_fft_good_size(k < 6 ? 6 : (int)k);
+    }
+    *alpha = a;
+    memcpy(grid, g, sizeof g);
+    return MD_OK;
+}
+
+MDDEF md_status md_pme_params_resolve(const md_pme_params *in, const double box[3], md_pme_params *out) {
+    const char *fn = "md_pme_params_resolve";
+    md_pme_params p;
+    md_status st;
+    int d, missing = 0;
+    if (!out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
+    if (in) p = *in;
+    else memset(&p, 0, sizeof p);
+    if (p.tolerance == 0.0) p.tolerance = MD_NB_DEFAULT_EWALD_TOLERANCE;
+    if (p.cutoff == 0.0) p.cutoff = MD_NB_DEFAULT_CUTOFF;
+    if (p.order == 0) p.order = MD_PME_DEFAULT_ORDER;
+    if ((st = md__check_tolerance(fn, p.tolerance)) != MD_OK || (st = md__check_positive(fn, "cutoff", p.cutoff)) != MD_OK)
+        return st;
+    if (p.alpha == 0.0) p.alpha = md_ewald_beta(p.cutoff, p.tolerance);
+    if ((st = md__check_positive(fn, "alpha", p.alpha)) != MD_OK) return st;
+    if (p.order < MD_PME_MIN_ORDER || p.order > MD_PME_MAX_ORDER)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "order", "must be in %d..%d (got %d)", MD_PME_MIN_ORDER,
+                            MD_PME_MAX_ORDER, p.order);
+    if (!(p.spacing >= 0.0) || !isfinite(p.spacing))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "spacing", "must be finite and >= 0 (got %g)", p.spacing);
+    for (d = 0; d < 3; d++) missing |= p.grid[d] == 0;
+    if (missing) {
+        double a;
+        int g[3];
+        if ((st = md__check_box3(fn, box)) != MD_OK) return st;
+        if ((st = md_pme_choose(p.tolerance, p.cutoff, box, &a, g)) != MD_OK) return st;
+        for (d = 0; d < 3; d++) {
+            if (p.grid[d] != 0) continue;
+            if (p.spacing > 0.0) {
+                double k = ceil(box[d] / p.spacing);
+                if (k > 4096)
+                    return md_set_error(MD_ERR_RANGE, fn, 0, "spacing", "%g nm gives more than 4096 points on %g nm",
+                                        p.spacing, box[d]);
+                p.grid[d] = md_fft_good_size((int)k);
+            } else {
+                p.grid[d] = g[d];
+            }
+        }
+    }
+    for (d = 0; d < 3; d++)
+        if (p.grid[d] < p.order || p.grid[d] > 4096)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "grid", "%d points along axis %d: must be in order (%d)..4096",
+                                p.grid[d], d, p.order);
+    *out = p;
+    return MD_OK;
+}
+
+MDDEF void md_pme_bspline(double u, int order, double *w, double *dw) {
+    double m[MD_PME_MAX_ORDER + 1][MD_PME_MAX_ORDER + 1], t = u - floor(u);
+    int k, i, j;
+    if (order < 2 || order > MD_PME_MAX_ORDER) return;
+    /* m[k][i] = M_k(t + i), i = 0 .. k-1: the order-k spline on its k unit intervals */
+    m[1][0] = 1.0;
+    for (k = 2; k <= order; k++)
+        for (i = 0; i < k; i++) {
+            double x = t + i, here = i <= k - 2 ? m[k - 1][i] : 0.0, left = i >= 1 ? m[k - 1][i - 1] : 0.0;
+            m[k][i] = (x * here + (k - x) * left) / (k - 1);
+        }
+    for (j = 0; j < order; j++) {
+        i = order - 1 - j; /* grid point floor(u) + j sits at distance t + i from the spline's start */
+        if (w) w[j] = m[order][i];
+        /* M_p'(x) = M_{p-1}(x) - M_{p-1}(x - 1) */
+        if (dw) dw[j] = (i <= order - 2 ? m[order - 1][i] : 0.0) - (i >= 1 ? m[order - 1][i - 1] : 0.0);
+    }
+}
+
+MDDEF md_status md_pme_bspline_moduli(int K, int order, double *mod) {
+    const char *fn = "md_pme_bspline_moduli";
+    double w[MD_PME_MAX_ORDER];
+    int m, k;
+    if (!mod) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "mod", "is NULL");
+    if (order < 2 || order > MD_PME_MAX_ORDER || K < order)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "K/order", "need 2 <= order <= %d <= K (got order %d, K %d)",
+                            MD_PME_MAX_ORDER, order, K);
+    md_pme_bspline(0.0, order, w, NULL); /* w[j] = M_p(p - 1 - j): M_p(k + 1) = w[p - 2 - k] */
+    for (m = 0; m < K; m++) {
+        double sc = 0.0, ss = 0.0;
+        for (k = 0; k <= order - 2; k++) {
+            double th = 2.0 * MD__PI * (double)m * k / K;
+            sc += w[order - 2 - k] * cos(th);
+            ss += w[order - 2 - k] * sin(th);
+        }
+        mod[m] = sc * sc + ss * ss;
+    }
+    for (m = 0; m < K; m++)
+        if (mod[m] < 1e-7) mod[m] = 0.5 * (mod[(m - 1 + K) % K] + mod[(m + 1) % K]);
+    return MD_OK;
+}
+
+MDDEF void md_pme_plan_free(md_pme_plan *p) {
+    int d;
+    if (!p) return;
+    md_fft3d_free(&p->fft);
+    for (d = 0; d < 3; d++) md_free(p->mod[d]);
+    md_free(p->grid);
+    md_free(p->cgrid);
+    md_free(p->scratch);
+    memset(p, 0, sizeof *p);
+}
+
+MDDEF md_status md_pme_plan_create(md_pme_plan *p, const md_pme_params *params, const double box[3], int capacity) {
+    const char *fn = "md_pme_plan_create";
+    md_pme_plan q;
+    md_status st;
+    size_t npts;
+    int d;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    if (capacity < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "capacity", "must be >= 1 (got %d)", capacity);
+    memset(&q, 0, sizeof q);
+    if ((st = md_pme_params_resolve(params, box, &q.params)) != MD_OK) return st;
+    q.capacity = capacity;
+    if ((st = md_fft3d_create(&q.fft, q.params.grid)) != MD_OK) return st;
+    npts = (size_t)q.params.grid[0] * q.params.grid[1] * q.params.grid[2];
+    q.grid = (double *)md_alloc_array(npts, sizeof(double));
+    q.cgrid = (double *)md_alloc_array((size_t)q.params.grid[0] * q.params.grid[1] * q.fft.nh, 2 * sizeof(double));
+    q.scratch = (double *)md_alloc_array(3 * (size_t)capacity, sizeof(double));
+    for (d = 0; d < 3; d++) q.mod[d] = (double *)md_alloc_array((size_t)q.params.grid[d], sizeof(double));
+    if (!q.grid || !q.cgrid || !q.scratch || !q.mod[0] || !q.mod[1] || !q.mod[2]) {
+        md_pme_plan_free(&q);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "grid", "cannot allocate %d x %d x %d points", q.params.grid[0],
+                            q.params.grid[1], q.params.grid[2]);
+    }
+    for (d = 0; d < 3; d++) (void)md_pme_bspline_moduli(q.params.grid[d], q.params.order, q.mod[d]);
+    memset(q.grid, 0, npts * sizeof(double));
+    *p = q;
+    return MD_OK;
+}
+
+/* Fractional grid position of coordinate x on an axis of K points and edge L: in [0, K). */
+static double md__pme_u(double x, double L, int K) {
+    double s = x / L, u;
+    s -= floor(s);
+    u = s * K;
+    return u >= K ? u - K : u;
+}
+
+static md_status md__pme_args(const char *fn, const md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3]) {
+    if (!p || !p->grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL or not made");
+    if (n > p->capacity)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "%d atoms exceed the plan's capacity %d", n, p->capacity);
+    return md__coul_inputs(fn, xyzq, n, box);
+}
+
+MDDEF md_status md_pme_spread(md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3]) {
+    md_status st;
+    const int *K;
+    int i, o;
+    if ((st = md__pme_args("md_pme_spread", p, xyzq, n, box)) != MD_OK) return st;
+    K = p->params.grid;
+    o = p->params.order;
+    memset(p->grid, 0, (size_t)K[0] * K[1] * K[2] * sizeof(double));
+    p->charge = p->charge2 = 0.0;
+    for (i = 0; i < n; i++) {
+        double w[3][MD_PME_MAX_ORDER], q = xyzq[i].w;
+        int g0[3], a, b, c, d;
+        for (d = 0; d < 3; d++) {
+            double u = md__pme_u((&xyzq[i].x)[d], box[d], K[d]);
+            g0[d] = (int)u;
+            md_pme_bspline(u, o, w[d], NULL);
+        }
+        for (a = 0; a < o; a++) {
+            int ga = (g0[0] + a) % K[0];
+            for (b = 0; b < o; b++) {
+                int gb = (g0[1] + b) % K[1];
+                double *row = p->grid + ((size_t)ga * K[1] + gb) * K[2], qab = q * w[0][a] * w[1][b];
+                for (c = 0; c < o; c++) row[(g0[2] + c) % K[2]] += qab * w[2][c];
+            }
+        }
+        p->charge += q;
+        p->charge2 += (double)q * q;
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_pme_forward(md_pme_plan *p) {
+    if (!p || !p->grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_pme_forward", 0, "p", "is NULL or not made");
+    md_fft3d_r2c(&p->fft, p->grid, p->cgrid);
+    return MD_OK;
+}
+
+MDDEF md_status md_pme_backward(md_pme_plan *p) {
+    if (!p || !p->grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_pme_backward", 0, "p", "is NULL or not made");
+    md_fft3d_c2r(&p->fft, p->cgrid, p->grid);
+    return MD_OK;
+}
+
+MDDEF md_status md_pme_solve(md_pme_plan *p, const double box[3]) {
+    const char *fn = "md_pme_solve";
+    md_status st;
+    const int *K;
+    double V, fac, *part, ebg;
+    int a, x, nh;
+    if (!p || !p->grid) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL or not made");
+    if ((st = md__check_box3(fn, box)) != MD_OK) return st;
+    K = p->params.grid;
+    nh = p->fft.nh;
+    V = box[0] * box[1] * box[2];
+    fac = MD__PI * MD__PI / (p->params.alpha * p->params.alpha);
+    if (!(part = (double *)md_alloc_array((size_t)K[0], 10 * sizeof(double))))
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "grid", "out of memory");
+    /* one plane a per iteration, its energy and virial kept apart and summed in order */
+    MD__OMP_FOR
+    for (a = 0; a < K[0]; a++) {
+        double e = 0.0, w[9], m[3];
+        int b, c, u, v;
+        memset(w, 0, sizeof w);
+        m[0] = (a < (K[0] + 1) / 2 ? a : a - K[0]) / box[0];
+        for (b = 0; b < K[1]; b++) {
+            m[1] = (b < (K[1] + 1) / 2 ? b : b - K[1]) / box[1];
+            for (c = 0; c < nh; c++) {
+                double *z = p->cgrid + 2 * (((size_t)a * K[1] + b) * nh + c), m2, eterm, ek, g;
+                int weight = (c == 0 || (K[2] % 2 == 0 && c == K[2] / 2)) ? 1 : 2;
+                m[2] = c / box[2];
+                m2 = m[0] * m[0] + m[1] * m[1] + m[2] * m[2];
+                if (m2 == 0.0) {
+                    z[0] = z[1] = 0.0;
+                    continue;
+                }
+                eterm = MD_COULOMB * exp(-fac * m2) / (MD__PI * V * m2 * p->mod[0][a] * p->mod[1][b] * p->mod[2][c]);
+                ek = 0.5 * weight * eterm * (z[0] * z[0] + z[1] * z[1]);
+                g = 2.0 * (1.0 + fac * m2) / m2;
+                e += ek;
+                for (u = 0; u < 3; u++)
+                    for (v = 0; v < 3; v++) w[3 * u + v] += ek * ((u == v ? 1.0 : 0.0) - g * m[u] * m[v]);
+                z[0] *= eterm;
+                z[1] *= eterm;
+            }
+        }
+        part[10 * (size_t)a] = e;
+        for (u = 0; u < 9; u++) part[10 * (size_t)a + 1 + u] = w[u];
+    }
+    p->energy = 0.0;
+    memset(p->virial, 0, sizeof p->virial);
+    for (a = 0; a < K[0]; a++) {
+        p->energy += part[10 * (size_t)a];
+        for (x = 0; x < 9; x++) p->virial[x] += part[10 * (size_t)a + 1 + x];
+    }
+    md_free(part);
+    /* the neutralising background: -k pi Q^2 / (2 V alpha^2), W_aa += E */
+    ebg = -MD_COULOMB * MD__PI * p->charge * p->charge / (2.0 * V * p->params.alpha * p->params.alpha);
+    p->energy += ebg;
+    for (x = 0; x < 3; x++) p->virial[4 * x] += ebg;
+    return MD_OK;
+}
+
+MDDEF md_status md_pme_gather(md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3], double *force) {
+    md_status st;
+    const int *K;
+    int i, o;
+    if ((st = md__pme_args("md_pme_gather", p, xyzq, n, box)) != MD_OK) return st;
+    if (!force) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_pme_gather", 0, "force", "is NULL");
+    K = p->params.grid;
+    o = p->params.order;
+    MD__OMP_FOR
+    for (i = 0; i < n; i++) {
+        double w[3][MD_PME_MAX_ORDER], dw[3][MD_PME_MAX_ORDER], f[3] = {0.0, 0.0, 0.0}, q = xyzq[i].w;
+        int g0[3], a, b, c, d;
+        for (d = 0; d < 3; d++) {
+            double u = md__pme_u((&xyzq[i].x)[d], box[d], K[d]);
+            g0[d] = (int)u;
+            md_pme_bspline(u, o, w[d], dw[d]);
+        }
+        for (a = 0; a < o; a++) {
+            int ga = (g0[0] + a) % K[0];
+            for (b = 0; b < o; b++) {
+                const double *row = p->grid + ((size_t)ga * K[1] + (g0[1] + b) % K[1]) * K[2];
+                for (c = 0; c < o; c++) {
+                    double phi = row[(g0[2] + c) % K[2]];
+                    f[0] += dw[0][a] * w[1][b] * w[2][c] * phi;
+                    f[1] += w[0][a] * dw[1][b] * w[2][c] * phi;
+                    f[2] += w[0][a] * w[1][b] * dw[2][c] * phi;
+                }
+            }
+        }
+        for (d = 0; d < 3; d++) force[3 * i + d] -= q * f[d] * K[d] / box[d];
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_pme_compute(md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3], double *force,
+                               md_energy *energy) {
+    const char *fn = "md_pme_compute";
+    md_status st;
+    int i, x;
+    if ((st = md_pme_spread(p, xyzq, n, box)) != MD_OK || (st = md_pme_forward(p)) != MD_OK ||
+        (st = md_pme_solve(p, box)) != MD_OK || (st = md_pme_backward(p)) != MD_OK)
+        return st;
+    memset(p->scratch, 0, 3 * (size_t)n * sizeof(double));
+    if ((st = md_pme_gather(p, xyzq, n, box, p->scratch)) != MD_OK) return st;
+    if (!isfinite(p->energy)) return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq", "the reciprocal energy is not finite");
+    for (i = 0; i < 3 * n; i++)
+        if (!isfinite(p->scratch[i]))
+            return md__err_index(MD_ERR_RANGE, fn, "force", i / 3, "is not finite (%g)", p->scratch[i]);
+    if (force)
+        for (i = 0; i < 3 * n; i++) force[i] += p->scratch[i];
+    if (energy) {
+        energy->coul_recip = p->energy;
+        energy->coul_self = -MD_COULOMB * p->params.alpha / sqrt(MD__PI) * p->charge2;
+        for (x = 0; x < 9; x++) energy->virial[x] += p->virial[x];
+    }
     return MD_OK;
 }
 

@@ -15,22 +15,43 @@
  *   Every CUDA call and every launch is checked. md_cuda_available() says
  *   whether a device can be used, and why not.
  *
+ * PLANS
+ *   Every capability is a plan made once and used many times: create (buffers, its own
+ *   non-blocking stream), upload, enqueue (launches only; capturable into a CUDA graph),
+ *   sync (the one synchronisation point; device flags become an md_status), destroy.
+ *   One-call wrappers (md_cuda_dcs, md_cuda_rdf_accumulate) are built on the plans.
+ *   Section "plans" below states the convention.
+ *
  * EXAMPLE
  *       if (!md_cuda_available()) { printf("no GPU: %s\n", md_last_error()); return 0; }
- *       md_cuda_device_info info;  md_cuda_get_device_info(0, &info);
  *       md_cuda_dcs(MD_DCS_GPU_UNROLL8, sys.xyzq, sys.n, &grid);  (same contract as md_dcs)
  *
+ *       md_cuda_dcs_plan p;                      (or: a plan, for many maps)
+ *       if (md_cuda_dcs_plan_create(&p, MD_DCS_GPU_SHARED, sys.n, &grid) != MD_OK) return 1;
+ *       for (int frame = 0; frame < nframes; frame++) {
+ *           md_cuda_dcs_plan_upload(&p, frames[frame], sys.n);   (async, pinned staging)
+ *           md_cuda_dcs_plan_enqueue(&p);                        (launches only)
+ *           if (md_cuda_dcs_plan_sync(&p, &grid) != MD_OK) break; (waits; map into grid)
+ *       }
+ *       md_cuda_dcs_plan_destroy(&p);
+ *
  * CONTENTS
- *   core      md_cuda_error, MD_CUDA_TRY, MD_CUDA_TRY_LAUNCH, md_cuda_available,
- *             md_cuda_get_device_info, md_cuda_poison (NaN fill)
+ *   core      md_cuda_error, MD_CUDA_TRY, md_cuda_available, md_cuda_get_device_info,
+ *             md_cuda_poison (NaN fill); MD_CUDA_LAUNCH (every launch: checked and
+ *             registered) and the kernel registry md_cuda_kernel_name/count/at
  *   timing    md_cuda_timer_create/start/stop/destroy, md_cuda_bench (warm-up,
  *             L2 flush, median)
  *   ceilings  md_cuda_measure_ceilings, md_cuda_ceiling_rsqrt/fma/dram/
  *             smem_atomic/launch, md_cuda_ceilings_json: micro-benchmarks of the
  *             units that bound the kernels
- *   dcs       md_cuda_dcs (host arrays), md_cuda_dcs_device (device-resident,
- *             for timing), md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
- *             md_cuda_dcs_hybrid_device: direct Coulomb sum, the GPU rungs
+ *   plans     the plan convention (create / upload / enqueue / sync / destroy);
+ *             md_cuda_queue (a plan's stream and device flags), md_cuda_flag_raise,
+ *             md_cuda_alloc, md_cuda_alloc_pinned
+ *   dcs       md_cuda_dcs_plan_create/set_split/upload/enqueue/sync/destroy, md_cuda_dcs
+ *             (one call, host arrays), md_cuda_dcs_device (device arrays, no plan),
+ *             md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
+ *             md_cuda_dcs_hybrid_splits, md_cuda_dcs_hybrid_device: direct Coulomb
+ *             sum, the GPU rungs
  *   rdf       md_cuda_rdf_plan_create/destroy, md_cuda_rdf_accumulate,
  *             md_cuda_rdf_max_bins: radial distribution functions, the GPU rungs
  */
@@ -39,6 +60,7 @@
 
 #include "md.h"
 #include <cuda_runtime.h>
+#include <atomic> /* MD_CUDA_LAUNCH_NAMED: the per-site registration check */
 
 /** @file md_cuda.cu.h
  *  @brief GPU versions of md.h's kernels (CUDA C, host API callable from C++). */
@@ -61,13 +83,86 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
     } while (0)
 
 /** @brief Check the last kernel launch (cudaGetLastError); on failure return from the
- *  enclosing function with MD_ERR_CUDA naming @p kernel. */
+ *  enclosing function with MD_ERR_CUDA naming @p kernel (a string). For a launch made some
+ *  other way than MD_CUDA_LAUNCH, which checks its own launch and is to be preferred. */
 #define MD_CUDA_TRY_LAUNCH(kernel)                                                                 \
     do {                                                                                           \
         cudaError_t md__e = cudaGetLastError();                                                    \
         if (md__e != cudaSuccess)                                                                  \
             return md_cuda_error(md__e, "launch of " kernel, __FILE__, __LINE__);                  \
     } while (0)
+
+/* ---- the kernel launch registry ---- */
+
+/** @brief Launch @p kernel through the registry (see MD_CUDA_LAUNCH_NAMED), registering it
+ *  under its own spelling (#kernel). A template kernel goes in parentheses so its commas do not
+ *  split the macro's arguments: MD_CUDA_LAUNCH((my_kernel<4, 2>), grid, block, 0, s, x, n).
+ *  At least one kernel argument is required (C++17 variadic macros). */
+#define MD_CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                     \
+    MD_CUDA_LAUNCH_NAMED(kernel, #kernel, grid, block, smem, stream, __VA_ARGS__)
+
+/** @brief Launch @p kernel on @p grid x @p block threads with @p smem bytes of dynamic shared memory
+ *  on @p stream, check the launch and register the kernel: the one way every kernel of
+ *  md_cuda.cu.h is launched.
+ *
+ *  - registers {(const void *)kernel, name} in the process-wide kernel registry
+ *    (md_cuda_kernel_register) the first time this launch site sees that kernel; @p name (a
+ *    `const char *` expression, evaluated only then, copied by the registry) is what
+ *    md_cuda_kernel_name() returns for it; template launchers pass a name with the template
+ *    arguments written out;
+ *  - launches it with the triple-chevron syntax (so a launch inside stream capture becomes a
+ *    kernel node whose function pointer is the registered one);
+ *  - checks the launch with cudaGetLastError() and, on failure, returns MD_ERR_CUDA from the
+ *    enclosing function (which must return md_status) with a message naming @p name, the file
+ *    and the line (md_cuda_launch_error).
+ *  The check after registration costs one relaxed atomic load per launch. */
+#define MD_CUDA_LAUNCH_NAMED(kernel, name, grid, block, smem, stream, ...)                         \
+    do {                                                                                           \
+        static std::atomic<const void *> md__seen_(nullptr);                                      \
+        const void *md__fn_ = (const void *)(kernel);                                              \
+        cudaError_t md__le_;                                                                       \
+        if (md__seen_.load(std::memory_order_relaxed) != md__fn_) {                                \
+            (void)md_cuda_kernel_register(md__fn_, (name));                                        \
+            md__seen_.store(md__fn_, std::memory_order_relaxed);                                   \
+        }                                                                                          \
+        kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__); /* the one launch site */      \
+        md__le_ = cudaGetLastError();                                                              \
+        if (md__le_ != cudaSuccess) return md_cuda_launch_error(md__le_, md__fn_, __FILE__, __LINE__); \
+    } while (0)
+
+/** @brief Most kernels the registry holds (define before including, in the file with
+ *  MD_CUDA_IMPLEMENTATION, to change it). A kernel past the limit still launches; it is just
+ *  not registered (md_cuda_kernel_register returns -1). */
+#ifndef MD_CUDA_KERNEL_REGISTRY_MAX
+#define MD_CUDA_KERNEL_REGISTRY_MAX 1024
+#endif
+/** @brief Longest kernel name the registry keeps (longer names are cut, with the end kept
+ *  NUL-terminated). */
+#define MD_CUDA_KERNEL_NAME_MAX 160
+
+/** @brief Register kernel @p func under @p name (copied) in the process-wide, thread-safe kernel
+ *  registry; a function already registered keeps its first name. Returns its index (0, 1, ... in
+ *  order of first registration), or -1 if @p func or @p name is NULL or the registry is full.
+ *  MD_CUDA_LAUNCH calls it; call it yourself for a kernel launched another way (a library
+ *  kernel, cudaLaunchCooperativeKernel). */
+int md_cuda_kernel_register(const void *func, const char *name);
+
+/** @brief Name of a registered kernel (the host function pointer a launch or a graph kernel
+ *  node carries), or NULL if @p func was never registered. Chapter 09's graph comparator
+ *  keys its rules by this table. */
+const char *md_cuda_kernel_name(const void *func);
+
+/** @brief Number of kernels registered so far. */
+int md_cuda_kernel_count(void);
+
+/** @brief Kernel @p i (0 <= i < md_cuda_kernel_count()) of the registry: its function pointer
+ *  and name (either output may be NULL). Errors: @p i out of range (MD_ERR_RANGE). */
+md_status md_cuda_kernel_at(int i, const void **func, const char **name);
+
+/** @brief The md_status of a failed launch of @p func: MD_ERR_CUDA (or MD_ERR_NO_DEVICE) with
+ *  the message of md_cuda_error() for "launch of <its registered name>". MD_CUDA_LAUNCH_NAMED
+ *  calls it. */
+md_status md_cuda_launch_error(cudaError_t err, const void *func, const char *file, int line);
 
 /** @brief 1 if a CUDA device can be used, else 0 with the reason in md_last_error()
  *  (no driver, no device, a device older than sm_70, ...). */
@@ -97,6 +192,119 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info);
 /** @brief Fill @p count floats at device pointer @p d_ptr with NaN (bytes 0xFF), so an
  *  element a kernel fails to write shows up in the check. */
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream);
+
+/* ======================================================================== */
+/* plans: the state every GPU capability keeps                              */
+/* ======================================================================== */
+
+/* THE PLAN CONVENTION. A GPU capability (the DCS and RDF here; nonbonded forces, PME and the
+ * MD step later) is a plan object with five kinds of call:
+ *
+ *   md_cuda_X_plan_create(&p, ...)   once. Sized by a capacity: device buffers (md_cuda_alloc),
+ *       pinned host buffers (md_cuda_alloc_pinned, cudaHostAlloc), kernel attributes, cuFFT
+ *       plans, and the plan's md_cuda_queue: its own stream, made with
+ *       cudaStreamCreateWithFlags(cudaStreamNonBlocking), and its device flags. It may
+ *       synchronise. On failure everything made so far is released and the plan is zeroed.
+ *   md_cuda_X_plan_upload(&p, ...)   (where inputs come from host arrays) host data is copied
+ *       into a pinned staging buffer and from there by cudaMemcpyAsync on the plan's stream.
+ *   md_cuda_X_plan_enqueue(&p, ...)  every step. Launches (MD_CUDA_LAUNCH), device-to-device
+ *       copies and memsets on the plan's stream, and nothing else: no cudaMalloc or cudaFree,
+ *       no synchronisation, no copy to or from pageable memory, no __constant__ upload, no
+ *       attribute setting, no reading of results. Data that changes from call to call lives
+ *       in device memory (the plan's buffers), so the arguments a stream capture records stay
+ *       valid; what a plan takes as a kernel argument (a box, an atom count) is named in its
+ *       documentation. A problem the device finds (a non-finite coordinate, an exceeded
+ *       capacity) raises a flag (md_cuda_flag_raise) in the queue's flags word instead of
+ *       failing the call. Host-side argument errors are returned at once.
+ *   md_cuda_X_plan_sync(&p, ...)     the one synchronisation point. It enqueues the copies of
+ *       results and of the flags word into pinned memory, waits for the plan's stream
+ *       (md_cuda_queue_sync), turns a raised flag into an md_status, and only if all is well
+ *       writes the caller's outputs. Any number of enqueues may come before one sync.
+ *   md_cuda_X_plan_destroy(&p)       waits for the plan's stream, frees everything and zeroes
+ *       the plan; safe on a zeroed plan.
+ *
+ * and md_cuda_X(...), the one-call wrapper for users who want one: create, upload, enqueue,
+ * sync, destroy. A plan is used from one host thread at a time; different plans are
+ * independent (different streams, buffers and flags) and may run concurrently. The one
+ * exception is the constant-memory rungs of the DCS: __constant__ memory is process-global,
+ * so one plan at a time may hold it (md_cuda_dcs_plan_create says how). */
+
+/** @brief The device flags of a queue: what a kernel found wrong. Each flag has a detail word;
+ *  md_cuda_flag_raise() combines the details of every raise so the result does not depend on
+ *  thread order. */
+typedef enum md_cuda_flag {
+    MD_CUDA_FLAG_NONFINITE = 0, /**< a non-finite input value; detail: the smallest index at fault */
+    MD_CUDA_FLAG_OVERFLOW,      /**< a capacity was exceeded; detail: the largest size needed */
+    MD_CUDA_FLAG_RANGE,         /**< a value outside its valid range; detail: the smallest index at fault */
+    MD_CUDA_FLAG_COUNT          /**< number of flags */
+} md_cuda_flag;
+
+/** @brief Words of a flags block: word 0 holds bit f for each raised flag f, word 1 + f the
+ *  detail of flag f (0 while it is not raised). */
+#define MD_CUDA_FLAG_WORDS (1 + MD_CUDA_FLAG_COUNT)
+
+/** @brief Raise @p flag with @p detail in the flags block @p flags (MD_CUDA_FLAG_WORDS words in
+ *  device memory, md_cuda_queue::d_flags), from device code. The detail kept is the smallest
+ *  index (MD_CUDA_FLAG_NONFINITE, MD_CUDA_FLAG_RANGE; stored as ~index, so an atomicMax keeps
+ *  it) or the largest size (MD_CUDA_FLAG_OVERFLOW) over all raises since the last sync. */
+static __device__ __forceinline__ void md_cuda_flag_raise(unsigned long long *flags, md_cuda_flag flag,
+                                                          unsigned long long detail) {
+    atomicOr(&flags[0], 1ull << (int)flag);
+    atomicMax(&flags[1 + (int)flag], flag == MD_CUDA_FLAG_OVERFLOW ? detail : ~detail);
+}
+
+/** @brief How md_cuda_queue_sync() words a raised flag: the field at fault and a printf format
+ *  with one %llu (the detail: an index, or the size needed). A NULL member takes the default:
+ *  field "input", "element %llu is not finite" (MD_CUDA_FLAG_NONFINITE); field "capacity",
+ *  "exceeded: %llu needed" (MD_CUDA_FLAG_OVERFLOW); field "input", "element %llu is out of
+ *  range" (MD_CUDA_FLAG_RANGE). */
+typedef struct md_cuda_flag_text {
+    const char *field;  /**< field named in the message */
+    const char *format; /**< message, one %llu */
+} md_cuda_flag_text;
+
+/** @brief What every plan holds first: the device it was made on, its own stream and its
+ *  device flags with their pinned mirror. */
+typedef struct md_cuda_queue {
+    int device;                  /**< device current when the queue was made; use the plan with it current */
+    cudaStream_t stream;         /**< the plan's own stream (cudaStreamNonBlocking) */
+    unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words of device memory, zero until a flag is raised */
+    unsigned long long *h_flags; /**< pinned mirror of d_flags as of the last md_cuda_queue_sync() */
+} md_cuda_queue;
+
+/** @brief Make a queue on the current device: a non-blocking stream, a zeroed flags block and its
+ *  pinned mirror. On failure @p q is zeroed. */
+md_status md_cuda_queue_create(md_cuda_queue *q);
+
+/** @brief The synchronisation point of a plan: enqueue the copy of the flags block into pinned
+ *  memory, wait for the stream, and turn a raised flag into MD_ERR_RANGE with a message naming
+ *  @p where, the field and the detail (@p text: MD_CUDA_FLAG_COUNT entries, or NULL for the
+ *  defaults; the first raised flag in enum order is reported). Raised flags are then cleared
+ *  (an enqueued memset), so the next batch starts clean. Returns the stream's own error if the
+ *  work failed. */
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text);
+
+/** @brief 1 if @p flag was raised in the batch the last md_cuda_queue_sync() checked, with its
+ *  detail in @p detail (may be NULL): the index, or the size needed. 0 otherwise. */
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail);
+
+/** @brief Wait for the queue's stream, then destroy it and free the flags; safe on a zeroed
+ *  queue. */
+void md_cuda_queue_destroy(md_cuda_queue *q);
+
+/** @brief cudaMalloc of @p count * @p size bytes (the product checked for overflow) into @p *d;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what);
+
+/** @brief cudaHostAlloc (pinned, cudaHostAllocDefault) of @p count * @p size bytes into @p *h;
+ *  a failure names @p what and the size. For a plan's create. */
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what);
+
+/** @brief cudaFree, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free(void *d);
+
+/** @brief cudaFreeHost, ignoring NULL; for teardown (an error is not reported). */
+void md_cuda_free_pinned(void *h);
 
 /* ======================================================================== */
 /* timing                                                                   */
@@ -202,7 +410,8 @@ int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c);
 /* ======================================================================== */
 
 /* The GPU rungs of the direct Coulomb sum (md.h's md_dcs_variant), slow to fast. Each is a
- * kernel, a launcher and a case of one dispatcher, md_cuda_dcs_device():
+ * kernel, a launcher and a case of one dispatcher (md__dcs_run), which a plan's enqueue and
+ * md_cuda_dcs_device() call:
  *   MD_DCS_GPU_SCATTER  md__dcs_scatter_kernel   thread per atom, atomicAdd into every point
  *   MD_DCS_GPU_GATHER   md__dcs_gather_kernel    thread per point, atoms from global memory
  *   MD_DCS_GPU_CONST    md__dcs_const_kernel     gather, atoms in __constant__ chunks
@@ -276,17 +485,85 @@ static inline __host__ __device__ float md_soft_rsqrtf(float x) {
     return fmaf(y, p, y);
 }
 
+/** @brief A DCS plan: one rung, a capacity in atoms and a grid geometry, made once; atoms
+ *  uploaded, maps computed and brought back as often as wanted (the plan convention, section
+ *  "plans").
+ *
+ *  The constant-memory rungs (MD_DCS_GPU_CONST, _UNROLL4, _UNROLL8, _UNROLL8X2, _HYBRID) read
+ *  their atoms from one __constant__ buffer of MD_DCS_CONST_CHUNK atoms. __constant__ memory is
+ *  process-global, so a plan of such a rung holds the buffer from create to destroy, and while it
+ *  does, a second such plan (or md_cuda_dcs / md_cuda_dcs_device of such a rung) is refused with
+ *  MD_ERR_UNSUPPORTED. With at most MD_DCS_CONST_CHUNK atoms, the upload also copies them into the
+ *  buffer and the enqueue only launches. With more, the enqueue copies chunk after chunk into the
+ *  buffer (device to device, in stream order) before each chunk's launch: the one documented
+ *  exception to "no __constant__ upload in an enqueue", safe because the plan holds the buffer.
+ *  Every other rung may have any number of plans at once. */
+typedef struct md_cuda_dcs_plan {
+    md_dcs_variant variant;         /**< the GPU rung */
+    int soft;                       /**< MD_DCS_GPU_HYBRID: software rsqrts of every 64 (md_cuda_dcs_plan_set_split) */
+    int capacity;                   /**< most atoms an upload may bring */
+    int n;                          /**< atoms of the last upload (0 before the first) */
+    md_grid geometry;               /**< dimensions, origin and spacing of the map (data is NULL) */
+    int out_dims[3];                /**< dimensions of d_out (padded for some rungs; md_cuda_dcs_out_dims) */
+    size_t out_count;               /**< floats in d_out */
+    md_cuda_queue queue;            /**< the plan's stream and flags */
+    md_float4 *d_xyzq;              /**< capacity atoms on the device */
+    md_float4 *h_stage;             /**< pinned staging buffer of the upload, capacity atoms */
+    float *d_out;                   /**< the (padded) map on the device, out_count floats */
+    float *h_out;                   /**< pinned, md_grid_count(geometry) floats: the cropped map of the last sync */
+    cudaEvent_t staged;             /**< recorded after an upload's copy: h_stage is free once it completes */
+    unsigned long long const_claim; /**< nonzero while the plan holds the __constant__ atom buffer */
+    int const_resident;             /**< 1 if the upload put every atom in the __constant__ buffer */
+} md_cuda_dcs_plan;
+
+/** @brief Make a plan for GPU rung @p variant, up to @p capacity atoms, on the grid shaped like
+ *  @p geometry (its dimensions, origin and spacing; data is not read). Allocates the atoms, the
+ *  (padded) map, a pinned staging buffer and a pinned map, and the plan's queue; claims the
+ *  __constant__ buffer for a constant-memory rung. Errors: a CPU rung, capacity < 1, a bad
+ *  geometry (MD_ERR_INVALID_ARGUMENT); the constant buffer held by another plan
+ *  (MD_ERR_UNSUPPORTED, naming the rungs that do not need it); CUDA errors. On failure @p p is
+ *  zeroed. */
+md_status md_cuda_dcs_plan_create(md_cuda_dcs_plan *p, md_dcs_variant variant, int capacity,
+                                  const md_grid *geometry);
+
+/** @brief Choose the hybrid split of an MD_DCS_GPU_HYBRID plan: @p soft of every 64 atom-evals
+ *  of a thread get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt; @p soft must be
+ *  one of md_cuda_dcs_hybrid_splits() (the default is MD_DCS_HYBRID_SOFT). Host only. */
+md_status md_cuda_dcs_plan_set_split(md_cuda_dcs_plan *p, int soft);
+
+/** @brief Bring @p n atoms (host array: x, y, z in nm, q in e) into the plan: copied into the
+ *  pinned staging buffer, then by cudaMemcpyAsync on the plan's stream. Returns before the copy
+ *  is done; it waits only for the previous upload's copy to have left the staging buffer. The
+ *  enqueues after it see these atoms. Errors: NULL, n < 1 (MD_ERR_INVALID_ARGUMENT), n above
+ *  the capacity (MD_ERR_RANGE, field n), CUDA errors. A graph captured from an enqueue stays
+ *  valid across uploads of the same n (the atom count is a kernel argument). */
+md_status md_cuda_dcs_plan_upload(md_cuda_dcs_plan *p, const md_float4 *xyzq, int n);
+
+/** @brief Enqueue the rung on the plan's stream: launches only (and, for a constant-memory rung
+ *  with more than MD_DCS_CONST_CHUNK atoms, the chunk copies described at md_cuda_dcs_plan).
+ *  Every element of d_out is written. Errors: no upload yet (MD_ERR_INVALID_ARGUMENT), a failed
+ *  launch. */
+md_status md_cuda_dcs_plan_enqueue(md_cuda_dcs_plan *p);
+
+/** @brief The synchronisation point: wait for every enqueue so far and, if @p grid is not NULL,
+ *  copy the map (cropped to the grid) into grid->data, which must have the plan's dimensions.
+ *  grid->data is written only after everything succeeded. */
+md_status md_cuda_dcs_plan_sync(md_cuda_dcs_plan *p, md_grid *grid);
+
+/** @brief Wait for the plan's stream, free everything, give back the __constant__ buffer, zero
+ *  the plan. Safe on a zeroed plan. */
+void md_cuda_dcs_plan_destroy(md_cuda_dcs_plan *p);
+
 /** @brief Compute the potential map (kJ mol^-1 e^-1) of @p n charges @p xyzq (host array,
  *  x, y, z in nm and q in e) on every point of @p grid with the GPU rung @p variant,
  *  overwriting grid->data: the same contract as md_dcs().
  *
- *  Copies the atoms to the device, fills the device output with NaN (md_cuda_poison), runs
- *  md_cuda_dcs_device() on the default stream, and copies the map back (cropping a padded
- *  output), so an element a rung failed to write comes back as NaN. grid->data is written only after
- *  everything succeeded. Errors: a CPU rung or unknown variant, NULL pointers, n < 1, a grid
- *  without data (MD_ERR_INVALID_ARGUMENT); no device (MD_ERR_NO_DEVICE); a failed CUDA call
- *  (MD_ERR_CUDA). The constant-memory rungs use one __constant__ buffer: do not run them
- *  concurrently from several host threads or streams. */
+ *  The one-call wrapper of the plan: md_cuda_dcs_plan_create (capacity n), _upload, the map
+ *  filled with NaN (md_cuda_poison) so an element a rung failed to write comes back as NaN,
+ *  _enqueue, _sync, _destroy. grid->data is written only after everything succeeded. Errors: a
+ *  CPU rung or unknown variant, NULL pointers, n < 1, a grid without data
+ *  (MD_ERR_INVALID_ARGUMENT); a constant-memory rung while a plan holds the constant buffer
+ *  (MD_ERR_UNSUPPORTED); no device (MD_ERR_NO_DEVICE); a failed CUDA call (MD_ERR_CUDA). */
 md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid);
 
 /** @brief Number of floats md_cuda_dcs_device() writes for @p variant on a grid shaped like
@@ -299,10 +576,13 @@ size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry);
  *  (i, j, k) of the grid is at d_out[((size_t)k * dims[1] + j) * dims[0] + i]. */
 md_status md_cuda_dcs_out_dims(md_dcs_variant variant, const md_grid *geometry, int dims[3]);
 
-/** @brief Device-resident DCS for timing: @p d_xyzq holds @p n atoms on the device, @p d_out
- *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream (no
- *  synchronisation). Only the dimensions, origin and spacing of @p geometry are read.
- *  Every element of the (padded) output is written. */
+/** @brief DCS on device arrays without a plan: @p d_xyzq holds @p n atoms on the device, @p d_out
+ *  md_cuda_dcs_out_count(variant, geometry) floats; enqueue the rung on @p stream. Only the
+ *  dimensions, origin and spacing of @p geometry are read. Every element of the (padded) output
+ *  is written. A rung without constant memory only launches. A constant-memory rung claims the
+ *  __constant__ buffer for the call (MD_ERR_UNSUPPORTED if a plan holds it), copies the chunks
+ *  in, launches, and waits for @p stream before giving the buffer back, so it synchronises and
+ *  cannot be captured: for repeated or captured work, make a plan. */
 md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n,
                              const md_grid *geometry, float *d_out, cudaStream_t stream);
 
@@ -320,7 +600,9 @@ int md_cuda_dcs_hybrid_splits(int *splits, int cap);
 /** @brief md_cuda_dcs_device() of the hybrid rung with a chosen split: @p soft of every 64
  *  atom-evals of a thread get their rsqrt from md_soft_rsqrtf(), the rest from MUFU rsqrt.
  *  @p soft must be one of md_cuda_dcs_hybrid_splits(); the output is shaped as for
- *  MD_DCS_GPU_HYBRID. Used to tune MD_DCS_HYBRID_SOFT. */
+ *  MD_DCS_GPU_HYBRID. Like md_cuda_dcs_device() for a constant-memory rung, it claims the
+ *  __constant__ buffer for the call and waits for @p stream; a plan with
+ *  md_cuda_dcs_plan_set_split() does the same without waiting. */
 md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
                                     const md_grid *geometry, float *d_out, cudaStream_t stream);
 
@@ -409,6 +691,7 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
 
 #include <math.h>
 #include <string.h>
+#include <mutex>
 
 /* ---- core ---- */
 
@@ -420,6 +703,60 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
     return md_set_error(st, file, line, NULL, "%s%s failed: %s (%s)",
                         st == MD_ERR_NO_DEVICE ? "no NVIDIA driver / no GPU: " : "", what,
                         cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+/* ---- the kernel registry: a fixed table, appended under a mutex, never moved ---- */
+
+typedef struct md__kernel_entry {
+    const void *func;
+    char name[MD_CUDA_KERNEL_NAME_MAX];
+} md__kernel_entry;
+
+static md__kernel_entry md__kernels[MD_CUDA_KERNEL_REGISTRY_MAX];
+static std::atomic<int> md__kernel_count(0); /* entries [0, count) are complete */
+static std::mutex md__kernel_mutex;          /* serialises appends */
+
+static int md__kernel_find(const void *func, int count) {
+    for (int i = 0; i < count; i++)
+        if (md__kernels[i].func == func) return i;
+    return -1;
+}
+
+int md_cuda_kernel_register(const void *func, const char *name) {
+    int i, n;
+    if (!func || !name) return -1;
+    std::lock_guard<std::mutex> lock(md__kernel_mutex);
+    n = md__kernel_count.load(std::memory_order_relaxed);
+    if ((i = md__kernel_find(func, n)) >= 0) return i;
+    if (n >= MD_CUDA_KERNEL_REGISTRY_MAX) return -1;
+    md__kernels[n].func = func;
+    snprintf(md__kernels[n].name, sizeof md__kernels[n].name, "%s", name);
+    md__kernel_count.store(n + 1, std::memory_order_release); /* publish the whole entry */
+    return n;
+}
+
+const char *md_cuda_kernel_name(const void *func) {
+    const int i = md__kernel_find(func, md__kernel_count.load(std::memory_order_acquire));
+    return i >= 0 ? md__kernels[i].name : NULL;
+}
+
+int md_cuda_kernel_count(void) { return md__kernel_count.load(std::memory_order_acquire); }
+
+md_status md_cuda_kernel_at(int i, const void **func, const char **name) {
+    const int n = md__kernel_count.load(std::memory_order_acquire);
+    if (i < 0 || i >= n)
+        return md_set_error(MD_ERR_RANGE, "md_cuda_kernel_at", 0, "i", "%d is outside 0..%d", i, n - 1);
+    if (func) *func = md__kernels[i].func;
+    if (name) *name = md__kernels[i].name;
+    return MD_OK;
+}
+
+md_status md_cuda_launch_error(cudaError_t err, const void *func, const char *file, int line) {
+    char what[MD_CUDA_KERNEL_NAME_MAX + 32];
+    const char *name = md_cuda_kernel_name(func);
+    if (name) snprintf(what, sizeof what, "launch of %s", name);
+    else snprintf(what, sizeof what, "launch of kernel %p", func);
+    return md_cuda_error(err, what, file, line);
 }
 
 int md_cuda_available(void) {
@@ -473,6 +810,116 @@ md_status md_cuda_get_device_info(int device, md_cuda_device_info *info) {
 md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream) {
     MD_CUDA_TRY(cudaMemsetAsync(d_ptr, 0xFF, count * sizeof(float), stream));
     return MD_OK;
+}
+
+/* ---- plans ---- */
+
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+    cudaError_t e;
+    *d = NULL;
+    if (size != 0 && count > (size_t)-1 / size)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc", 0, what, "%zu x %zu bytes overflow", count, size);
+    if ((e = cudaMalloc(d, count * size != 0 ? count * size : 1)) != cudaSuccess) {
+        char w[160];
+        *d = NULL;
+        snprintf(w, sizeof w, "cudaMalloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        return md_cuda_error(e, w, __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what) {
+    cudaError_t e;
+    *h = NULL;
+    if (size != 0 && count > (size_t)-1 / size)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc_pinned", 0, what, "%zu x %zu bytes overflow", count, size);
+    if ((e = cudaHostAlloc(h, count * size != 0 ? count * size : 1, cudaHostAllocDefault)) != cudaSuccess) {
+        char w[160];
+        *h = NULL;
+        snprintf(w, sizeof w, "cudaHostAlloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        return md_cuda_error(e, w, __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+void md_cuda_free(void *d) {
+    if (d) (void)cudaFree(d);
+}
+
+void md_cuda_free_pinned(void *h) {
+    if (h) (void)cudaFreeHost(h);
+}
+
+void md_cuda_queue_destroy(md_cuda_queue *q) {
+    if (!q) return;
+    if (q->stream) {
+        (void)cudaStreamSynchronize(q->stream);
+        (void)cudaStreamDestroy(q->stream);
+    }
+    md_cuda_free(q->d_flags);
+    md_cuda_free_pinned(q->h_flags);
+    memset(q, 0, sizeof *q);
+}
+
+md_status md_cuda_queue_create(md_cuda_queue *q) {
+    md_cuda_queue t;
+    md_status st;
+    cudaError_t e;
+    if (!q) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create", 0, "q", "is NULL");
+    memset(q, 0, sizeof *q);
+    memset(&t, 0, sizeof t);
+    if ((e = cudaGetDevice(&t.device)) != cudaSuccess) return md_cuda_error(e, "cudaGetDevice", __FILE__, __LINE__);
+    if ((e = cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        t.stream = NULL;
+        return md_cuda_error(e, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+    }
+    if ((st = md_cuda_alloc((void **)&t.d_flags, MD_CUDA_FLAG_WORDS, sizeof *t.d_flags, "flags")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_flags, MD_CUDA_FLAG_WORDS, sizeof *t.h_flags, "flags mirror")) != MD_OK)
+        goto fail;
+    memset(t.h_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.h_flags);
+    if ((e = cudaMemsetAsync(t.d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *t.d_flags, t.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(t.stream)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemsetAsync(flags)", __FILE__, __LINE__);
+        goto fail;
+    }
+    *q = t;
+    return MD_OK;
+fail:
+    md_cuda_queue_destroy(&t);
+    return st;
+}
+
+int md_cuda_queue_flag(const md_cuda_queue *q, md_cuda_flag flag, unsigned long long *detail) {
+    unsigned long long d;
+    if (!q || !q->h_flags || (int)flag < 0 || flag >= MD_CUDA_FLAG_COUNT) return 0;
+    if (!((q->h_flags[0] >> (int)flag) & 1ull)) return 0;
+    d = q->h_flags[1 + (int)flag];
+    if (detail) *detail = flag == MD_CUDA_FLAG_OVERFLOW ? d : ~d;
+    return 1;
+}
+
+md_status md_cuda_queue_sync(md_cuda_queue *q, const char *where, const md_cuda_flag_text *text) {
+    static const char *const fields[MD_CUDA_FLAG_COUNT] = {"input", "capacity", "input"};
+    static const char *const formats[MD_CUDA_FLAG_COUNT] = {"element %llu is not finite", "exceeded: %llu needed",
+                                                           "element %llu is out of range"};
+    char msg[256];
+    unsigned long long detail = 0;
+    int f;
+    if (!q || !q->stream || !q->d_flags)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where ? where : "md_cuda_queue_sync", 0, "queue",
+                            "is not made (md_cuda_queue_create)");
+    MD_CUDA_TRY(cudaMemcpyAsync(q->h_flags, q->d_flags, MD_CUDA_FLAG_WORDS * sizeof *q->h_flags,
+                                cudaMemcpyDeviceToHost, q->stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(q->stream));
+    if (q->h_flags[0] == 0) return MD_OK;
+    MD_CUDA_TRY(cudaMemsetAsync(q->d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof *q->d_flags, q->stream));
+    for (f = 0; f < MD_CUDA_FLAG_COUNT; f++)
+        if (md_cuda_queue_flag(q, (md_cuda_flag)f, &detail)) break;
+    if (f == MD_CUDA_FLAG_COUNT)
+        return md_set_error(MD_ERR_RANGE, where, 0, "flags", "unknown device flags 0x%llx", q->h_flags[0]);
+    /* the format comes from the caller's table or the defaults above; it takes one %llu */
+    snprintf(msg, sizeof msg, text && text[f].format ? text[f].format : formats[f], detail);
+    return md_set_error(MD_ERR_RANGE, where, 0, text && text[f].field ? text[f].field : fields[f], "%s", msg);
 }
 
 /* ---- timing ---- */
@@ -677,7 +1124,8 @@ __global__ void md__ceil_copy_kernel(const float4 *__restrict__ src, float4 *__r
     for (; i < n; i += stride) dst[i] = src[i];
 }
 
-__global__ void md__ceil_empty_kernel(void) {}
+/* Empty; the argument is there because MD_CUDA_LAUNCH needs one. */
+__global__ void md__ceil_empty_kernel(int unused) { (void)unused; }
 
 /* ---- compute-bound kernels: rsqrt, fma, shared atomics ---- */
 
@@ -693,19 +1141,16 @@ static md_status md__ceil_compute_run(void *ctx, cudaStream_t stream) {
     md__ceil_compute *c = (md__ceil_compute *)ctx;
     switch (c->kind) {
     case MD__CEIL_RSQRT:
-        md__ceil_rsqrt_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const float *)c->in,
-                                                                      (float *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_rsqrt_kernel");
+        MD_CUDA_LAUNCH(md__ceil_rsqrt_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const float *)c->in,
+                       (float *)c->out, c->iters);
         break;
     case MD__CEIL_FMA:
-        md__ceil_fma_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const float *)c->in,
-                                                                    (float *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_fma_kernel");
+        MD_CUDA_LAUNCH(md__ceil_fma_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const float *)c->in,
+                       (float *)c->out, c->iters);
         break;
     case MD__CEIL_SMEM_ATOMIC:
-        md__ceil_smem_atomic_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>((const int *)c->in,
-                                                                            (int *)c->out, c->iters);
-        MD_CUDA_TRY_LAUNCH("md__ceil_smem_atomic_kernel");
+        MD_CUDA_LAUNCH(md__ceil_smem_atomic_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, (const int *)c->in,
+                       (int *)c->out, c->iters);
         break;
     }
     return MD_OK;
@@ -793,8 +1238,7 @@ typedef struct md__ceil_copy {
 
 static md_status md__ceil_copy_run(void *ctx, cudaStream_t stream) {
     md__ceil_copy *c = (md__ceil_copy *)ctx;
-    md__ceil_copy_kernel<<<c->grid, MD__CEIL_BLOCK, 0, stream>>>(c->src, c->dst, c->n);
-    MD_CUDA_TRY_LAUNCH("md__ceil_copy_kernel");
+    MD_CUDA_LAUNCH(md__ceil_copy_kernel, c->grid, MD__CEIL_BLOCK, 0, stream, c->src, c->dst, c->n);
     return MD_OK;
 }
 
@@ -884,8 +1328,7 @@ static md_status md__ceil_launch_run(void *ctx, cudaStream_t stream) {
     md__ceil_launch *c = (md__ceil_launch *)ctx;
     int i;
     for (i = 0; i < c->count; i++) {
-        md__ceil_empty_kernel<<<1, 1, 0, stream>>>();
-        MD_CUDA_TRY_LAUNCH("md__ceil_empty_kernel");
+        MD_CUDA_LAUNCH(md__ceil_empty_kernel, 1, 1, 0, stream, 0);
     }
     return MD_OK;
 }
@@ -1339,55 +1782,66 @@ size_t md_cuda_dcs_out_count(md_dcs_variant variant, const md_grid *geometry) {
 static md_status md__dcs_scatter_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                         cudaStream_t s) {
     MD_CUDA_TRY(cudaMemsetAsync(out, 0, (size_t)g.nx * g.ny * g.nz * sizeof(float), s));
-    md__dcs_scatter_kernel<<<(n + 127) / 128, 128, 0, s>>>(atoms, n, g, out);
-    MD_CUDA_TRY_LAUNCH("md__dcs_scatter_kernel");
+    MD_CUDA_LAUNCH(md__dcs_scatter_kernel, (n + 127) / 128, 128, 0, s, atoms, n, g, out);
     return MD_OK;
 }
 
 static md_status md__dcs_gather_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
                                        cudaStream_t s) {
     const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
-    md__dcs_gather_kernel<<<grid, block, 0, s>>>(atoms, n, g, out);
-    MD_CUDA_TRY_LAUNCH("md__dcs_gather_kernel");
+    MD_CUDA_LAUNCH(md__dcs_gather_kernel, grid, block, 0, s, atoms, n, g, out);
     return MD_OK;
 }
 
-/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. */
+/* Copy one chunk of atoms (device to device) into md__dcs_catoms, in stream order. Only the
+ * holder of the constant buffer calls it (md_cuda_dcs_plan, md_cuda_dcs_device). */
 static md_status md__dcs_const_upload(const float4 *atoms, int a0, int m, cudaStream_t s) {
     MD_CUDA_TRY(cudaMemcpyToSymbolAsync(md__dcs_catoms, atoms + a0, (size_t)m * sizeof(float4), 0,
                                         cudaMemcpyDeviceToDevice, s));
     return MD_OK;
 }
 
+/* resident = 1: the n <= MD_DCS_CONST_CHUNK atoms are already in md__dcs_catoms (a plan's
+ * upload put them there), so the launch is all there is to do. */
 static md_status md__dcs_const_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
-                                      cudaStream_t s) {
+                                      cudaStream_t s, int resident) {
     const dim3 block(32, 4), grid((g.nx + 31) / 32, (g.ny + 3) / 4, g.nz);
     for (int a0 = 0; a0 < n; a0 += MD_DCS_CONST_CHUNK) {
         const int m = n - a0 < MD_DCS_CONST_CHUNK ? n - a0 : MD_DCS_CONST_CHUNK;
-        md_status st = md__dcs_const_upload(atoms, a0, m, s);
-        if (st != MD_OK) return st;
-        md__dcs_const_kernel<<<grid, block, 0, s>>>(m, g, out, a0 > 0);
-        MD_CUDA_TRY_LAUNCH("md__dcs_const_kernel");
+        if (!resident) {
+            md_status st = md__dcs_const_upload(atoms, a0, m, s);
+            if (st != MD_OK) return st;
+        }
+        MD_CUDA_LAUNCH(md__dcs_const_kernel, grid, block, 0, s, m, g, out, a0 > 0);
     }
     return MD_OK;
+}
+
+/* The registry name of one instantiation of md__dcs_unroll_kernel, template arguments written out. */
+static const char *md__dcs_unroll_name(char *buf, size_t cap, int u, int r, unsigned long long hyb, int src, int pad,
+                                       int minb) {
+    snprintf(buf, cap, "md__dcs_unroll_kernel<%d, %d, 0x%llx, %d, %d, %d>", u, r, hyb, src, pad, minb);
+    return buf;
 }
 
 /* The unrolled rungs: constant memory chunk by chunk, or all atoms in one launch (L1, shared). */
 template <int U, int R, unsigned long long HYB, int SRC, int PAD, int MINB>
 static md_status md__dcs_unroll_launch(const float4 *atoms, int n, md__dcs_geom g, float *out,
-                                       cudaStream_t s) {
+                                       cudaStream_t s, int resident) {
     const dim3 block(MD_DCS_BLOCK_X, MD_DCS_BLOCK_Y);
     const dim3 grid((g.nx + U * MD_DCS_BLOCK_X - 1) / (U * MD_DCS_BLOCK_X),
                     (g.ny + R * MD_DCS_BLOCK_Y - 1) / (R * MD_DCS_BLOCK_Y), g.nz);
     const int chunk = SRC == MD__DCS_SRC_CONST ? MD_DCS_CONST_CHUNK : n;
+    char name[MD_CUDA_KERNEL_NAME_MAX]; /* written only when the launch registers the kernel */
     for (int a0 = 0; a0 < n; a0 += chunk) {
         const int m = n - a0 < chunk ? n - a0 : chunk;
-        if (SRC == MD__DCS_SRC_CONST) {
+        if (SRC == MD__DCS_SRC_CONST && !resident) {
             md_status st = md__dcs_const_upload(atoms, a0, m, s);
             if (st != MD_OK) return st;
         }
-        md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB><<<grid, block, 0, s>>>(atoms + a0, m, g, out, a0 > 0);
-        MD_CUDA_TRY_LAUNCH("md__dcs_unroll_kernel");
+        MD_CUDA_LAUNCH_NAMED((md__dcs_unroll_kernel<U, R, HYB, SRC, PAD, MINB>),
+                             md__dcs_unroll_name(name, sizeof name, U, R, HYB, SRC, PAD, MINB), grid, block, 0, s,
+                             atoms + a0, m, g, out, a0 > 0);
     }
     return MD_OK;
 }
@@ -1422,20 +1876,16 @@ static int md__dcs_hybrid_compiled(int soft) {
 /* The hybrid rung: the sum without the rule, then md__dcs_fixup_kernel; on a grid finer than
  * MD__DCS_FIXUP_MIN_H, the same 8 x 4 shape with MUFU alone and the rule in the loop. */
 static md_status md__dcs_hybrid_launch(int soft, const float4 *a, int n, md__dcs_geom g, float *o,
-                                       cudaStream_t s) {
+                                       cudaStream_t s, int resident) {
     md_status st;
-    if (!md__dcs_hybrid_compiled(soft))
-        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_hybrid_device", 0, "soft",
-                            "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
     if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))
-        return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s);
-    if (soft == 8) st = md__dcs_unroll_launch<MD__DCS_HYBRID(8)>(a, n, g, o, s);
-    else if (soft == 16) st = md__dcs_unroll_launch<MD__DCS_HYBRID(16)>(a, n, g, o, s);
-    else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s);
-    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s);
+        return md__dcs_unroll_launch<MD__DCS_HYBRID_FINE>(a, n, g, o, s, resident);
+    if (soft == 8) st = md__dcs_unroll_launch<MD__DCS_HYBRID(8)>(a, n, g, o, s, resident);
+    else if (soft == 16) st = md__dcs_unroll_launch<MD__DCS_HYBRID(16)>(a, n, g, o, s, resident);
+    else if (soft == 19) st = md__dcs_unroll_launch<MD__DCS_HYBRID(19)>(a, n, g, o, s, resident);
+    else st = md__dcs_unroll_launch<MD__DCS_HYBRID(24)>(a, n, g, o, s, resident);
     if (st != MD_OK) return st;
-    md__dcs_fixup_kernel<<<(n + 127) / 128, 128, 0, s>>>(a, n, g, o);
-    MD_CUDA_TRY_LAUNCH("md__dcs_fixup_kernel");
+    MD_CUDA_LAUNCH(md__dcs_fixup_kernel, (n + 127) / 128, 128, 0, s, a, n, g, o);
     return MD_OK;
 }
 
@@ -1443,6 +1893,30 @@ int md_cuda_dcs_hybrid_splits(int *splits, int cap) {
     const int count = (int)(sizeof md__dcs_hybrid_splits / sizeof md__dcs_hybrid_splits[0]);
     for (int i = 0; splits && i < cap && i < count; i++) splits[i] = md__dcs_hybrid_splits[i];
     return count;
+}
+
+/* Check a split: one of md__dcs_hybrid_splits. */
+static md_status md__dcs_check_split(const char *fn, int soft) {
+    if (!md__dcs_hybrid_compiled(soft))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "soft",
+                            "%d software rsqrts of 64 is not compiled in (8, 16, 19 or 24)", soft);
+    return MD_OK;
+}
+
+/* Fill the kernels' float geometry from a grid (already checked by md_cuda_dcs_out_dims). */
+static void md__dcs_geom_set(md__dcs_geom *g, const md_grid *geometry, const int dims[3]) {
+    memset(g, 0, sizeof *g);
+    g->ox = (float)geometry->origin[0];
+    g->oy = (float)geometry->origin[1];
+    g->oz = (float)geometry->origin[2];
+    g->hx = (float)geometry->spacing[0];
+    g->hy = (float)geometry->spacing[1];
+    g->hz = (float)geometry->spacing[2];
+    g->nx = geometry->n[0];
+    g->ny = geometry->n[1];
+    g->nz = geometry->n[2];
+    g->onx = dims[0];
+    g->ony = dims[1];
 }
 
 /* Check the arguments of the device entry points and fill the kernels' geometry. */
@@ -1458,50 +1932,92 @@ static md_status md__dcs_prepare(const char *fn, md_dcs_variant variant, const m
     if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
     if (!d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
     if ((st = md_cuda_dcs_out_dims(variant, geometry, d)) != MD_OK) return st;
-    g->ox = (float)geometry->origin[0];
-    g->oy = (float)geometry->origin[1];
-    g->oz = (float)geometry->origin[2];
-    g->hx = (float)geometry->spacing[0];
-    g->hy = (float)geometry->spacing[1];
-    g->hz = (float)geometry->spacing[2];
-    g->nx = geometry->n[0];
-    g->ny = geometry->n[1];
-    g->nz = geometry->n[2];
-    g->onx = d[0];
-    g->ony = d[1];
+    md__dcs_geom_set(g, geometry, d);
     return MD_OK;
 }
 
-/* The dispatcher. */
-md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
-                             float *d_out, cudaStream_t stream) {
-    md__dcs_geom g;
-    const float4 *a = (const float4 *)d_xyzq;
-    md_status st = md__dcs_prepare("md_cuda_dcs_device", variant, d_xyzq, n, geometry, d_out, &g);
-    if (st != MD_OK) return st;
+/* The dispatcher: enqueue rung `variant` (hybrid split `soft`) on stream s. resident: the
+ * atoms are already in the constant buffer (see md__dcs_const_launch). */
+static md_status md__dcs_run(md_dcs_variant variant, int soft, const float4 *a, int n, md__dcs_geom g, float *out,
+                             cudaStream_t s, int resident) {
     switch (variant) {
-    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, d_out, stream);
-    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(MD_DCS_HYBRID_SOFT, a, n, g, d_out, stream);
+    case MD_DCS_GPU_SCATTER: return md__dcs_scatter_launch(a, n, g, out, s);
+    case MD_DCS_GPU_GATHER: return md__dcs_gather_launch(a, n, g, out, s);
+    case MD_DCS_GPU_CONST: return md__dcs_const_launch(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL4: return md__dcs_unroll_launch<MD__DCS_UNROLL4>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL8: return md__dcs_unroll_launch<MD__DCS_UNROLL8>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_UNROLL8X2: return md__dcs_unroll_launch<MD__DCS_UNROLL8X2>(a, n, g, out, s, resident);
+    case MD_DCS_GPU_L1: return md__dcs_unroll_launch<MD__DCS_L1>(a, n, g, out, s, 0);
+    case MD_DCS_GPU_SHARED: return md__dcs_unroll_launch<MD__DCS_SHARED>(a, n, g, out, s, 0);
+    case MD_DCS_GPU_HYBRID: return md__dcs_hybrid_launch(soft, a, n, g, out, s, resident);
     default: break;
     }
-    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_device", 0, "variant", "unknown rung %d",
-                        (int)variant);
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs", 0, "variant", "unknown rung %d", (int)variant);
+}
+
+/* ---- the __constant__ atom buffer: one holder at a time ---- */
+
+/* 1 for the rungs that read md__dcs_catoms. */
+static int md__dcs_uses_const(md_dcs_variant v) {
+    return v == MD_DCS_GPU_CONST || v == MD_DCS_GPU_UNROLL4 || v == MD_DCS_GPU_UNROLL8 || v == MD_DCS_GPU_UNROLL8X2 ||
+           v == MD_DCS_GPU_HYBRID;
+}
+
+static std::atomic<unsigned long long> md__dcs_const_holder(0); /* ticket of the holder, 0: free */
+static std::atomic<unsigned long long> md__dcs_const_tickets(0);
+
+/* Take the constant buffer for the caller (a new ticket in *ticket), or fail naming the rule. */
+static md_status md__dcs_const_claim(const char *fn, md_dcs_variant v, unsigned long long *ticket) {
+    unsigned long long t = md__dcs_const_tickets.fetch_add(1) + 1, expect = 0;
+    if (!md__dcs_const_holder.compare_exchange_strong(expect, t))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant",
+                            "%s reads its atoms from the __constant__ buffer, which another DCS plan holds "
+                            "(constant memory is process-global: one such plan at a time); destroy that plan "
+                            "first, or use gpu_gather, gpu_l1 or gpu_shared, which need no constant memory",
+                            md_dcs_variant_name(v));
+    *ticket = t;
+    return MD_OK;
+}
+
+static void md__dcs_const_release(unsigned long long *ticket) {
+    unsigned long long expect = *ticket;
+    if (expect) (void)md__dcs_const_holder.compare_exchange_strong(expect, 0);
+    *ticket = 0;
+}
+
+md_status md_cuda_dcs_device(md_dcs_variant variant, const md_float4 *d_xyzq, int n, const md_grid *geometry,
+                             float *d_out, cudaStream_t stream) {
+    const char *fn = "md_cuda_dcs_device";
+    md__dcs_geom g;
+    unsigned long long ticket = 0;
+    md_status st = md__dcs_prepare(fn, variant, d_xyzq, n, geometry, d_out, &g);
+    cudaError_t e;
+    if (st != MD_OK) return st;
+    if (!md__dcs_uses_const(variant))
+        return md__dcs_run(variant, MD_DCS_HYBRID_SOFT, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    if ((st = md__dcs_const_claim(fn, variant, &ticket)) != MD_OK) return st;
+    st = md__dcs_run(variant, MD_DCS_HYBRID_SOFT, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    /* the buffer is given back only when no kernel of this call can still read it */
+    e = cudaStreamSynchronize(stream);
+    md__dcs_const_release(&ticket);
+    if (st == MD_OK && e != cudaSuccess) st = md_cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__);
+    return st;
 }
 
 md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n, const md_grid *geometry,
                                     float *d_out, cudaStream_t stream) {
+    const char *fn = "md_cuda_dcs_hybrid_device";
     md__dcs_geom g;
-    md_status st = md__dcs_prepare("md_cuda_dcs_hybrid_device", MD_DCS_GPU_HYBRID, d_xyzq, n, geometry,
-                                   d_out, &g);
-    if (st != MD_OK) return st;
-    return md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream);
+    unsigned long long ticket = 0;
+    md_status st = md__dcs_prepare(fn, MD_DCS_GPU_HYBRID, d_xyzq, n, geometry, d_out, &g);
+    cudaError_t e;
+    if (st != MD_OK || (st = md__dcs_check_split(fn, soft)) != MD_OK) return st;
+    if ((st = md__dcs_const_claim(fn, MD_DCS_GPU_HYBRID, &ticket)) != MD_OK) return st;
+    st = md__dcs_hybrid_launch(soft, (const float4 *)d_xyzq, n, g, d_out, stream, 0);
+    e = cudaStreamSynchronize(stream); /* no kernel of this call reads the buffer any more */
+    md__dcs_const_release(&ticket);
+    if (st == MD_OK && e != cudaSuccess) st = md_cuda_error(e, "cudaStreamSynchronize", __FILE__, __LINE__);
+    return st;
 }
 
 md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geometry, long long *blocks,
@@ -1545,56 +2061,147 @@ md_status md_cuda_dcs_launch_shape(md_dcs_variant variant, const md_grid *geomet
     return MD_OK;
 }
 
-md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
-    const char *fn = "md_cuda_dcs";
-    md_float4 *d_xyzq = NULL;
-    float *d_out = NULL, *h_out = NULL;
-    size_t count, out_count;
-    int d[3] = {0, 0, 0};
+/* ---- the plan ---- */
+
+void md_cuda_dcs_plan_destroy(md_cuda_dcs_plan *p) {
+    if (!p) return;
+    md_cuda_queue_destroy(&p->queue); /* waits for the stream first */
+    if (p->staged) (void)cudaEventDestroy(p->staged);
+    md_cuda_free(p->d_xyzq);
+    md_cuda_free(p->d_out);
+    md_cuda_free_pinned(p->h_stage);
+    md_cuda_free_pinned(p->h_out);
+    md__dcs_const_release(&p->const_claim);
+    memset(p, 0, sizeof *p);
+}
+
+md_status md_cuda_dcs_plan_create(md_cuda_dcs_plan *p, md_dcs_variant variant, int capacity,
+                                  const md_grid *geometry) {
+    const char *fn = "md_cuda_dcs_plan_create";
+    md_cuda_dcs_plan t;
     md_status st;
     cudaError_t e;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    memset(p, 0, sizeof *p);
+    memset(&t, 0, sizeof t);
+    if (!md_dcs_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
+                            md_dcs_variant_name(variant));
+    if (capacity < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "capacity", "must be >= 1 (got %d)", capacity);
+    if ((st = md_cuda_dcs_out_dims(variant, geometry, t.out_dims)) != MD_OK) return st;
+    t.variant = variant;
+    t.soft = MD_DCS_HYBRID_SOFT;
+    t.capacity = capacity;
+    t.geometry = *geometry;
+    t.geometry.data = NULL;
+    t.out_count = (size_t)t.out_dims[0] * t.out_dims[1] * t.out_dims[2];
+    if (md__dcs_uses_const(variant) && (st = md__dcs_const_claim(fn, variant, &t.const_claim)) != MD_OK) return st;
+    if ((st = md_cuda_queue_create(&t.queue)) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_xyzq, (size_t)capacity, sizeof(md_float4), "atoms")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_out, t.out_count, sizeof(float), "map")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_stage, (size_t)capacity, sizeof(md_float4), "atom staging")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_out, md_grid_count(geometry), sizeof(float), "map")) != MD_OK)
+        goto fail;
+    if ((e = cudaEventCreateWithFlags(&t.staged, cudaEventDisableTiming)) != cudaSuccess) {
+        t.staged = NULL;
+        st = md_cuda_error(e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+        goto fail;
+    }
+    *p = t;
+    return MD_OK;
+fail:
+    md_cuda_dcs_plan_destroy(&t);
+    return st;
+}
+
+md_status md_cuda_dcs_plan_set_split(md_cuda_dcs_plan *p, int soft) {
+    const char *fn = "md_cuda_dcs_plan_set_split";
+    md_status st;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (p->variant != MD_DCS_GPU_HYBRID)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s has no split (only gpu_hybrid)",
+                            md_dcs_variant_name(p->variant));
+    if ((st = md__dcs_check_split(fn, soft)) != MD_OK) return st;
+    p->soft = soft;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_plan_upload(md_cuda_dcs_plan *p, const md_float4 *xyzq, int n) {
+    const char *fn = "md_cuda_dcs_plan_upload";
+    if (!p || !p->d_xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (n > p->capacity)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms exceed the plan's capacity of %d", n, p->capacity);
+    MD_CUDA_TRY(cudaEventSynchronize(p->staged)); /* the previous upload's copy has left h_stage */
+    memcpy(p->h_stage, xyzq, (size_t)n * sizeof *xyzq);
+    MD_CUDA_TRY(cudaMemcpyAsync(p->d_xyzq, p->h_stage, (size_t)n * sizeof *xyzq, cudaMemcpyHostToDevice,
+                                p->queue.stream));
+    p->const_resident = 0;
+    if (p->const_claim && n <= MD_DCS_CONST_CHUNK) {
+        md_status st = md__dcs_const_upload((const float4 *)p->d_xyzq, 0, n, p->queue.stream);
+        if (st != MD_OK) return st;
+        p->const_resident = 1;
+    }
+    MD_CUDA_TRY(cudaEventRecord(p->staged, p->queue.stream));
+    p->n = n;
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_plan_enqueue(md_cuda_dcs_plan *p) {
+    const char *fn = "md_cuda_dcs_plan_enqueue";
+    md__dcs_geom g;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (p->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "no atoms uploaded (md_cuda_dcs_plan_upload)");
+    md__dcs_geom_set(&g, &p->geometry, p->out_dims);
+    return md__dcs_run(p->variant, p->soft, (const float4 *)p->d_xyzq, p->n, g, p->d_out, p->queue.stream,
+                       p->const_resident);
+}
+
+md_status md_cuda_dcs_plan_sync(md_cuda_dcs_plan *p, md_grid *grid) {
+    const char *fn = "md_cuda_dcs_plan_sync";
+    const int *d;
+    md_status st;
+    int k;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (grid && (!grid->data || grid->n[0] != p->geometry.n[0] || grid->n[1] != p->geometry.n[1] ||
+                 grid->n[2] != p->geometry.n[2]))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "needs data and the plan's %d x %d x %d points",
+                            p->geometry.n[0], p->geometry.n[1], p->geometry.n[2]);
+    d = p->out_dims;
+    if (grid) {
+        const int nx = p->geometry.n[0], ny = p->geometry.n[1], nz = p->geometry.n[2];
+        const size_t row = (size_t)nx * sizeof(float), pitch = (size_t)d[0] * sizeof(float);
+        /* crop the padded rows and planes while copying: row pitch d[0], d[1] rows a plane */
+        if (d[1] == ny)
+            MD_CUDA_TRY(cudaMemcpy2DAsync(p->h_out, row, p->d_out, pitch, row, (size_t)ny * nz, cudaMemcpyDeviceToHost,
+                                          p->queue.stream));
+        else
+            for (k = 0; k < nz; k++)
+                MD_CUDA_TRY(cudaMemcpy2DAsync(p->h_out + (size_t)k * nx * ny, row, p->d_out + (size_t)k * d[0] * d[1], pitch,
+                                              row, (size_t)ny, cudaMemcpyDeviceToHost, p->queue.stream));
+    }
+    if ((st = md_cuda_queue_sync(&p->queue, fn, NULL)) != MD_OK) return st;
+    if (grid) memcpy(grid->data, p->h_out, md_grid_count(grid) * sizeof(float));
+    return MD_OK;
+}
+
+md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_grid *grid) {
+    const char *fn = "md_cuda_dcs";
+    md_cuda_dcs_plan p;
+    md_status st;
     if (!md_dcs_variant_is_gpu(variant))
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "variant", "%s is not a GPU rung (use md_dcs)",
                             md_dcs_variant_name(variant));
     if (!xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq", "is NULL");
     if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
     if (!grid || !grid->data) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "grid", "has no data");
-    if ((st = md_cuda_dcs_out_dims(variant, grid, d)) != MD_OK) return st;
-    count = md_grid_count(grid);
-    out_count = (size_t)d[0] * d[1] * d[2];
-    h_out = (float *)md_alloc_array(count, sizeof(float));
-    if (!h_out) return MD_ERR_OUT_OF_MEMORY;
-#define MD__DCS_CUDA(call)                                                                         \
-    do {                                                                                           \
-        if ((e = (call)) != cudaSuccess) {                                                         \
-            st = md_cuda_error(e, #call, __FILE__, __LINE__);                                      \
-            goto done;                                                                             \
-        }                                                                                          \
-    } while (0)
-    MD__DCS_CUDA(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq));
-    MD__DCS_CUDA(cudaMalloc((void **)&d_out, out_count * sizeof(float)));
-    MD__DCS_CUDA(cudaMemcpy(d_xyzq, xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice));
+    if ((st = md_cuda_dcs_plan_create(&p, variant, n, grid)) != MD_OK) return st;
     /* NaN first: an element a rung failed to write comes back as NaN, never as stale memory */
-    if ((st = md_cuda_poison(d_out, out_count, 0)) != MD_OK) goto done;
-    if ((st = md_cuda_dcs_device(variant, d_xyzq, n, grid, d_out, 0)) != MD_OK) goto done;
-    /* Crop the padded rows and planes while copying back: row pitch d[0], d[1] rows a plane. */
-    if (d[1] == grid->n[1])
-        MD__DCS_CUDA(cudaMemcpy2D(h_out, (size_t)grid->n[0] * sizeof(float), d_out, (size_t)d[0] * sizeof(float),
-                                  (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1] * grid->n[2],
-                                  cudaMemcpyDeviceToHost));
-    else
-        for (int k = 0; k < grid->n[2]; k++)
-            MD__DCS_CUDA(cudaMemcpy2D(h_out + (size_t)k * grid->n[0] * grid->n[1], (size_t)grid->n[0] * sizeof(float),
-                                      d_out + (size_t)k * d[0] * d[1], (size_t)d[0] * sizeof(float),
-                                      (size_t)grid->n[0] * sizeof(float), (size_t)grid->n[1],
-                                      cudaMemcpyDeviceToHost));
-#undef MD__DCS_CUDA
-    memcpy(grid->data, h_out, count * sizeof(float));
-    st = MD_OK;
-done:
-    if (d_xyzq) (void)cudaFree(d_xyzq);
-    if (d_out) (void)cudaFree(d_out);
-    md_free(h_out);
+    if ((st = md_cuda_dcs_plan_upload(&p, xyzq, n)) == MD_OK && (st = md_cuda_poison(p.d_out, p.out_count, p.queue.stream)) == MD_OK &&
+        (st = md_cuda_dcs_plan_enqueue(&p)) == MD_OK)
+        st = md_cuda_dcs_plan_sync(&p, grid);
+    md_cuda_dcs_plan_destroy(&p);
     return st;
 }
 
@@ -1859,13 +2466,11 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
     kp.b = (const float4 *)p->d_b;
     kp.hist = p->d_h32;
     MD_CUDA_TRY(cudaMemsetAsync(p->d_h64, 0, ((size_t)p->nbins + 1) * sizeof(unsigned long long), s));
-    md__rdf_gather_kernel<<<(p->na + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a, kp,
-                                                               p->d_h64 + p->nbins);
-    MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(A)");
+    MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->na + 255) / 256, 256, 0, s, d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a,
+                   kp, p->d_h64 + p->nbins);
     if (!p->same) {
-        md__rdf_gather_kernel<<<(p->nb + 255) / 256, 256, 0, s>>>(d_xyz, p->d_sel_b, p->nb, (float4 *)p->d_b, kp,
-                                                                   p->d_h64 + p->nbins);
-        MD_CUDA_TRY_LAUNCH("md__rdf_gather_kernel(B)");
+        MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->nb + 255) / 256, 256, 0, s, d_xyz, p->d_sel_b, p->nb,
+                       (float4 *)p->d_b, kp, p->d_h64 + p->nbins);
     }
     smem = md__rdf_smem_bytes(mode, bin_step);
     if (smem > 48 * 1024) {
@@ -1888,13 +2493,12 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
         for (k = 0; k < p->nbins; k += bin_step) {
             kp.bin_lo = k;
             kp.bin_n = p->nbins - k < bin_step ? p->nbins - k : bin_step;
-            if (mode == 0) md__rdf_kernel<0><<<grid, MD_CUDA_RDF_BLOCK, 0, s>>>(kp);
-            else if (mode == 1) md__rdf_kernel<1><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s>>>(kp);
-            else md__rdf_kernel<2><<<grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s>>>(kp);
-            MD_CUDA_TRY_LAUNCH("md__rdf_kernel");
+            if (mode == 0) MD_CUDA_LAUNCH(md__rdf_kernel<0>, grid, MD_CUDA_RDF_BLOCK, 0, s, kp);
+            else if (mode == 1)
+                MD_CUDA_LAUNCH(md__rdf_kernel<1>, grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(1, kp.bin_n), s, kp);
+            else MD_CUDA_LAUNCH(md__rdf_kernel<2>, grid, MD_CUDA_RDF_BLOCK, md__rdf_smem_bytes(2, kp.bin_n), s, kp);
         }
-        md__rdf_add_kernel<<<(p->nbins + 255) / 256, 256, 0, s>>>(p->d_h64, p->d_h32, p->nbins);
-        MD_CUDA_TRY_LAUNCH("md__rdf_add_kernel");
+        MD_CUDA_LAUNCH(md__rdf_add_kernel, (p->nbins + 255) / 256, 256, 0, s, p->d_h64, p->d_h32, p->nbins);
         p->launches++;
     }
     MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, ((size_t)p->nbins + 1) * sizeof(unsigned long long),

@@ -1,10 +1,11 @@
 /* Tests of md_cuda.cu.h's core: availability, device info, poison fill, event timer,
- * md_cuda_bench, error conversion, and the ceiling micro-benchmarks.
- * Seed used: 2026 (poison test input).
+ * md_cuda_bench, error conversion, the kernel launch registry, and the ceiling
+ * micro-benchmarks. Seed used: 2026 (poison test input).
  *
- * Without a GPU every device test prints SKIP with md_last_error() as the reason; two tests
- * run anyway because they check host-side behaviour: the no-device path of
- * md_cuda_available() and the JSON format of md_cuda_ceilings_json().
+ * Without a GPU every device test prints SKIP with md_last_error() as the reason; the tests
+ * of host-side behaviour run anyway: the no-device path of md_cuda_available(), the JSON
+ * format of md_cuda_ceilings_json(), the registry's table (from many threads at once), and
+ * that md_cuda.cu.h launches every kernel through MD_CUDA_LAUNCH.
  *
  * MD_SANITIZE=1 (set by tests/gpu_check.sh under compute-sanitizer) shrinks the buffers and
  * the ceiling benchmarks (md_cuda_ceilings_set_effort(0.01)) and drops the timing-range
@@ -13,6 +14,7 @@
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
 #include "md_test.h"
+#include <thread>
 
 static int sanitize;
 
@@ -184,6 +186,175 @@ static void cuda_errors_name_call_and_file(void) {
     MD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
+/* ---- the kernel launch registry ---- */
+
+/* md_cuda.cu.h has exactly one triple-chevron launch: the one inside MD_CUDA_LAUNCH_NAMED.
+ * Every kernel of the header therefore goes through the registry. Reads the header from the
+ * repository root (where make test and tests/gpu_check.sh run). */
+static void every_launch_goes_through_the_registry(void) {
+    FILE *f = fopen("md_cuda.cu.h", "r");
+    char line[4096];
+    int n = 0, lineno = 0, site = 0;
+    if (!f) MD_SKIP("md_cuda.cu.h not found: run from the repository root");
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (!strstr(line, "<<<")) continue;
+        n++;
+        if (strstr(line, "the one launch site")) site = lineno;
+        else printf("  md_cuda.cu.h:%d: a launch outside MD_CUDA_LAUNCH: %s", lineno, line);
+    }
+    fclose(f);
+    MD_CHECKF(site > 0, "the launch line of MD_CUDA_LAUNCH_NAMED was not found");
+    MD_CHECKF(n == 1, "%d lines of md_cuda.cu.h launch a kernel; only MD_CUDA_LAUNCH_NAMED (line %d) may", n, site);
+}
+
+/* Registry table, host only: indices in order of first registration, a second registration
+ * keeps the first name, NULLs refused, names copied and cut to MD_CUDA_KERNEL_NAME_MAX - 1
+ * characters, md_cuda_kernel_at range checked. Then 8 threads register the same 64 new
+ * "functions" (addresses in a static array) at once, each in its own order: exactly 64 new
+ * entries, each under the one name every thread gave it. */
+static char fake_kernels[64 + 3];
+
+static void register_all(int t) {
+    char name[32];
+    for (int k = 0; k < 64; k++) {
+        const int i = (k * 13 + t * 7) % 64; /* a different order per thread */
+        snprintf(name, sizeof name, "fake_%d", i);
+        (void)md_cuda_kernel_register(&fake_kernels[3 + i], name);
+    }
+}
+
+static void kernel_registry_table(void) {
+    char longname[MD_CUDA_KERNEL_NAME_MAX + 40], copy[16];
+    const void *fn = NULL;
+    const char *nm = NULL;
+    int base = md_cuda_kernel_count(), i0, i1, k;
+    std::thread threads[8];
+    snprintf(copy, sizeof copy, "fake_a");
+    i0 = md_cuda_kernel_register(&fake_kernels[0], copy);
+    MD_CHECKF(i0 == base, "first registration got index %d, want %d", i0, base);
+    copy[5] = 'z'; /* the registry keeps its own copy */
+    MD_CHECK(md_cuda_kernel_register(&fake_kernels[0], "another name") == i0);
+    MD_CHECK(md_cuda_kernel_name(&fake_kernels[0]) != NULL && strcmp(md_cuda_kernel_name(&fake_kernels[0]), "fake_a") == 0);
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    i1 = md_cuda_kernel_register(&fake_kernels[1], longname);
+    MD_CHECK(i1 == i0 + 1 && md_cuda_kernel_count() == base + 2);
+    MD_CHECK(strlen(md_cuda_kernel_name(&fake_kernels[1])) == MD_CUDA_KERNEL_NAME_MAX - 1);
+    MD_CHECK(md_cuda_kernel_register(NULL, "x") == -1 && md_cuda_kernel_register(&fake_kernels[2], NULL) == -1);
+    MD_CHECK(md_cuda_kernel_name(&fake_kernels[2]) == NULL && md_cuda_kernel_count() == base + 2);
+    MD_CHECK_OK(md_cuda_kernel_at(i0, &fn, &nm));
+    MD_CHECK(fn == (const void *)&fake_kernels[0] && strcmp(nm, "fake_a") == 0);
+    MD_CHECK_ERROR(md_cuda_kernel_at(base + 2, &fn, &nm), MD_ERR_RANGE, "field i");
+    MD_CHECK_ERROR(md_cuda_kernel_at(-1, NULL, NULL), MD_ERR_RANGE, "field i");
+    for (k = 0; k < 8; k++) threads[k] = std::thread(register_all, k);
+    for (k = 0; k < 8; k++) threads[k].join();
+    MD_CHECKF(md_cuda_kernel_count() == base + 2 + 64, "%d entries after 8 threads registered the same 64, want %d",
+              md_cuda_kernel_count() - base - 2, 64);
+    for (k = 0; k < 64; k++) {
+        char want[32];
+        snprintf(want, sizeof want, "fake_%d", k);
+        nm = md_cuda_kernel_name(&fake_kernels[3 + k]);
+        MD_CHECKF(nm && strcmp(nm, want) == 0, "entry %d is named '%s'", k, nm ? nm : "(null)");
+    }
+}
+
+template <int A, int B> __global__ void pair_kernel(int *out, int n) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = A * 100 + B + n;
+}
+
+static md_status launch_pair(int *d, cudaStream_t s) {
+    MD_CUDA_LAUNCH((pair_kernel<3, 4>), 1, 32, 0, s, d, 5); /* commas in the template: parentheses */
+    return MD_OK;
+}
+
+static md_status launch_pair_too_wide(int *d) {
+    MD_CUDA_LAUNCH((pair_kernel<3, 4>), 1, 4096, 0, 0, d, 5); /* > 1024 threads: the launch fails */
+    return MD_OK;
+}
+
+/* A launch through MD_CUDA_LAUNCH registers the kernel under its spelling, runs it (a
+ * template with two arguments, so the parenthesised form is exercised) and, when the launch
+ * fails, returns MD_ERR_CUDA naming the kernel and this file. */
+static void launch_registers_runs_and_checks(void) {
+    int *d = NULL, h = -1;
+    const char *nm;
+    NEED_GPU();
+    MD_CHECK(cudaMalloc((void **)&d, sizeof(int)) == cudaSuccess);
+    MD_CHECK_OK(launch_pair(d, 0));
+    MD_CHECK(cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    MD_CHECKF(h == 309, "the kernel wrote %d, want 3 * 100 + 4 + 5", h);
+    nm = md_cuda_kernel_name((const void *)pair_kernel<3, 4>);
+    MD_CHECKF(nm && strcmp(nm, "(pair_kernel<3, 4>)") == 0, "registered as '%s'", nm ? nm : "(null)");
+    MD_CHECK(md_cuda_kernel_name((const void *)pair_kernel<4, 3>) == NULL); /* never launched */
+    MD_CHECK_ERROR(launch_pair_too_wide(d), MD_ERR_CUDA, "launch of (pair_kernel<3, 4>)");
+    MD_CHECK(strstr(md_last_error(), "gpu_core.cu") != NULL);
+    MD_CHECK(cudaFree(d) == cudaSuccess);
+}
+
+/* ---- plans: the queue (own stream, device flags) ---- */
+
+/* Thread t raises NONFINITE with index idx[t % 4] and OVERFLOW with need[t % 4] when raise_bits
+ * says so; every thread also writes its index to out so the kernel's work is visible. */
+__global__ void raise_kernel(unsigned long long *flags, int raise_bits, int *out, int n) {
+    const unsigned long long idx[4] = {57, 12, 99, 12}, need[4] = {5, 900, 7, 899};
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    out[t] = t;
+    if (raise_bits & 1) md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, idx[t % 4]);
+    if (raise_bits & 2) md_cuda_flag_raise(flags, MD_CUDA_FLAG_OVERFLOW, need[t % 4]);
+}
+
+static md_status enqueue_raise(md_cuda_queue *q, int raise_bits, int *d_out, int n) {
+    MD_CUDA_LAUNCH(raise_kernel, (n + 127) / 128, 128, 0, q->stream, q->d_flags, raise_bits, d_out, n);
+    return MD_OK;
+}
+
+/* A queue: its stream is non-blocking, its mirror pinned. A batch that raises nothing syncs to
+ * MD_OK; one whose 1000 threads raise NONFINITE (indices 57, 12, 99) and OVERFLOW (needs 5, 900,
+ * 7, 899) syncs to MD_ERR_RANGE naming the smallest index, 12, with the default or the caller's
+ * text, and md_cuda_queue_flag gives 12 and the largest need, 900; the flags are cleared by
+ * that sync, so the next batch is clean again. Destroy twice and on a zeroed queue is safe. */
+static void queue_flags_and_sync(void) {
+    md_cuda_queue q, z;
+    md_cuda_flag_text text[MD_CUDA_FLAG_COUNT];
+    unsigned int sflags = 0;
+    unsigned long long detail = 0;
+    cudaPointerAttributes attr;
+    int *d_out = NULL, h[1000], k;
+    NEED_GPU();
+    MD_CHECK_OK(md_cuda_queue_create(&q));
+    MD_CHECK(cudaStreamGetFlags(q.stream, &sflags) == cudaSuccess && sflags == cudaStreamNonBlocking);
+    MD_CHECK(cudaPointerGetAttributes(&attr, q.h_flags) == cudaSuccess && attr.type == cudaMemoryTypeHost);
+    MD_CHECK(cudaMalloc((void **)&d_out, sizeof h) == cudaSuccess);
+    MD_CHECK_OK(enqueue_raise(&q, 0, d_out, 1000));
+    MD_CHECK_OK(enqueue_raise(&q, 0, d_out, 1000));
+    MD_CHECK_OK(md_cuda_queue_sync(&q, "test", NULL));
+    MD_CHECK(!md_cuda_queue_flag(&q, MD_CUDA_FLAG_NONFINITE, &detail));
+    MD_CHECK(cudaMemcpy(h, d_out, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (k = 0; k < 1000; k++) MD_CHECKF(h[k] == k, "out[%d] = %d", k, h[k]);
+    MD_CHECK_OK(enqueue_raise(&q, 3, d_out, 1000));
+    MD_CHECK_ERROR(md_cuda_queue_sync(&q, "test_where", NULL), MD_ERR_RANGE, "field input: element 12 is not finite");
+    MD_CHECK(strstr(md_last_error(), "test_where") != NULL);
+    MD_CHECK(md_cuda_queue_flag(&q, MD_CUDA_FLAG_NONFINITE, &detail) && detail == 12);
+    MD_CHECK(md_cuda_queue_flag(&q, MD_CUDA_FLAG_OVERFLOW, &detail) && detail == 900);
+    MD_CHECK(!md_cuda_queue_flag(&q, MD_CUDA_FLAG_RANGE, &detail));
+    MD_CHECK_OK(md_cuda_queue_sync(&q, "test", NULL)); /* cleared */
+    MD_CHECK(!md_cuda_queue_flag(&q, MD_CUDA_FLAG_OVERFLOW, &detail));
+    memset(text, 0, sizeof text);
+    text[MD_CUDA_FLAG_OVERFLOW].field = "pairs";
+    text[MD_CUDA_FLAG_OVERFLOW].format = "the pair list needs %llu entries";
+    MD_CHECK_OK(enqueue_raise(&q, 2, d_out, 1000));
+    MD_CHECK_ERROR(md_cuda_queue_sync(&q, "test", text), MD_ERR_RANGE, "field pairs: the pair list needs 900 entries");
+    MD_CHECK(cudaFree(d_out) == cudaSuccess);
+    md_cuda_queue_destroy(&q);
+    MD_CHECK(q.stream == NULL && q.d_flags == NULL && q.h_flags == NULL);
+    md_cuda_queue_destroy(&q);
+    memset(&z, 0, sizeof z);
+    md_cuda_queue_destroy(&z);
+    MD_CHECK_ERROR(md_cuda_queue_sync(&z, "test", NULL), MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create");
+}
+
 /* Check v is finite and > 0; at full effort also lo <= v <= hi. */
 #define CHECK_RANGE(v, lo, hi)                                                                     \
     do {                                                                                           \
@@ -312,6 +483,10 @@ int main(void) {
     if (sanitize) md_cuda_ceilings_set_effort(0.01);
     MD_RUN(available_matches_runtime);
     MD_RUN(ceilings_json_format);
+    MD_RUN(every_launch_goes_through_the_registry);
+    MD_RUN(kernel_registry_table);
+    MD_RUN(launch_registers_runs_and_checks);
+    MD_RUN(queue_flags_and_sync);
     MD_RUN(device_info_is_sane);
     MD_RUN(poison_makes_every_float_nan);
     MD_RUN(timer_measures_a_known_kernel);

@@ -213,8 +213,27 @@ static void dcs_gpu_l1(void) { check_rung(MD_DCS_GPU_L1); }
 static void dcs_gpu_shared(void) { check_rung(MD_DCS_GPU_SHARED); }
 static void dcs_gpu_hybrid(void) { check_rung(MD_DCS_GPU_HYBRID); }
 
-/* The device API: poisoned (padded) output, every element written, the grid part equal to
- * the reference; every compiled hybrid split; and a repeated run gives the same bits. */
+/* The whole (padded) map of a plan of `variant` with hybrid split `soft` (0: the default) on
+ * `geometry`, into h (md_cuda_dcs_out_count floats): poisoned, enqueued, synced, copied back. */
+static md_status plan_padded(md_dcs_variant variant, int soft, const md_float4 *xyzq, int n, const md_grid *geometry,
+                             float *h) {
+    md_cuda_dcs_plan p;
+    md_status st;
+    if ((st = md_cuda_dcs_plan_create(&p, variant, n, geometry)) != MD_OK) return st;
+    if ((soft == 0 || (st = md_cuda_dcs_plan_set_split(&p, soft)) == MD_OK) &&
+        (st = md_cuda_dcs_plan_upload(&p, xyzq, n)) == MD_OK &&
+        (st = md_cuda_poison(p.d_out, p.out_count, p.queue.stream)) == MD_OK &&
+        (st = md_cuda_dcs_plan_enqueue(&p)) == MD_OK && (st = md_cuda_dcs_plan_sync(&p, NULL)) == MD_OK &&
+        cudaMemcpy(h, p.d_out, p.out_count * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
+        st = md_set_error(MD_ERR_CUDA, "plan_padded", 0, "d_out", "copy back failed");
+    md_cuda_dcs_plan_destroy(&p);
+    return st;
+}
+
+/* The device API (md_cuda_dcs_device, md_cuda_dcs_hybrid_device for every compiled split; no
+ * plan): poisoned (padded) output, every element written, the grid part equal to the
+ * reference; and a repeated run gives the same bits (for a split, the repeat is a plan with
+ * md_cuda_dcs_plan_set_split). */
 static void dcs_gpu_device_api(void) {
     md_system sys;
     md_grid ref;
@@ -232,7 +251,7 @@ static void dcs_gpu_device_api(void) {
     crop = (float *)malloc(md_grid_count(&ref) * sizeof(float));
     MD_CHECK(crop != NULL);
     for (v = MD_DCS_GPU_SCATTER; v < MD_DCS_VARIANT_COUNT + np; v++) {
-        /* v past the enum: md_cuda_dcs_hybrid_device with splits[v - MD_DCS_VARIANT_COUNT] */
+        /* v past the enum: a hybrid plan with split splits[v - MD_DCS_VARIANT_COUNT] */
         md_dcs_variant var = v < MD_DCS_VARIANT_COUNT ? (md_dcs_variant)v : MD_DCS_GPU_HYBRID;
         size_t oc = md_cuda_dcs_out_count(var, &ref), p;
         int rep, i, j, k;
@@ -244,6 +263,10 @@ static void dcs_gpu_device_api(void) {
         h = (float *)malloc(2 * oc * sizeof(float));
         MD_CHECK(h != NULL);
         for (rep = 0; rep < 2; rep++) {
+            if (pi >= 0 && rep == 1) { /* the split through a plan: the same bits as without */
+                MD_CHECK_OK(plan_padded(var, splits[pi], sys.xyzq, n, &ref, h + rep * oc));
+                continue;
+            }
             MD_CHECK_OK(md_cuda_poison(d_out, oc, 0));
             if (pi < 0) MD_CHECK_OK(md_cuda_dcs_device(var, d_xyzq, n, &ref, d_out, 0));
             else MD_CHECK_OK(md_cuda_dcs_hybrid_device(splits[pi], d_xyzq, n, &ref, d_out, 0));
@@ -323,8 +346,7 @@ static void dcs_gpu_hybrid_rule(void) {
     for (pass = 0; pass < 2; pass++) {
         md_system sys;
         md_grid ref, padded;
-        md_float4 *d_xyzq = NULL;
-        float *d_out = NULL, *h = NULL;
+        float *h = NULL;
         int d[3], n = 500, pi, ii;
         size_t oc, p;
         MD_CHECK_OK(make_case(&sys, &ref, n, 37, 29, 11, 301 + pass));
@@ -354,17 +376,12 @@ static void dcs_gpu_hybrid_rule(void) {
         MD_CHECK_OK(md_dcs_simple(sys.xyzq, n, &padded));
         oc = md_grid_count(&padded);
         MD_CHECK(oc == md_cuda_dcs_out_count(MD_DCS_GPU_HYBRID, &ref));
-        MD_CHECK(cudaMalloc((void **)&d_xyzq, (size_t)n * sizeof *d_xyzq) == cudaSuccess);
-        MD_CHECK(cudaMemcpy(d_xyzq, sys.xyzq, (size_t)n * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
-        MD_CHECK(cudaMalloc((void **)&d_out, oc * sizeof(float)) == cudaSuccess);
         h = (float *)malloc(oc * sizeof(float));
         MD_CHECK(h != NULL);
         for (pi = 0; pi < np; pi++) {
             double err;
             long long bad = 0;
-            MD_CHECK_OK(md_cuda_poison(d_out, oc, 0));
-            MD_CHECK_OK(md_cuda_dcs_hybrid_device(splits[pi], d_xyzq, n, &ref, d_out, 0));
-            MD_CHECK(cudaMemcpy(h, d_out, oc * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+            MD_CHECK_OK(plan_padded(MD_DCS_GPU_HYBRID, splits[pi], sys.xyzq, n, &ref, h));
             for (p = 0; p < oc; p++) bad += !isfinite(h[p]);
             err = md_max_rel_error(h, padded.data, oc);
             printf("  hybrid soft %d, %s grid, padded %dx%dx%d: %lld not finite, max rel err %.2e\n", splits[pi],
@@ -373,8 +390,6 @@ static void dcs_gpu_hybrid_rule(void) {
             MD_CHECKF(err <= DCS_TOL, "soft %d: error %.3e > %.0e", splits[pi], err, DCS_TOL);
         }
         free(h);
-        MD_CHECK(cudaFree(d_out) == cudaSuccess);
-        MD_CHECK(cudaFree(d_xyzq) == cudaSuccess);
         md_grid_free(&padded);
         md_grid_free(&ref);
         md_system_free(&sys);
@@ -402,6 +417,296 @@ static void dcs_gpu_atom_on_point(void) {
     md_grid_free(&g);
 }
 
+/* ---- GPU: the plan ---- */
+
+/* Poison a plan's map (device) and a host grid, enqueue, sync into the grid. */
+static md_status plan_run(md_cuda_dcs_plan *p, md_grid *out) {
+    md_status st;
+    size_t k;
+    for (k = 0; k < md_grid_count(out); k++) out->data[k] = NAN;
+    if ((st = md_cuda_poison(p->d_out, p->out_count, p->queue.stream)) != MD_OK) return st;
+    if ((st = md_cuda_dcs_plan_enqueue(p)) != MD_OK) return st;
+    return md_cuda_dcs_plan_sync(p, out);
+}
+
+/* Every rung through a plan: one plan (capacity 9000) computes two systems in turn, 4001
+ * atoms (two constant chunks: the enqueue copies them in) and then 2500 atoms (one chunk: the
+ * upload puts them in constant memory); each map equals md_dcs_simple within DCS_TOL and, bit
+ * for bit, what md_cuda_dcs_device (the path without a plan) gives for the same atoms (not
+ * scatter: its atomics add in any order). Seeds 401, 402. */
+static void dcs_plan_every_rung(void) {
+    md_system sys[2];
+    md_grid ref[2], out, dev;
+    md_float4 *d_xyzq = NULL;
+    float *d_dev = NULL;
+    int v, c, nx = sanitize() ? 19 : 37, ny = sanitize() ? 13 : 29, nz = sanitize() ? 5 : 11;
+    const int n[2] = {4001, 2500};
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    for (c = 0; c < 2; c++) {
+        MD_CHECK_OK(make_case(&sys[c], &ref[c], n[c], nx, ny, nz, 401 + c));
+        MD_CHECK_OK(md_dcs_simple(sys[c].xyzq, n[c], &ref[c]));
+    }
+    MD_CHECK_OK(md_grid_alloc(&out, nx, ny, nz, ref[0].origin, ref[0].spacing));
+    MD_CHECK_OK(md_grid_alloc(&dev, nx, ny, nz, ref[0].origin, ref[0].spacing));
+    MD_CHECK(cudaMalloc((void **)&d_xyzq, 9000 * sizeof *d_xyzq) == cudaSuccess);
+    for (v = MD_DCS_GPU_SCATTER; v < MD_DCS_VARIANT_COUNT; v++) {
+        md_cuda_dcs_plan p;
+        const md_dcs_variant var = (md_dcs_variant)v;
+        MD_CHECK_OK(md_cuda_dcs_plan_create(&p, var, 9000, &ref[0]));
+        MD_CHECK(p.out_count == md_cuda_dcs_out_count(var, &ref[0]) && p.capacity == 9000 && p.n == 0);
+        MD_CHECK(cudaMalloc((void **)&d_dev, p.out_count * sizeof(float)) == cudaSuccess);
+        for (c = 0; c < 2; c++) {
+            double err;
+            MD_CHECK_OK(md_cuda_dcs_plan_upload(&p, sys[c].xyzq, n[c]));
+            MD_CHECK(p.n == n[c] && p.const_resident == (p.const_claim != 0 && n[c] <= MD_DCS_CONST_CHUNK));
+            MD_CHECK_OK(plan_run(&p, &out));
+            err = md_max_rel_error(out.data, ref[c].data, md_grid_count(&out));
+            printf("  plan %-12s n %5d: max rel err %.2e%s\n", md_dcs_variant_name(var), n[c], err,
+                   p.const_resident ? " (atoms resident in constant memory)" : "");
+            MD_CHECKF(err <= DCS_TOL, "%s, n %d: error %.3e > %.0e", md_dcs_variant_name(var), n[c], err, DCS_TOL);
+        }
+        md_cuda_dcs_plan_destroy(&p);
+        MD_CHECK(p.d_out == NULL && p.const_claim == 0);
+        /* the path without a plan on the second system (out holds the plan's map of it); after
+         * the destroy, because md_cuda_dcs_device needs the constant buffer the plan held */
+        if (var != MD_DCS_GPU_SCATTER) {
+            int d[3], i, j, k;
+            MD_CHECK_OK(md_cuda_dcs_out_dims(var, &ref[1], d));
+            MD_CHECK(cudaMemcpy(d_xyzq, sys[1].xyzq, (size_t)n[1] * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
+            MD_CHECK_OK(md_cuda_poison(d_dev, (size_t)d[0] * d[1] * d[2], 0));
+            MD_CHECK_OK(md_cuda_dcs_device(var, d_xyzq, n[1], &ref[1], d_dev, 0));
+            MD_CHECK(cudaDeviceSynchronize() == cudaSuccess);
+            for (k = 0; k < nz; k++)
+                for (j = 0; j < ny; j++)
+                    MD_CHECK(cudaMemcpy(dev.data + ((size_t)k * ny + j) * nx, d_dev + ((size_t)k * d[1] + j) * d[0],
+                                        (size_t)nx * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+            for (i = 0; i < (int)md_grid_count(&out); i++)
+                MD_CHECKF(memcmp(&out.data[i], &dev.data[i], sizeof(float)) == 0,
+                          "%s: point %d: plan %.9g, md_cuda_dcs_device %.9g", md_dcs_variant_name(var), i,
+                          (double)out.data[i], (double)dev.data[i]);
+        }
+        MD_CHECK(cudaFree(d_dev) == cudaSuccess);
+    }
+    MD_CHECK(cudaFree(d_xyzq) == cudaSuccess);
+    md_grid_free(&out);
+    md_grid_free(&dev);
+    for (c = 0; c < 2; c++) {
+        md_grid_free(&ref[c]);
+        md_system_free(&sys[c]);
+    }
+}
+
+/* Enqueue without sync: one upload, three enqueues, one sync gives the map; then two uploads
+ * back to back (the second waits for the first's copy to leave the pinned staging buffer), an
+ * enqueue after each, one sync: the map of the second system. Every rung with a constant buffer
+ * and without (unroll8x2, shared). Seeds 411, 412. */
+static void dcs_plan_repeated_enqueue_one_sync(void) {
+    static const md_dcs_variant vars[2] = {MD_DCS_GPU_UNROLL8X2, MD_DCS_GPU_SHARED};
+    md_system a, b;
+    md_grid ra, rb, out;
+    int v, k;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    MD_CHECK_OK(make_case(&a, &ra, 3001, 37, 29, 11, 411));
+    MD_CHECK_OK(make_case(&b, &rb, 1999, 37, 29, 11, 412));
+    MD_CHECK_OK(md_dcs_simple(a.xyzq, a.n, &ra));
+    MD_CHECK_OK(md_dcs_simple(b.xyzq, b.n, &rb));
+    MD_CHECK_OK(md_grid_alloc(&out, 37, 29, 11, ra.origin, ra.spacing));
+    for (v = 0; v < 2; v++) {
+        md_cuda_dcs_plan p;
+        MD_CHECK_OK(md_cuda_dcs_plan_create(&p, vars[v], 4000, &ra));
+        MD_CHECK_OK(md_cuda_dcs_plan_upload(&p, a.xyzq, a.n));
+        MD_CHECK_OK(md_cuda_poison(p.d_out, p.out_count, p.queue.stream));
+        for (k = 0; k < 3; k++) MD_CHECK_OK(md_cuda_dcs_plan_enqueue(&p));
+        for (k = 0; k < (int)md_grid_count(&out); k++) out.data[k] = NAN;
+        MD_CHECK_OK(md_cuda_dcs_plan_sync(&p, &out));
+        MD_CHECKF(md_max_rel_error(out.data, ra.data, md_grid_count(&out)) <= DCS_TOL, "%s: three enqueues, one sync",
+                  md_dcs_variant_name(vars[v]));
+        MD_CHECK_OK(md_cuda_dcs_plan_upload(&p, a.xyzq, a.n));
+        MD_CHECK_OK(md_cuda_dcs_plan_enqueue(&p));
+        MD_CHECK_OK(md_cuda_dcs_plan_upload(&p, b.xyzq, b.n));
+        MD_CHECK_OK(md_cuda_poison(p.d_out, p.out_count, p.queue.stream));
+        MD_CHECK_OK(md_cuda_dcs_plan_enqueue(&p));
+        for (k = 0; k < (int)md_grid_count(&out); k++) out.data[k] = NAN;
+        MD_CHECK_OK(md_cuda_dcs_plan_sync(&p, &out));
+        MD_CHECKF(md_max_rel_error(out.data, rb.data, md_grid_count(&out)) <= DCS_TOL, "%s: two uploads, one sync",
+                  md_dcs_variant_name(vars[v]));
+        md_cuda_dcs_plan_destroy(&p);
+    }
+    md_grid_free(&out);
+    md_grid_free(&ra);
+    md_grid_free(&rb);
+    md_system_free(&a);
+    md_system_free(&b);
+}
+
+/* Two plans at once on their own streams: shared (system 1), unroll8x2 (system 2, holding the
+ * constant buffer) and gather (system 3), enqueues interleaved, syncs in another order; each map
+ * equals its own reference. Seeds 421-423. */
+static void dcs_plan_concurrent_plans(void) {
+    static const md_dcs_variant vars[3] = {MD_DCS_GPU_SHARED, MD_DCS_GPU_UNROLL8X2, MD_DCS_GPU_GATHER};
+    static const int order[3] = {1, 2, 0};
+    md_system sys[3];
+    md_grid ref[3], out;
+    md_cuda_dcs_plan p[3];
+    int c, k;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    for (c = 0; c < 3; c++) {
+        MD_CHECK_OK(make_case(&sys[c], &ref[c], 2000 + 500 * c, 37, 29, 11, 421 + c));
+        MD_CHECK_OK(md_dcs_simple(sys[c].xyzq, sys[c].n, &ref[c]));
+        MD_CHECK_OK(md_cuda_dcs_plan_create(&p[c], vars[c], sys[c].n, &ref[c]));
+        MD_CHECK_OK(md_cuda_dcs_plan_upload(&p[c], sys[c].xyzq, sys[c].n));
+        MD_CHECK_OK(md_cuda_poison(p[c].d_out, p[c].out_count, p[c].queue.stream));
+    }
+    MD_CHECK(p[0].queue.stream != p[1].queue.stream && p[1].queue.stream != p[2].queue.stream);
+    for (k = 0; k < 2; k++)
+        for (c = 0; c < 3; c++) MD_CHECK_OK(md_cuda_dcs_plan_enqueue(&p[c]));
+    MD_CHECK_OK(md_grid_alloc(&out, 37, 29, 11, ref[0].origin, ref[0].spacing));
+    for (k = 0; k < 3; k++) {
+        double err;
+        c = order[k];
+        for (size_t i = 0; i < md_grid_count(&out); i++) out.data[i] = NAN;
+        MD_CHECK_OK(md_cuda_dcs_plan_sync(&p[c], &out));
+        err = md_max_rel_error(out.data, ref[c].data, md_grid_count(&out));
+        MD_CHECKF(err <= DCS_TOL, "concurrent %s: error %.3e", md_dcs_variant_name(vars[c]), err);
+    }
+    for (c = 0; c < 3; c++) {
+        md_cuda_dcs_plan_destroy(&p[c]);
+        md_grid_free(&ref[c]);
+        md_system_free(&sys[c]);
+    }
+    md_grid_free(&out);
+}
+
+/* The constant buffer: one holder at a time. While an unroll8 plan holds it, a const plan, the
+ * one-call md_cuda_dcs and md_cuda_dcs_device of a constant-memory rung are refused with
+ * MD_ERR_UNSUPPORTED and a message that says why and what to use; a gather plan and
+ * md_cuda_dcs with gather still work; the refused create leaves its plan zeroed. Once the holder
+ * is destroyed, the const plan is made. Seed 431. */
+static void dcs_plan_const_buffer_claim(void) {
+    md_system sys;
+    md_grid ref, out;
+    md_cuda_dcs_plan a, b, c;
+    md_float4 *d_xyzq = NULL;
+    float *d_out = NULL;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    MD_CHECK_OK(make_case(&sys, &ref, 700, 19, 13, 5, 431));
+    MD_CHECK_OK(md_dcs_simple(sys.xyzq, sys.n, &ref));
+    MD_CHECK_OK(md_grid_alloc(&out, 19, 13, 5, ref.origin, ref.spacing));
+    MD_CHECK_OK(md_cuda_dcs_plan_create(&a, MD_DCS_GPU_UNROLL8, sys.n, &ref));
+    MD_CHECK(a.const_claim != 0);
+    MD_CHECK_ERROR(md_cuda_dcs_plan_create(&b, MD_DCS_GPU_CONST, sys.n, &ref), MD_ERR_UNSUPPORTED,
+                   "which another DCS plan holds");
+    MD_CHECK(strstr(md_last_error(), "gpu_gather") != NULL && b.d_out == NULL && b.const_claim == 0);
+    MD_CHECK_ERROR(md_cuda_dcs(MD_DCS_GPU_HYBRID, sys.xyzq, sys.n, &out), MD_ERR_UNSUPPORTED, "__constant__");
+    MD_CHECK(cudaMalloc((void **)&d_xyzq, (size_t)sys.n * sizeof *d_xyzq) == cudaSuccess);
+    MD_CHECK(cudaMemcpy(d_xyzq, sys.xyzq, (size_t)sys.n * sizeof *d_xyzq, cudaMemcpyHostToDevice) == cudaSuccess);
+    MD_CHECK(cudaMalloc((void **)&d_out, md_cuda_dcs_out_count(MD_DCS_GPU_UNROLL4, &ref) * sizeof(float)) == cudaSuccess);
+    MD_CHECK_ERROR(md_cuda_dcs_device(MD_DCS_GPU_UNROLL4, d_xyzq, sys.n, &ref, d_out, 0), MD_ERR_UNSUPPORTED,
+                   "__constant__");
+    MD_CHECK_OK(md_cuda_dcs_plan_create(&c, MD_DCS_GPU_GATHER, sys.n, &ref));
+    MD_CHECK(c.const_claim == 0);
+    MD_CHECK_OK(md_cuda_dcs_plan_upload(&c, sys.xyzq, sys.n));
+    MD_CHECK_OK(plan_run(&c, &out));
+    MD_CHECK(md_max_rel_error(out.data, ref.data, md_grid_count(&out)) <= DCS_TOL);
+    MD_CHECK_OK(md_cuda_dcs(MD_DCS_GPU_GATHER, sys.xyzq, sys.n, &out));
+    MD_CHECK_OK(md_cuda_dcs_plan_upload(&a, sys.xyzq, sys.n));
+    MD_CHECK_OK(plan_run(&a, &out));
+    MD_CHECK(md_max_rel_error(out.data, ref.data, md_grid_count(&out)) <= DCS_TOL);
+    md_cuda_dcs_plan_destroy(&a);
+    MD_CHECK_OK(md_cuda_dcs_plan_create(&b, MD_DCS_GPU_CONST, sys.n, &ref));
+    MD_CHECK_OK(md_cuda_dcs_plan_upload(&b, sys.xyzq, sys.n));
+    MD_CHECK_OK(plan_run(&b, &out));
+    MD_CHECK(md_max_rel_error(out.data, ref.data, md_grid_count(&out)) <= DCS_TOL);
+    md_cuda_dcs_plan_destroy(&b);
+    md_cuda_dcs_plan_destroy(&c);
+    MD_CHECK_OK(md_cuda_dcs_device(MD_DCS_GPU_UNROLL4, d_xyzq, sys.n, &ref, d_out, 0)); /* free again */
+    MD_CHECK(cudaFree(d_xyzq) == cudaSuccess && cudaFree(d_out) == cudaSuccess);
+    md_grid_free(&out);
+    md_grid_free(&ref);
+    md_system_free(&sys);
+}
+
+/* Capacity and argument errors of a made plan: an upload above the capacity (MD_ERR_RANGE,
+ * field n), an enqueue before any upload, a sync into a grid of another shape, a split on a
+ * rung without one or a split not compiled in; none of them changes the plan. */
+static void dcs_plan_capacity_errors(void) {
+    md_float4 a[3] = {{0.1f, 0.2f, 0.3f, 1.0f}, {0.4f, 0.5f, 0.6f, -1.0f}, {0.7f, 0.1f, 0.2f, 0.5f}};
+    md_grid g, wrong;
+    md_cuda_dcs_plan p, h;
+    double origin[3] = {0, 0, 0}, sp[3] = {0.1, 0.1, 0.1};
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    MD_CHECK_OK(md_grid_alloc(&g, 5, 4, 3, origin, sp));
+    MD_CHECK_OK(md_grid_alloc(&wrong, 5, 4, 4, origin, sp));
+    MD_CHECK_OK(md_cuda_dcs_plan_create(&p, MD_DCS_GPU_GATHER, 2, &g));
+    MD_CHECK_ERROR(md_cuda_dcs_plan_enqueue(&p), MD_ERR_INVALID_ARGUMENT, "no atoms uploaded");
+    MD_CHECK_ERROR(md_cuda_dcs_plan_upload(&p, a, 3), MD_ERR_RANGE, "field n: 3 atoms exceed the plan's capacity of 2");
+    MD_CHECK(p.n == 0);
+    MD_CHECK_ERROR(md_cuda_dcs_plan_upload(&p, NULL, 2), MD_ERR_INVALID_ARGUMENT, "xyzq");
+    MD_CHECK_OK(md_cuda_dcs_plan_upload(&p, a, 2));
+    MD_CHECK_OK(md_cuda_dcs_plan_enqueue(&p));
+    MD_CHECK_ERROR(md_cuda_dcs_plan_sync(&p, &wrong), MD_ERR_INVALID_ARGUMENT, "field grid");
+    MD_CHECK_OK(md_cuda_dcs_plan_sync(&p, &g));
+    MD_CHECK_ERROR(md_cuda_dcs_plan_set_split(&p, 8), MD_ERR_INVALID_ARGUMENT, "only gpu_hybrid");
+    MD_CHECK_OK(md_cuda_dcs_plan_create(&h, MD_DCS_GPU_HYBRID, 2, &g));
+    MD_CHECK_ERROR(md_cuda_dcs_plan_set_split(&h, 7), MD_ERR_INVALID_ARGUMENT, "not compiled in");
+    MD_CHECK(h.soft == MD_DCS_HYBRID_SOFT);
+    MD_CHECK_OK(md_cuda_dcs_plan_set_split(&h, 8));
+    MD_CHECK(h.soft == 8);
+    md_cuda_dcs_plan_destroy(&h);
+    md_cuda_dcs_plan_destroy(&p);
+    md_grid_free(&g);
+    md_grid_free(&wrong);
+}
+
+/* Host only: create's argument checks leave the plan zeroed, and destroy is safe on a zeroed
+ * plan, twice, and after a refused create. */
+static void dcs_plan_args_and_zeroed_destroy(void) {
+    md_cuda_dcs_plan p;
+    md_grid g;
+    double origin[3] = {0, 0, 0}, sp[3] = {0.1, 0.1, 0.1};
+    memset(&p, 0, sizeof p);
+    md_cuda_dcs_plan_destroy(&p);
+    md_cuda_dcs_plan_destroy(&p);
+    md_cuda_dcs_plan_destroy(NULL);
+    MD_CHECK_OK(md_grid_alloc(&g, 3, 3, 3, origin, sp));
+    memset(&p, 0x5A, sizeof p); /* garbage before create: create must zero it when it fails */
+    MD_CHECK_ERROR(md_cuda_dcs_plan_create(&p, MD_DCS_CPU_ROWS, 10, &g), MD_ERR_INVALID_ARGUMENT, "not a GPU rung");
+    MD_CHECK(p.d_out == NULL && p.queue.stream == NULL && p.const_claim == 0);
+    md_cuda_dcs_plan_destroy(&p);
+    MD_CHECK_ERROR(md_cuda_dcs_plan_create(&p, MD_DCS_GPU_GATHER, 0, &g), MD_ERR_INVALID_ARGUMENT, "capacity");
+    MD_CHECK_ERROR(md_cuda_dcs_plan_create(&p, MD_DCS_GPU_GATHER, 10, NULL), MD_ERR_INVALID_ARGUMENT, "geometry");
+    MD_CHECK_ERROR(md_cuda_dcs_plan_create(NULL, MD_DCS_GPU_GATHER, 10, &g), MD_ERR_INVALID_ARGUMENT, "field p");
+    MD_CHECK_ERROR(md_cuda_dcs_plan_enqueue(&p), MD_ERR_INVALID_ARGUMENT, "is not a plan");
+    MD_CHECK_ERROR(md_cuda_dcs_plan_sync(&p, NULL), MD_ERR_INVALID_ARGUMENT, "is not a plan");
+    md_cuda_dcs_plan_destroy(&p);
+    md_grid_free(&g);
+}
+
+/* Registry entries whose name starts with prefix. */
+static int registered_with_prefix(const char *prefix) {
+    int i, n = 0;
+    for (i = 0; i < md_cuda_kernel_count(); i++) {
+        const char *name = NULL;
+        if (md_cuda_kernel_at(i, NULL, &name) == MD_OK && strncmp(name, prefix, strlen(prefix)) == 0) n++;
+    }
+    return n;
+}
+
+/* Run last: every kernel the rungs above launched is in the launch registry. Each rung's
+ * kernel once (scatter, gather, const, the fix-up), and md__dcs_unroll_kernel in 10 shapes:
+ * unroll4, unroll8, unroll8x2, l1, shared, the 4 compiled hybrid splits and the hybrid's
+ * fine-grid fallback (dcs_gpu_hybrid_rule runs it). */
+static void registry_holds_every_rung_kernel(void) {
+    static const char *simple[] = {"md__dcs_scatter_kernel", "md__dcs_gather_kernel", "md__dcs_const_kernel",
+                                   "md__dcs_fixup_kernel"};
+    int i;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    for (i = 0; i < 4; i++) MD_CHECKF(registered_with_prefix(simple[i]) == 1, "%s is not registered once", simple[i]);
+    MD_CHECKF(registered_with_prefix("md__dcs_unroll_kernel<") == 10, "%d shapes of md__dcs_unroll_kernel registered, want 10",
+              registered_with_prefix("md__dcs_unroll_kernel<"));
+    MD_CHECK(registered_with_prefix("md__dcs_unroll_kernel<8, 1, 0x0, 0, 1, 16>") == 1); /* unroll8 */
+}
+
 int main(void) {
     MD_RUN(soft_rsqrt_every_float);
     MD_RUN(dcs_gpu_bad_arguments);
@@ -419,5 +724,12 @@ int main(void) {
     MD_RUN(soft_rsqrt_device_bits);
     MD_RUN(dcs_gpu_hybrid_rule);
     MD_RUN(dcs_gpu_atom_on_point);
+    MD_RUN(dcs_plan_args_and_zeroed_destroy);
+    MD_RUN(dcs_plan_every_rung);
+    MD_RUN(dcs_plan_repeated_enqueue_one_sync);
+    MD_RUN(dcs_plan_concurrent_plans);
+    MD_RUN(dcs_plan_const_buffer_claim);
+    MD_RUN(dcs_plan_capacity_errors);
+    MD_RUN(registry_holds_every_rung_kernel);
     return md_test_summary();
 }

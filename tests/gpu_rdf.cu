@@ -270,6 +270,23 @@ static void gpu_bad_input(void) {
     MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
+/* Run last: the kernels the tests above launched are in the launch registry, each once. */
+static void registry_holds_every_rung_kernel(void) {
+    static const char *names[] = {"md__rdf_gather_kernel", "md__rdf_kernel<0>", "md__rdf_kernel<1>", "md__rdf_kernel<2>",
+                                  "md__rdf_add_kernel"};
+    int i, k, found;
+    NEED_GPU();
+    for (i = 0; i < 5; i++) {
+        found = 0;
+        for (k = 0; k < md_cuda_kernel_count(); k++) {
+            const char *name = NULL;
+            MD_CHECK_OK(md_cuda_kernel_at(k, NULL, &name));
+            found += strcmp(name, names[i]) == 0;
+        }
+        MD_CHECKF(found == 1, "%s is registered %d times, want once", names[i], found);
+    }
+}
+
 int main(void) {
     const char *san = getenv("MD_SANITIZE");
     sanitize = san && san[0] == '1';
@@ -278,5 +295,6 @@ int main(void) {
     MD_RUN(split_launches_equal_cpu);
     MD_RUN(overflow_bin_over_2_32);
     MD_RUN(gpu_bad_input);
+    MD_RUN(registry_holds_every_rung_kernel);
     return md_test_summary();
 }
