@@ -1127,6 +1127,13 @@ static void checkpoint_reader_rejects_damage(void) {
     MD_CHECK_OK(md_checkpoint_write(path, &ck));
     MD_CHECK_ERROR(md_checkpoint_read(path, &out), MD_ERR_RANGE, "box");
     MD_CHECK_ERROR(md_checkpoint_read("/nonexistent/ck.bin", &out), MD_ERR_IO, "nonexistent");
+    /* a file written by an independent writer (tests/fuzz/make_checkpoint_corpus.py) */
+    MD_CHECK_OK(md_checkpoint_read("tests/fuzz/corpus/checkpoint/n3.chk", &out));
+    MD_CHECK(out.n == 3 && out.step == 1000 && out.time_ps == 2.0 && out.box[1] == 2.5 && out.seed == 12345);
+    MD_CHECK(out.baro_rng.s[3] == 4 && out.baro_scale == 0.08 && out.baro_attempted == 7 && out.baro_accepted == 3);
+    MD_CHECK(out.baro_total_attempted == 70 && out.x[8] == 0.1 * 8 && out.v[8] == -0.01 * 8);
+    md_checkpoint_free(&out);
+    MD_CHECK_ERROR(md_checkpoint_read("tests/fuzz/corpus/checkpoint/bad_hash.chk", &out), MD_ERR_PARSE, "hash");
     free(buf);
     remove(path);
 }
