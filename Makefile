@@ -74,6 +74,12 @@ $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 $(BUILD)/tests/%: tests/%.cu $(HEADERS) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
+# md_cuda.cu.h's implementation in a file without md.h's: md.h's implementation compiled as C11
+# on its own (tests/split_tu_md.c) and linked in. An explicit rule, so the pattern rule above
+# (one .cu file per test) does not apply.
+$(BUILD)/tests/gpu_split_tu: tests/gpu_split_tu.cu tests/split_tu_md.c $(HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) -c tests/split_tu_md.c -o $(BUILD)/tests/split_tu_md.o
+	$(NVCC) $(NVFLAGS) tests/gpu_split_tu.cu $(BUILD)/tests/split_tu_md.o -o $@ $(NVLIBS) -lm
 $(BUILD)/chapters/%: chapters/%/main.c $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.c) | $(BUILD)
 	$(CC) $(CFLAGS) -Ichapters -Ichapters/$* $< -o $@ $(LDLIBS)
 $(BUILD)/chapters/%: chapters/%/main.cu $(HEADERS) $(wildcard chapters/*.h) $$(wildcard chapters/%/*.h) $$(wildcard chapters/%/*.cu) | $(BUILD)

@@ -1019,7 +1019,8 @@ MD_HOSTDEV static inline double md_fixed_to_double(md_fixed v, double scale) {
     return (double)v / scale;
 }
 
-/** @brief exp(x) in float from + - * and fmaf only, so host and device give the same bits.
+/** @brief exp(x) in float from + - * fmaf, rintf and ldexpf only (each exact or correctly
+ *  rounded on host and device), so host and device give the same bits.
  *
  *  x is clamped to [-80, 80]; k = rint(x log2 e), r = x - k ln 2 (Cody-Waite, two fmaf),
  *  exp(r) by its Taylor polynomial of degree 7 (truncation error 5e-9 for |r| <= ln2/2),
@@ -1193,7 +1194,8 @@ MDDEF md_status md_topology_alloc(md_topology *t, int n);
  *  The readers' md_system::type is the index of an atom's name among the distinct names,
  *  not a force-field type: for a file, assign LJ types with
  *  md_topology_set_lj_types_by_name(). Bonds come as arguments so that any bond list
- *  (CONECT records, a builder, a force-field template) can be used. Errors: NULL, a bond
+ *  (CONECT records, a builder, a force-field template) can be used; for the file's own
+ *  bonds (PSF NBOND, PDB CONECT) pass sys->nbond and sys->bond. Errors: NULL, a bond
  *  index outside 0..n-1 or a bond of an atom to itself (MD_ERR_RANGE, field bond[k]), out
  *  of memory. */
 MDDEF md_status md_topology_from_system(md_topology *t, const md_system *sys, int nbond, const int *bond);
@@ -1646,7 +1648,7 @@ typedef struct md_nb_plan {
     double *scratch;           /**< 3 n doubles: forces are summed here, then copied (internal) */
     int *mark;                 /**< n exclusion marks (internal) */
     md_fixed *fixed_force;     /**< 3 n raw force sums (x, y, z per atom, MD_FORCE_FIXED_SCALE) of
-                                    the last MD_NB_CPU_FIXED call */
+                                    the last MD_NB_CPU_FIXED call (partial after a failed one) */
     md_fixed fixed_energy[MD_NB_FIXED_NTERMS]; /**< raw energy sums (MD_ENERGY_FIXED_SCALE) of the
                                                     last MD_NB_CPU_FIXED call, by md_nb_fixed_term */
     md_fixed fixed_virial[9];  /**< raw virial sums (MD_ENERGY_FIXED_SCALE) of the last
@@ -1705,8 +1707,9 @@ MDDEF md_status md_nb_dispersion_correction(const md_nb_params *params, const md
  *
  *  Errors: NULL arguments, t->n != p->n (MD_ERR_INVALID_ARGUMENT), an LJ type outside
  *  the table (MD_ERR_RANGE, field lj_type[i]), a non-finite coordinate or charge
- *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs rung
- *  checks the cutoff alone, the others cutoff + buffer), a GPU rung (MD_ERR_UNSUPPORTED),
+ *  (MD_ERR_RANGE, field xyzq[i]), a box that fails md_nb_check_box (the all-pairs and
+ *  cell-list rungs check the cutoff alone, the Verlet rungs cutoff + buffer), a GPU rung
+ *  (MD_ERR_UNSUPPORTED),
  *  a fixed-point overflow (MD_ERR_RANGE). On failure @p force and @p energy are untouched. */
 MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_topology *t, const md_lj_table *lj,
                               const md_float4 *xyzq, const double box[3], double *force, md_energy *energy);
@@ -1718,6 +1721,8 @@ MDDEF md_status md_nb_compute(md_nb_variant variant, md_nb_plan *p, const md_top
 /** @brief A CPU molecular dynamics run: positions, velocities and forces in double, the
  *  float coordinates md_nb_compute reads, the nonbonded plan, and the energies.
  *
+ *  The forces are md_nb_compute()'s alone: no bonded terms and no constraints, so it
+ *  suits atomic fluids (md_build_lj_fluid); rigid water needs the constraints of chapter 08.
  *  Positions stay unwrapped in md_dynamics::x; md_dynamics::xyzq holds them wrapped into
  *  the box. The topology and the LJ table are borrowed (they must outlive the run). */
 typedef struct md_dynamics {
@@ -1768,7 +1773,7 @@ MDDEF void md_dynamics_free(md_dynamics *d);
 /* build: water boxes and LJ fluids                                         */
 /* ======================================================================== */
 
-/** @brief Argon's LJ sigma (nm) (Rahman 1964; the md_fcc_desc defaults). */
+/** @brief Argon's LJ sigma (nm), the md_fcc_desc defaults' argon. */
 #define MD_ARGON_SIGMA 0.3405
 /** @brief Argon's LJ epsilon (kJ/mol): 119.8 K times MD_KB. */
 #define MD_ARGON_EPSILON (119.8 * MD_KB)
@@ -1811,7 +1816,8 @@ typedef struct md_water_desc {
 } md_water_desc;
 
 /** @brief A cubic box of rigid water at about 1 g/cm^3: @p sys (atoms O, H, H per molecule,
- *  names OW HW1 HW2, residue HOH numbered from 1, charges, masses, box, velocities),
+ *  names OW HW1 HW2, elements O and H, residue HOH numbered from 1, charges, masses, the
+ *  two O-H bonds per molecule (md_system::bond), box, velocities),
  *  @p top (LJ types O = 0 and H = 1, two O-H bonds and an H-O-H angle per molecule
  *  at the model's geometry, exclusions from the bonds, the water groups with d_OH and
  *  d_HH) and @p lj (two types: the model's oxygen, and hydrogen with no LJ).
@@ -7541,7 +7547,6 @@ MDDEF md_status md_dynamics_init(md_dynamics *d, const md_system *sys, const md_
         s.xyzq[i].w = t->charge[i];
     }
     if ((st = md__check_coords(fn, sys->xyzq, sys->n, 0)) != MD_OK ||
-        (st = md__nb_check_box(fn, &s.plan.params, s.box, 0.0)) != MD_OK ||
         (st = md_nb_plan_create(&s.plan, params, s.n)) != MD_OK) {
         md_dynamics_free(&s);
         return st;
@@ -7805,6 +7810,7 @@ MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table
             s.mass[at] = (float)(b == 0 ? w.mass_o : w.mass_h);
             s.type[at] = b == 0 ? 0 : 1;
             strcpy(s.name[at].s, nm);
+            strcpy(s.element[at].s, b == 0 ? "O" : "H");
             strcpy(s.resname[at].s, "HOH");
             s.resid[at] = k + 1;
             t.lj_type[at] = s.type[at];
@@ -7847,6 +7853,10 @@ MDDEF md_status md_build_water_box(md_system *sys, md_topology *top, md_lj_table
     if ((st = md_topology_set_bonds(&t, 2 * M, bonds, r0, kb)) != MD_OK ||
         (st = md_topology_build_exclusions(&t, NULL)) != MD_OK)
         goto fail;
+    /* the file record keeps the bonds too (md_write_pdb writes them as CONECT records) */
+    s.nbond = 2 * M;
+    s.bond = bonds;
+    bonds = NULL;
     t.nangle = M;
     t.angle = angles;
     t.angle_theta0 = th0;

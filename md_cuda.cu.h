@@ -6,7 +6,10 @@
  *       #define MD_CUDA_IMPLEMENTATION
  *       #include "md_cuda.cu.h"      (it includes md.h)
  *   Build with nvcc -std=c++17 -arch=sm_90 (any sm_70 or newer works).
- *   Other .cu files include "md_cuda.cu.h" without the defines.
+ *   Other .cu files include "md_cuda.cu.h" without the defines. md.h's
+ *   implementation may live in a file of its own instead (a .c file, say):
+ *   then this .cu file defines only MD_CUDA_IMPLEMENTATION
+ *   (tests/gpu_split_tu.cu builds that way).
  *
  * API
  *   Same units, error model and rungs as md.h. A GPU function returns
@@ -37,23 +40,26 @@
  *
  * CONTENTS
  *   core      md_cuda_error, MD_CUDA_TRY, md_cuda_available, md_cuda_get_device_info,
- *             md_cuda_poison (NaN fill); MD_CUDA_LAUNCH (every launch: checked and
- *             registered) and the kernel registry md_cuda_kernel_name/count/at
+ *             md_cuda_poison (NaN fill), md_cuda_rsqrt_mufu (one MUFU.RSQ);
+ *             MD_CUDA_LAUNCH (every launch: checked and registered) and the kernel
+ *             registry md_cuda_kernel_register/name/count/at
+ *   plans     the plan convention (create / upload / enqueue / sync / destroy);
+ *             md_cuda_queue (a plan's stream and device flags), md_cuda_flag_raise,
+ *             md_cuda_alloc, md_cuda_alloc_pinned
  *   timing    md_cuda_timer_create/start/stop/destroy, md_cuda_bench (warm-up,
  *             L2 flush, median)
  *   ceilings  md_cuda_measure_ceilings, md_cuda_ceiling_rsqrt/fma/dram/
  *             smem_atomic/launch, md_cuda_ceilings_json: micro-benchmarks of the
  *             units that bound the kernels
- *   plans     the plan convention (create / upload / enqueue / sync / destroy);
- *             md_cuda_queue (a plan's stream and device flags), md_cuda_flag_raise,
- *             md_cuda_alloc, md_cuda_alloc_pinned
  *   dcs       md_cuda_dcs_plan_create/set_split/upload/enqueue/sync/destroy, md_cuda_dcs
  *             (one call, host arrays), md_cuda_dcs_device (device arrays, no plan),
  *             md_cuda_dcs_out_count/out_dims, md_cuda_dcs_launch_shape,
  *             md_cuda_dcs_hybrid_splits, md_cuda_dcs_hybrid_device: direct Coulomb
  *             sum, the GPU rungs
- *   rdf       md_cuda_rdf_plan_create/destroy, md_cuda_rdf_accumulate,
- *             md_cuda_rdf_max_bins: radial distribution functions, the GPU rungs
+ *   rdf       md_cuda_rdf_plan_create/enqueue/sync/destroy, md_cuda_rdf_accumulate (one
+ *             frame, one call), md_cuda_rdf_plan_gather, md_cuda_rdf_geom_set,
+ *             md_cuda_rdf_bin (the pair rule), md_cuda_rdf_max_bins: radial distribution
+ *             functions, the GPU rungs
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
@@ -95,7 +101,7 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
 /* ---- the kernel launch registry ---- */
 
 /** @brief Launch @p kernel through the registry (see MD_CUDA_LAUNCH_NAMED), registering it
- *  under its own spelling (#kernel). A template kernel goes in parentheses so its commas do not
+ *  under its own spelling (the stringized @p kernel). A template kernel goes in parentheses so its commas do not
  *  split the macro's arguments: MD_CUDA_LAUNCH((my_kernel<4, 2>), grid, block, 0, s, x, n).
  *  At least one kernel argument is required (C++17 variadic macros). */
 #define MD_CUDA_LAUNCH(kernel, grid, block, smem, stream, ...)                                     \
@@ -188,6 +194,18 @@ typedef struct md_cuda_device_info {
 
 /** @brief Fill @p info for device @p device. */
 md_status md_cuda_get_device_info(int device, md_cuda_device_info *info);
+
+/** @brief One MUFU.RSQ: the hardware's approximate 1/sqrt(x) (PTX rsqrt.approx.ftz.f32), with
+ *  no denormal fix-up. rsqrtf() is the same instruction only under -ftz=true (or
+ *  -use_fast_math); without it nvcc wraps each MUFU.RSQ in a denormal guard (FSETP + two
+ *  FMUL). Every Coulomb rung uses it (each r^2 that reaches it is >= MD_DCS_MIN_R2 or is
+ *  discarded by a select), and so does the MUFU ceiling benchmark, which would otherwise
+ *  measure the guard, not the unit. */
+static __device__ __forceinline__ float md_cuda_rsqrt_mufu(float x) {
+    float y;
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 /** @brief Fill @p count floats at device pointer @p d_ptr with NaN (bytes 0xFF), so an
  *  element a kernel fails to write shows up in the check. */
@@ -620,19 +638,56 @@ md_status md_cuda_dcs_hybrid_device(int soft, const md_float4 *d_xyzq, int n,
 
 /** @brief Options of the GPU RDF; a zero field takes its default. */
 typedef struct md_cuda_rdf_opts {
-    cudaStream_t stream;                     /**< stream to run on (default: the legacy stream) */
     unsigned long long max_pairs_per_launch; /**< split launches so none visits more pairs (default and
                                                   upper limit MD_CUDA_RDF_MAX_LAUNCH_PAIRS); tests lower it */
     int max_bins_per_pass;                   /**< MD_RDF_GPU_PASSES: bins per pass (default: as many as one
                                                   block's shared memory holds); tests lower it */
 } md_cuda_rdf_opts;
 
-/** @brief Device buffers and selections of a GPU RDF, made once and reused every frame.
+/** @brief The float geometry of one frame, exactly as md.h's CPU rungs compute it from the box
+ *  and the accumulator (md_cuda_rdf_geom_set); md_cuda_rdf_bin() is the pair rule on it. */
+typedef struct md_cuda_rdf_geom {
+    float L[3];  /**< box edges, (float)box[d] */
+    float iL[3]; /**< (float)(1 / box[d]) */
+    float rmax2; /**< (float)(rmax^2) */
+    float inv_w; /**< (float)(nbins / rmax): bins per nm */
+    int nbins;   /**< bins */
+} md_cuda_rdf_geom;
+
+/** @brief Fill @p g for a frame in @p box (nm) counted into an accumulator shaped like @p r.
+ *  Errors: box edges below 2 rmax (MD_ERR_RANGE, field box, md_rdf_check_box), NULLs. */
+md_status md_cuda_rdf_geom_set(md_cuda_rdf_geom *g, const md_rdf *r, const double box[3]);
+
+/** @brief The pair rule of every RDF rung: the bin of the pair (@p a, @p b) of wrapped positions
+ *  (x, y, z of float4s that md_cuda_rdf_plan_gather() wrote), or -1 when r^2 >= rmax^2. The
+ *  same float operations as md.h's CPU rungs, each explicitly rounded (__fsub_rn, __fmaf_rn,
+ *  ...) so no compiler flag can change a bin: that is what makes the GPU counts equal the CPU
+ *  counts exactly. */
+static __device__ __forceinline__ int md_cuda_rdf_bin(const md_cuda_rdf_geom *g, float4 a, float4 b) {
+    const float ex = __fsub_rn(b.x, a.x), ey = __fsub_rn(b.y, a.y), ez = __fsub_rn(b.z, a.z);
+    /* the minimum image: min(|d|, L - |d|), one FADD and one FMNMX */
+    const float dx = fminf(fabsf(ex), __fsub_rn(g->L[0], fabsf(ex)));
+    const float dy = fminf(fabsf(ey), __fsub_rn(g->L[1], fabsf(ey)));
+    const float dz = fminf(fabsf(ez), __fsub_rn(g->L[2], fabsf(ez)));
+    const float r2 = __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
+    int k;
+    if (!(r2 < g->rmax2)) return -1; /* out of range: no square root */
+    k = (int)__fmul_rn(__fsqrt_rn(r2), g->inv_w);
+    return k < g->nbins ? k : g->nbins - 1;
+}
+
+/** @brief A GPU RDF plan (the plan convention, section "plans"): selections uploaded and
+ *  buffers made once; frames enqueued without any synchronisation; 64-bit totals kept on the
+ *  device across frames until md_cuda_rdf_plan_sync() brings them back.
  *
- *  Selections are uploaded once; each frame, md_cuda_rdf_accumulate() gathers the selected
- *  positions (wrapped into the box, with the atom index in .w), counts pairs in launches of
- *  at most md_cuda_rdf_opts::max_pairs_per_launch pairs into a 32-bit histogram, adds each
- *  launch's histogram into 64-bit totals on the device, and copies the totals back. */
+ *  Each enqueued frame gathers the selected positions (wrapped into the box, the atom index in
+ *  .w; a non-finite coordinate raises MD_CUDA_FLAG_NONFINITE with the atom's index), counts
+ *  pairs in launches of at most md_cuda_rdf_opts::max_pairs_per_launch pairs into a 32-bit
+ *  histogram, and adds each launch's histogram into the 64-bit totals. Kernel arguments: the
+ *  frame's float geometry (from its box) and the device pointer of its positions; everything
+ *  else is the plan's buffers. Each enqueue also records its frame's box on the host (the
+ *  normalisation the sync adds), so an RDF enqueue is not one to capture into a CUDA graph: a
+ *  replay would add counts no sync knows the frame of. */
 typedef struct md_cuda_rdf_plan {
     int natoms;                /**< atoms per frame */
     int na;                    /**< atoms in selection A */
@@ -641,43 +696,77 @@ typedef struct md_cuda_rdf_plan {
     int nbins;                 /**< bins (must equal md_rdf::nbins of the accumulator) */
     double pairs;              /**< pairs counted per frame (md_rdf_selection_pairs) */
     double centers;            /**< centres per frame (md_rdf_selection_pairs) */
+    md_cuda_queue queue;       /**< the plan's stream and flags */
     int *d_sel_a;              /**< selection A on the device */
     int *d_sel_b;              /**< selection B on the device (NULL when A = B) */
     md_float4 *d_a;            /**< gathered, wrapped positions of A (.w: atom index bits) */
     md_float4 *d_b;            /**< gathered, wrapped positions of B (== d_a when A = B) */
     unsigned int *d_h32;       /**< 32-bit histogram of one launch */
-    unsigned long long *d_h64; /**< 64-bit totals of one frame; its last word flags a bad coordinate */
-    unsigned long long *h_h64; /**< host copy of md_cuda_rdf_plan::d_h64 */
+    unsigned long long *d_h64; /**< 64-bit totals of the frames enqueued since the last sync */
+    unsigned long long *h_h64; /**< pinned copy of d_h64, written by md_cuda_rdf_plan_sync */
+    int max_bins_shared;       /**< most bins MD_RDF_GPU_SHARED holds in one block's shared memory */
+    int max_bins_warp;         /**< most bins MD_RDF_GPU_WARP holds */
     md_cuda_rdf_opts opts;     /**< options (defaults filled in) */
-    long long launches;        /**< counting launches of the last frame (the overflow tests read it) */
-    int passes;                /**< bin-range passes per launch of the last frame */
+    long long pending;         /**< frames enqueued since the last sync */
+    double rmax;               /**< rmax of those frames' accumulator */
+    double *boxes;             /**< their boxes, 3 doubles each (host memory, grown as needed) */
+    long long boxes_cap;       /**< frames md_cuda_rdf_plan::boxes holds */
+    long long launches;        /**< counting launches of the last enqueued frame (the overflow tests read it) */
+    int passes;                /**< bin-range passes per launch of the last enqueued frame */
 } md_cuda_rdf_plan;
 
 /** @brief Make a plan for frames of @p natoms atoms, selections A (@p sel_a, @p na) and B
  *  (@p sel_b, @p nb; host arrays, same rules as md_rdf_selection_pairs()) and @p nbins bins.
- *  @p opts may be NULL. Errors: those of md_rdf_selection_pairs(), nb above
- *  65535 * MD_CUDA_RDF_TILE (MD_ERR_RANGE), CUDA errors. */
+ *  @p opts may be NULL. Uploads the selections, allocates the buffers, sets the counting
+ *  kernels' shared-memory attribute, makes the plan's queue. Errors: those of
+ *  md_rdf_selection_pairs(), nbins outside 1..2^26 or nb above 65535 * MD_CUDA_RDF_TILE
+ *  (MD_ERR_RANGE), CUDA errors. On failure @p p is zeroed. */
 md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
                                   int nb, int nbins, const md_cuda_rdf_opts *opts);
 
-/** @brief Release the plan's device and host buffers (safe on a zeroed plan). */
+/** @brief Wait for the plan's stream, release its device, pinned and host buffers, zero it
+ *  (safe on a zeroed plan). Frames enqueued and not synced are dropped. */
 void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p);
 
 /** @brief Most bins a GPU rung can hold in one block's shared memory on the current device
  *  (MD_RDF_GPU_GLOBAL and MD_RDF_GPU_PASSES: no limit, INT_MAX). */
 md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins);
 
-/** @brief Add one frame to @p r with a GPU rung: @p d_xyz holds the frame's p->natoms positions
- *  on the device, @p box its orthorhombic box (nm).
+/** @brief Enqueue one frame with GPU rung @p variant: @p d_xyz holds the frame's p->natoms
+ *  positions on the device, @p box its orthorhombic box (nm); @p r (read only: rmax, nbins) is
+ *  the accumulator the frame will be added to at the next md_cuda_rdf_plan_sync().
  *
- *  The counts equal md_rdf_accumulate()'s exactly (same float operations). Blocks until the
- *  counts are back on the host. Errors: a CPU rung (MD_ERR_UNSUPPORTED), r->nbins != p->nbins
- *  (MD_ERR_INVALID_ARGUMENT), box edges below 2 rmax (MD_ERR_RANGE, field box), a non-finite
- *  coordinate (MD_ERR_RANGE, field xyz), MD_RDF_GPU_SHARED / MD_RDF_GPU_WARP with more bins
- *  than shared memory holds (MD_ERR_UNSUPPORTED, field nbins: use MD_RDF_GPU_PASSES), CUDA
- *  errors. On failure @p r is untouched. */
+ *  No synchronisation: the counts stay in the plan's 64-bit device totals. Host-side errors are
+ *  returned at once and enqueue nothing: a CPU rung (MD_ERR_UNSUPPORTED), r->nbins != p->nbins
+ *  or an rmax other than that of the frames already enqueued since the last sync
+ *  (MD_ERR_INVALID_ARGUMENT), box edges below 2 rmax (MD_ERR_RANGE, field box),
+ *  MD_RDF_GPU_SHARED / MD_RDF_GPU_WARP with more bins than shared memory holds
+ *  (MD_ERR_UNSUPPORTED, field nbins: use MD_RDF_GPU_PASSES). A non-finite coordinate is found
+ *  on the device and reported by the sync. */
+md_status md_cuda_rdf_plan_enqueue(md_rdf_variant variant, md_cuda_rdf_plan *p, const md_rdf *r,
+                                   const md_float4 *d_xyz, const double box[3]);
+
+/** @brief The synchronisation point: wait for every frame enqueued since the last sync, then
+ *  add their counts and their normalisation (md_rdf_add_frame, frame by frame, in order) to
+ *  @p r. The counts equal md_rdf_accumulate()'s exactly (same float operations), frame for
+ *  frame. Errors: @p r not shaped as the frames' accumulator (MD_ERR_INVALID_ARGUMENT); a
+ *  non-finite coordinate in any of the frames (MD_ERR_RANGE, field xyz, naming the smallest
+ *  such atom index); CUDA errors. On failure @p r is untouched and the frames are dropped. With
+ *  nothing enqueued it only waits. */
+md_status md_cuda_rdf_plan_sync(md_cuda_rdf_plan *p, md_rdf *r);
+
+/** @brief One frame, one call: md_cuda_rdf_plan_enqueue() then md_cuda_rdf_plan_sync(), so it
+ *  blocks until the counts are in @p r. Errors: those two functions'; on failure @p r is
+ *  untouched. For many frames, enqueue them and sync once. */
 md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
                                  const md_float4 *d_xyz, const double box[3]);
+
+/** @brief The first step of an enqueue alone, for a counting kernel of one's own (chapter 05's
+ *  exercise): gather the frame's selected positions, wrapped into @p box, into p->d_a and p->d_b
+ *  on the plan's stream, and write the frame's geometry to @p g. Adds nothing to the totals.
+ *  Errors: as md_cuda_rdf_plan_enqueue()'s for the box and the accumulator. */
+md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz,
+                                  const double box[3], md_cuda_rdf_geom *g);
 
 #endif /* MD_CUDA_CU_H */
 
@@ -814,32 +903,32 @@ md_status md_cuda_poison(float *d_ptr, size_t count, cudaStream_t stream) {
 
 /* ---- plans ---- */
 
-md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+/* cudaMalloc (pinned = 0) or cudaHostAlloc (pinned = 1) of count * size bytes, checked for
+ * overflow; a failure names what and the size. */
+static md_status md__cuda_alloc(void **p, size_t count, size_t size, const char *what, int pinned) {
+    const char *fn = pinned ? "cudaHostAlloc" : "cudaMalloc";
+    size_t bytes;
     cudaError_t e;
-    *d = NULL;
+    *p = NULL;
     if (size != 0 && count > (size_t)-1 / size)
-        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc", 0, what, "%zu x %zu bytes overflow", count, size);
-    if ((e = cudaMalloc(d, count * size != 0 ? count * size : 1)) != cudaSuccess) {
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, what, "%zu x %zu bytes overflow", count, size);
+    bytes = count * size != 0 ? count * size : 1;
+    e = pinned ? cudaHostAlloc(p, bytes, cudaHostAllocDefault) : cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
         char w[160];
-        *d = NULL;
-        snprintf(w, sizeof w, "cudaMalloc(%s, %zu bytes)", what ? what : "buffer", count * size);
+        *p = NULL;
+        snprintf(w, sizeof w, "%s(%s, %zu bytes)", fn, what ? what : "buffer", count * size);
         return md_cuda_error(e, w, __FILE__, __LINE__);
     }
     return MD_OK;
 }
 
+md_status md_cuda_alloc(void **d, size_t count, size_t size, const char *what) {
+    return md__cuda_alloc(d, count, size, what, 0);
+}
+
 md_status md_cuda_alloc_pinned(void **h, size_t count, size_t size, const char *what) {
-    cudaError_t e;
-    *h = NULL;
-    if (size != 0 && count > (size_t)-1 / size)
-        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_alloc_pinned", 0, what, "%zu x %zu bytes overflow", count, size);
-    if ((e = cudaHostAlloc(h, count * size != 0 ? count * size : 1, cudaHostAllocDefault)) != cudaSuccess) {
-        char w[160];
-        *h = NULL;
-        snprintf(w, sizeof w, "cudaHostAlloc(%s, %zu bytes)", what ? what : "buffer", count * size);
-        return md_cuda_error(e, w, __FILE__, __LINE__);
-    }
-    return MD_OK;
+    return md__cuda_alloc(h, count, size, what, 1);
 }
 
 void md_cuda_free(void *d) {
@@ -1044,15 +1133,6 @@ static md_status md__ceil_grid(const void *kernel, int *grid) {
     return MD_OK;
 }
 
-/* One MUFU.RSQ. rsqrtf() is the same instruction when compiled with -ftz=true (or
- * -use_fast_math); without it nvcc wraps each MUFU.RSQ in a denormal guard (FSETP + two FMUL),
- * which would make this loop measure the guard, not the unit. */
-static __device__ __forceinline__ float md__ceil_rsqrt_ftz(float x) {
-    float y;
-    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 /* x = rsqrt(x) + c stays in [c, c + 1/sqrt(c)] for c >= 1: no denormal, no overflow. */
 __global__ void md__ceil_rsqrt_kernel(const float *__restrict__ in, float *__restrict__ out,
                                       int iters) {
@@ -1065,7 +1145,7 @@ __global__ void md__ceil_rsqrt_kernel(const float *__restrict__ in, float *__res
 #pragma unroll
         for (u = 0; u < 4; u++)
 #pragma unroll
-            for (k = 0; k < MD__CEIL_CHAINS; k++) x[k] = md__ceil_rsqrt_ftz(x[k]) + c;
+            for (k = 0; k < MD__CEIL_CHAINS; k++) x[k] = md_cuda_rsqrt_mufu(x[k]) + c;
     }
 #pragma unroll
     for (k = 0; k < MD__CEIL_CHAINS; k++) s += x[k];
@@ -1438,30 +1518,48 @@ md_status md_cuda_measure_ceilings(md_cuda_ceilings *c) {
     return MD_OK;
 }
 
+/* One JSON number as md.h's md_bench_json writes it: %.6g, or null for NaN and infinities. */
+static void md__cuda_json_number(char *buf, size_t cap, double v) {
+    if (isfinite(v)) snprintf(buf, cap, "%.6g", v);
+    else snprintf(buf, cap, "null");
+}
+
 int md_cuda_ceilings_json(char *buf, size_t cap, const md_cuda_ceilings *c) {
-    md__sb b;
-    double per_clk = (c && c->sm_count > 0 && c->clock_khz > 0) ? (double)c->sm_count * c->clock_khz * 1e3 : NAN;
+    enum { NUM = 12 };
+    char dev[6 * sizeof c->device], num[NUM][32];
+    double v[NUM], per_clk;
+    size_t k = 0, i;
     if (!c) return -1;
-    b.buf = buf;
-    b.cap = buf ? cap : 0;
-    b.len = 0;
-    md__sb_printf(&b, "{\"schema\":\"md_ceilings/1\"");
-    md__json_string(&b, "device", c->device);
-    md__sb_printf(&b, ",\"sm_count\":%d", c->sm_count);
-    md__json_number(&b, "clock_mhz", c->clock_khz > 0 ? c->clock_khz * 1e-3 : NAN);
-    md__json_number(&b, "rsqrt_per_s", c->rsqrt_per_s);
-    md__json_number(&b, "rsqrt_per_sm_clk", c->rsqrt_per_s / per_clk);
-    md__json_number(&b, "fma_per_s", c->fma_per_s);
-    md__json_number(&b, "fma_per_sm_clk", c->fma_per_s / per_clk);
-    md__json_number(&b, "flop_per_s", 2.0 * c->fma_per_s);
-    md__json_number(&b, "dram_bytes_per_s", c->dram_bytes_per_s);
-    md__json_number(&b, "memcpy_bytes_per_s", c->memcpy_bytes_per_s);
-    md__json_number(&b, "smem_atomic_per_s", c->smem_atomic_per_s);
-    md__json_number(&b, "smem_atomic_per_sm_clk", c->smem_atomic_per_s / per_clk);
-    md__json_number(&b, "launch_s", c->launch_s);
-    md__json_number(&b, "graph_node_s", c->graph_node_s);
-    md__sb_printf(&b, "}");
-    return b.len > (size_t)INT_MAX ? INT_MAX : (int)b.len;
+    /* the device name as a JSON string: quote and backslash escaped, control characters as \u00XX */
+    for (i = 0; i < sizeof c->device && c->device[i]; i++) {
+        const unsigned char ch = (unsigned char)c->device[i];
+        if (ch == '"' || ch == '\\') k += (size_t)snprintf(dev + k, sizeof dev - k, "\\%c", ch);
+        else if (ch < 0x20) k += (size_t)snprintf(dev + k, sizeof dev - k, "\\u%04x", ch);
+        else dev[k++] = (char)ch;
+    }
+    dev[k] = '\0';
+    per_clk = (c->sm_count > 0 && c->clock_khz > 0) ? (double)c->sm_count * c->clock_khz * 1e3 : NAN;
+    v[0] = c->clock_khz > 0 ? c->clock_khz * 1e-3 : NAN;
+    v[1] = c->rsqrt_per_s;
+    v[2] = c->rsqrt_per_s / per_clk;
+    v[3] = c->fma_per_s;
+    v[4] = c->fma_per_s / per_clk;
+    v[5] = 2.0 * c->fma_per_s;
+    v[6] = c->dram_bytes_per_s;
+    v[7] = c->memcpy_bytes_per_s;
+    v[8] = c->smem_atomic_per_s;
+    v[9] = c->smem_atomic_per_s / per_clk;
+    v[10] = c->launch_s;
+    v[11] = c->graph_node_s;
+    for (i = 0; i < NUM; i++) md__cuda_json_number(num[i], sizeof num[i], v[i]);
+    /* one snprintf: it returns the length the whole object needs, as the contract says */
+    return snprintf(buf, buf ? cap : 0,
+                    "{\"schema\":\"md_ceilings/1\",\"device\":\"%s\",\"sm_count\":%d,\"clock_mhz\":%s,\"rsqrt_per_s\":%s,"
+                    "\"rsqrt_per_sm_clk\":%s,\"fma_per_s\":%s,\"fma_per_sm_clk\":%s,\"flop_per_s\":%s,"
+                    "\"dram_bytes_per_s\":%s,\"memcpy_bytes_per_s\":%s,\"smem_atomic_per_s\":%s,"
+                    "\"smem_atomic_per_sm_clk\":%s,\"launch_s\":%s,\"graph_node_s\":%s}",
+                    dev, c->sm_count, num[0], num[1], num[2], num[3], num[4], num[5], num[6], num[7], num[8], num[9],
+                    num[10], num[11]);
 }
 
 /* ---- dcs ---- */
@@ -1478,13 +1576,12 @@ typedef struct md__dcs_geom {
  * the same atom at the same time: the constant cache broadcasts it in one transaction. */
 __constant__ float4 md__dcs_catoms[MD_DCS_CONST_CHUNK];
 
-/* MUFU.RSQ with no denormal fix-up (rsqrtf without -ftz adds one): every r^2 that reaches
- * it is >= MD_DCS_MIN_R2 or is discarded by a select. */
-static __device__ __forceinline__ float md__rsqrt_mufu(float x) {
-    float y;
-    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
+/* Public, in the file with MD_CUDA_IMPLEMENTATION only (the buffer lives there): atom a of the
+ * constant buffer, for a kernel of one's own that reads the atoms a DCS plan of a
+ * constant-memory rung put there (bench/hybrid_shapes.cu, bench/hybrid_rule.cu). Make such a
+ * plan with at most MD_DCS_CONST_CHUNK atoms (p.const_resident is then 1 after the upload) and
+ * read md_cuda_dcs_const_atom(0 .. n - 1) on the plan's stream while the plan exists. */
+static __device__ __forceinline__ float4 md_cuda_dcs_const_atom(int a) { return md__dcs_catoms[a]; }
 
 /* Rung 1, scatter: one thread per atom adds q/r to every point with atomicAdd. All threads
  * of a warp add to the same point at the same time, so the L2 applies their atomics one
@@ -1503,7 +1600,7 @@ __global__ void md__dcs_scatter_kernel(const float4 *__restrict__ atoms, int n, 
             for (int i = 0; i < g.nx; i++, p++) {
                 const float dx = fmaf((float)i, g.hx, g.ox) - at.x;
                 const float r2 = dx * dx + dy * dy + dz * dz;
-                if (r2 >= MD_DCS_MIN_R2) atomicAdd(p, q * md__rsqrt_mufu(r2));
+                if (r2 >= MD_DCS_MIN_R2) atomicAdd(p, q * md_cuda_rsqrt_mufu(r2));
             }
         }
     }
@@ -1523,7 +1620,7 @@ __global__ void md__dcs_gather_kernel(const float4 *__restrict__ atoms, int n, m
         const float4 at = atoms[a];
         const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
         const float r2 = dx * dx + dy * dy + dz * dz;
-        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, v);
     }
     out[((size_t)k * g.ony + j) * g.onx + i] = (float)MD_COULOMB * v;
 }
@@ -1541,7 +1638,7 @@ __global__ void md__dcs_const_kernel(int n, md__dcs_geom g, float *out, int accu
         const float4 at = md__dcs_catoms[a];
         const float dx = x - at.x, dy = y - at.y, dz = z - at.z;
         const float r2 = dx * dx + dy * dy + dz * dz;
-        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+        v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, v);
     }
     const size_t idx = ((size_t)k * g.ony + j) * g.onx + i;
     out[idx] = (accumulate ? out[idx] : 0.0f) + (float)MD_COULOMB * v;
@@ -1565,7 +1662,7 @@ static __device__ __forceinline__ void md__dcs_atom_careful(float4 at, float dyd
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const float dx = x[u] - at.x, r2 = fmaf(dx, dx, dydz2);
-        acc[u] = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, acc[u]);
+        acc[u] = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, acc[u]);
     }
 }
 
@@ -1615,7 +1712,7 @@ static __device__ __forceinline__ void md__dcs_accumulate(const float4 *p, int a
                 for (int u = 0; u < U; u++) {
                     const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
                     const float rinv = ((HYB >> (((s * R + r) * U + u) & 63)) & 1) ? md_soft_rsqrtf(r2)
-                                                                                  : md__rsqrt_mufu(r2);
+                                                                                  : md_cuda_rsqrt_mufu(r2);
                     acc[r][u] = fmaf(q[s], rinv, acc[r][u]);
                 }
     }
@@ -1721,7 +1818,7 @@ __global__ void md__dcs_fixup_kernel(const float4 *__restrict__ atoms, int n, md
             const float4 at = atoms[b];
             const float dz = z - at.z, dy = y - at.y, dx = x - at.x;
             const float r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
-            v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, v);
+            v = fmaf(at.w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, v);
         }
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0) out[((size_t)pk * g.ony + pj) * g.onx + pi] = (float)MD_COULOMB * v;
@@ -2158,6 +2255,30 @@ md_status md_cuda_dcs_plan_enqueue(md_cuda_dcs_plan *p) {
                        p->const_resident);
 }
 
+/* Public, in the file with MD_CUDA_IMPLEMENTATION only (it instantiates the kernel): for tuning
+ * the hybrid rung (bench/hybrid_masks.cu). Enqueue an MD_DCS_GPU_HYBRID plan with the 64-bit
+ * mask MASK instead of a compiled split: bit (s R + r) U + u set = atom s of the pair, row r,
+ * point u takes md_soft_rsqrtf (U = 8 points, R = 4 rows); then the fix-up, as the plan's own
+ * enqueue does. Errors: not a hybrid plan or no atoms (MD_ERR_INVALID_ARGUMENT), a grid finer
+ * than the fix-up allows (MD_ERR_UNSUPPORTED: the plan's enqueue falls back; this does not). */
+template <unsigned long long MASK> md_status md_cuda_dcs_plan_enqueue_mask(md_cuda_dcs_plan *p) {
+    const char *fn = "md_cuda_dcs_plan_enqueue_mask";
+    md__dcs_geom g;
+    md_status st;
+    if (!p || !p->d_out || p->variant != MD_DCS_GPU_HYBRID || p->n < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "needs a gpu_hybrid plan with atoms uploaded");
+    md__dcs_geom_set(&g, &p->geometry, p->out_dims);
+    if (!(g.hx >= MD__DCS_FIXUP_MIN_H && g.hy >= MD__DCS_FIXUP_MIN_H && g.hz >= MD__DCS_FIXUP_MIN_H))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "geometry", "spacing below %g nm: no mask runs there",
+                            (double)MD__DCS_FIXUP_MIN_H);
+    st = md__dcs_unroll_launch<8, 4, MASK, MD__DCS_SRC_CONST, 1, 4>((const float4 *)p->d_xyzq, p->n, g, p->d_out,
+                                                                   p->queue.stream, p->const_resident);
+    if (st != MD_OK) return st;
+    MD_CUDA_LAUNCH(md__dcs_fixup_kernel, (p->n + 127) / 128, 128, 0, p->queue.stream, (const float4 *)p->d_xyzq, p->n,
+                   g, p->d_out);
+    return MD_OK;
+}
+
 md_status md_cuda_dcs_plan_sync(md_cuda_dcs_plan *p, md_grid *grid) {
     const char *fn = "md_cuda_dcs_plan_sync";
     const int *d;
@@ -2219,46 +2340,45 @@ md_status md_cuda_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_g
  *   build/tests/gpu_rdf                   every rung against the CPU, exactly
  *   build/chapters/05_histograms          the timed ladder (--quick: small) */
 
-/* Kernel arguments: the gathered positions, the launch's rows of A, the bins this
- * pass counts and the float geometry (computed on the host exactly as md.h does). */
+/* Kernel arguments: the gathered positions, the launch's rows of A, the bins this pass
+ * counts and the frame's float geometry (computed on the host exactly as md.h does). */
 struct md__rdf_kp {
     const float4 *a, *b;
     unsigned int *hist;
-    int a0, a1, nb, same, nbins, bin_lo, bin_n;
-    float L[3], iL[3], rmax2, inv_w;
+    int a0, a1, nb, same, bin_lo, bin_n;
+    md_cuda_rdf_geom g;
 };
 
-/* The pair rule of md.h (md__rdf_bin), with explicitly rounded operations so no
- * compiler flag (contraction, fast math) can change a bin: every rung counts
- * exactly what the CPU reference counts. */
-__device__ __forceinline__ float md__rdf_image_dev(float d, float L) {
-    return fminf(fabsf(d), __fsub_rn(L, fabsf(d))); /* one FADD and one FMNMX */
-}
-
-__device__ __forceinline__ int md__rdf_bin_dev(const md__rdf_kp &p, float4 a, float4 b) {
-    float dx = md__rdf_image_dev(__fsub_rn(b.x, a.x), p.L[0]);
-    float dy = md__rdf_image_dev(__fsub_rn(b.y, a.y), p.L[1]);
-    float dz = md__rdf_image_dev(__fsub_rn(b.z, a.z), p.L[2]);
-    float r2 = __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
-    int k;
-    if (!(r2 < p.rmax2)) return -1; /* out of range: no square root */
-    k = (int)__fmul_rn(__fsqrt_rn(r2), p.inv_w);
-    return k < p.nbins ? k : p.nbins - 1;
+md_status md_cuda_rdf_geom_set(md_cuda_rdf_geom *g, const md_rdf *r, const double box[3]) {
+    const char *fn = "md_cuda_rdf_geom_set";
+    md_status st;
+    int d;
+    if (!g || !r) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "g/r", "is NULL");
+    if ((st = md_rdf_check_box(fn, box, r->rmax)) != MD_OK) return st;
+    for (d = 0; d < 3; d++) { /* the float geometry, exactly as md.h's CPU rungs form it */
+        g->L[d] = (float)box[d];
+        g->iL[d] = (float)(1.0 / box[d]);
+    }
+    g->rmax2 = (float)(r->rmax * r->rmax);
+    g->inv_w = (float)((double)r->nbins / r->rmax);
+    g->nbins = r->nbins;
+    return MD_OK;
 }
 
 /* Gather the selected positions, wrapped into [0, L) as md.h does, the atom index in .w.
- * A non-finite coordinate sets *bad. */
+ * A non-finite coordinate raises MD_CUDA_FLAG_NONFINITE with the atom's index. */
 __global__ void md__rdf_gather_kernel(const md_float4 *__restrict__ xyz, const int *__restrict__ sel, int n,
-                                      float4 *__restrict__ out, md__rdf_kp p, unsigned long long *bad) {
+                                      float4 *__restrict__ out, md_cuda_rdf_geom g, unsigned long long *flags) {
     int k = blockIdx.x * blockDim.x + threadIdx.x, i;
     md_float4 q;
     if (k >= n) return;
     i = sel[k];
     q = xyz[i];
-    if (!isfinite(q.x) || !isfinite(q.y) || !isfinite(q.z)) *bad = 1ULL + (unsigned long long)i;
-    out[k] = make_float4(__fmaf_rn(-p.L[0], floorf(__fmul_rn(q.x, p.iL[0])), q.x),
-                         __fmaf_rn(-p.L[1], floorf(__fmul_rn(q.y, p.iL[1])), q.y),
-                         __fmaf_rn(-p.L[2], floorf(__fmul_rn(q.z, p.iL[2])), q.z), __int_as_float(i));
+    if (!isfinite(q.x) || !isfinite(q.y) || !isfinite(q.z))
+        md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)i);
+    out[k] = make_float4(__fmaf_rn(-g.L[0], floorf(__fmul_rn(q.x, g.iL[0])), q.x),
+                         __fmaf_rn(-g.L[1], floorf(__fmul_rn(q.y, g.iL[1])), q.y),
+                         __fmaf_rn(-g.L[2], floorf(__fmul_rn(q.z, g.iL[2])), q.z), __int_as_float(i));
 }
 
 /* One thread per A row of the launch, one block per (256 rows, 1024-atom tile of B).
@@ -2291,7 +2411,7 @@ __global__ void __launch_bounds__(MD_CUDA_RDF_BLOCK) md__rdf_kernel(md__rdf_kp p
         if (p.same) { /* two loops, so the inner one carries no test of p.same */
 #pragma unroll 4
             for (j = max(j0, i + 1); j < j1; j++) {
-                k = md__rdf_bin_dev(p, a, MODE == 0 ? p.b[j] : tile[j - j0]) - p.bin_lo;
+                k = md_cuda_rdf_bin(&p.g, a, MODE == 0 ? p.b[j] : tile[j - j0]) - p.bin_lo;
                 if (k >= 0 && k < p.bin_n) {
                     if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
                     else atomicAdd(&h[k], 1u);
@@ -2301,7 +2421,7 @@ __global__ void __launch_bounds__(MD_CUDA_RDF_BLOCK) md__rdf_kernel(md__rdf_kp p
 #pragma unroll 4
             for (j = j0; j < j1; j++) {
                 const float4 b = MODE == 0 ? p.b[j] : tile[j - j0];
-                k = md__rdf_bin_dev(p, a, b) - p.bin_lo;
+                k = md_cuda_rdf_bin(&p.g, a, b) - p.bin_lo;
                 if (k >= 0 && k < p.bin_n && __float_as_int(b.w) != ia) {
                     if (MODE == 0) atomicAdd(&p.hist[p.bin_lo + k], 1u);
                     else atomicAdd(&h[k], 1u);
@@ -2333,7 +2453,7 @@ static size_t md__rdf_smem_bytes(int mode, int bin_n) {
 }
 
 md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
-    int optin = 0;
+    int optin = 0, dev = 0;
     size_t avail;
     if (!max_bins) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "max_bins", "is NULL");
     if (variant == MD_RDF_GPU_GLOBAL || variant == MD_RDF_GPU_PASSES) {
@@ -2343,7 +2463,8 @@ md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
     if (variant != MD_RDF_GPU_SHARED && variant != MD_RDF_GPU_WARP)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "variant", "%s is not a GPU rung",
                             md_rdf_variant_name(variant));
-    MD_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    MD_CUDA_TRY(cudaGetDevice(&dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     avail = (size_t)optin > MD_CUDA_RDF_TILE * sizeof(float4) ? (size_t)optin - MD_CUDA_RDF_TILE * sizeof(float4) : 0;
     *max_bins = (int)(avail / sizeof(unsigned int) / (variant == MD_RDF_GPU_WARP ? MD_CUDA_RDF_BLOCK / 32 : 1));
     return MD_OK;
@@ -2351,30 +2472,35 @@ md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
 
 void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p) {
     if (!p) return;
-    if (p->d_sel_a) (void)cudaFree(p->d_sel_a);
-    if (p->d_sel_b) (void)cudaFree(p->d_sel_b);
-    if (p->d_a) (void)cudaFree(p->d_a);
-    if (p->d_b && p->d_b != p->d_a) (void)cudaFree(p->d_b);
-    if (p->d_h32) (void)cudaFree(p->d_h32);
-    if (p->d_h64) (void)cudaFree(p->d_h64);
-    md_free(p->h_h64);
+    md_cuda_queue_destroy(&p->queue); /* waits for the stream first */
+    md_cuda_free(p->d_sel_a);
+    md_cuda_free(p->d_sel_b);
+    md_cuda_free(p->d_a);
+    if (p->d_b != p->d_a) md_cuda_free(p->d_b);
+    md_cuda_free(p->d_h32);
+    md_cuda_free(p->d_h64);
+    md_cuda_free_pinned(p->h_h64);
+    md_free(p->boxes);
     memset(p, 0, sizeof *p);
 }
 
-/* Upload a selection (NULL: 0 .. n-1). */
-static md_status md__rdf_upload_sel(int **d, const int *sel, int n) {
+/* Upload a selection (NULL: 0 .. n-1) on the plan's stream and wait for it: create may wait,
+ * and the copy is then done before any enqueue on that stream (or any other) can read it. */
+static md_status md__rdf_upload_sel(int **d, const int *sel, int n, cudaStream_t s) {
     int *tmp = NULL, k;
-    cudaError_t e;
+    md_status st;
+    cudaError_t e = cudaSuccess;
     if (!sel) {
         if (!(tmp = (int *)md_alloc_array((size_t)n, sizeof(int)))) return MD_ERR_OUT_OF_MEMORY;
         for (k = 0; k < n; k++) tmp[k] = k;
         sel = tmp;
     }
-    e = cudaMalloc((void **)d, (size_t)n * sizeof(int));
-    if (e == cudaSuccess) e = cudaMemcpy(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice);
+    if ((st = md_cuda_alloc((void **)d, (size_t)n, sizeof(int), "selection")) == MD_OK &&
+        ((e = cudaMemcpyAsync(*d, sel, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, s)) != cudaSuccess ||
+         (e = cudaStreamSynchronize(s)) != cudaSuccess))
+        st = md_cuda_error(e, "cudaMemcpyAsync(selection)", __FILE__, __LINE__);
     md_free(tmp);
-    if (e != cudaSuccess) return md_cuda_error(e, "cudaMalloc/cudaMemcpy(selection)", __FILE__, __LINE__);
-    return MD_OK;
+    return st;
 }
 
 md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *sel_a, int na, const int *sel_b,
@@ -2383,7 +2509,9 @@ md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *se
     md_cuda_rdf_plan t;
     md_status st;
     cudaError_t e;
+    int optin = 0;
     if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    memset(p, 0, sizeof *p);
     if (nbins < 1 || nbins > (1 << 26))
         return md_set_error(MD_ERR_RANGE, fn, 0, "nbins", "must be in 1..%d (got %d)", 1 << 26, nbins);
     memset(&t, 0, sizeof t);
@@ -2399,19 +2527,35 @@ md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *se
     if (opts) t.opts = *opts;
     if (t.opts.max_pairs_per_launch == 0 || t.opts.max_pairs_per_launch > MD_CUDA_RDF_MAX_LAUNCH_PAIRS)
         t.opts.max_pairs_per_launch = MD_CUDA_RDF_MAX_LAUNCH_PAIRS;
-    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na)) != MD_OK) goto fail;
-    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb)) != MD_OK) goto fail;
-    e = cudaMalloc((void **)&t.d_a, (size_t)na * sizeof(md_float4));
-    if (e == cudaSuccess && !t.same) e = cudaMalloc((void **)&t.d_b, (size_t)nb * sizeof(md_float4));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h32, (size_t)nbins * sizeof(unsigned int));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&t.d_h64, ((size_t)nbins + 1) * sizeof(unsigned long long));
-    if (e != cudaSuccess) {
-        st = md_cuda_error(e, "cudaMalloc(rdf plan)", __FILE__, __LINE__);
+    if ((st = md_cuda_queue_create(&t.queue)) != MD_OK) return st;
+    if ((st = md__rdf_upload_sel(&t.d_sel_a, sel_a, na, t.queue.stream)) != MD_OK) goto fail;
+    if (!t.same && (st = md__rdf_upload_sel(&t.d_sel_b, sel_b, nb, t.queue.stream)) != MD_OK) goto fail;
+    if ((st = md_cuda_alloc((void **)&t.d_a, (size_t)na, sizeof(md_float4), "positions A")) != MD_OK) goto fail;
+    if (t.same) t.d_b = t.d_a;
+    else if ((st = md_cuda_alloc((void **)&t.d_b, (size_t)nb, sizeof(md_float4), "positions B")) != MD_OK) goto fail;
+    if ((st = md_cuda_alloc((void **)&t.d_h32, (size_t)nbins, sizeof(unsigned int), "histogram")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_h64, (size_t)nbins, sizeof(unsigned long long), "totals")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_h64, (size_t)nbins, sizeof(unsigned long long), "totals")) != MD_OK)
+        goto fail;
+    if ((e = cudaMemsetAsync(t.d_h64, 0, (size_t)nbins * sizeof(unsigned long long), t.queue.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(t.queue.stream)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemsetAsync(totals)", __FILE__, __LINE__);
         goto fail;
     }
-    if (t.same) t.d_b = t.d_a;
-    if (!(t.h_h64 = (unsigned long long *)md_alloc_array((size_t)nbins + 1, sizeof(unsigned long long)))) {
-        st = MD_ERR_OUT_OF_MEMORY;
+    if ((st = md_cuda_rdf_max_bins(MD_RDF_GPU_SHARED, &t.max_bins_shared)) != MD_OK ||
+        (st = md_cuda_rdf_max_bins(MD_RDF_GPU_WARP, &t.max_bins_warp)) != MD_OK)
+        goto fail;
+    /* Let the shared-histogram kernels use all the shared memory a block may opt in to. The
+     * attribute belongs to the kernel, not the plan: setting it to the device's largest value
+     * means no plan can lower it under another. */
+    if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, t.queue.device)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaDeviceGetAttribute", __FILE__, __LINE__);
+        goto fail;
+    }
+    if (optin > 48 * 1024 &&
+        ((e = cudaFuncSetAttribute(md__rdf_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin)) != cudaSuccess ||
+         (e = cudaFuncSetAttribute(md__rdf_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin)) != cudaSuccess)) {
+        st = md_cuda_error(e, "cudaFuncSetAttribute(md__rdf_kernel)", __FILE__, __LINE__);
         goto fail;
     }
     *p = t;
@@ -2421,62 +2565,55 @@ fail:
     return st;
 }
 
-md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
-                                 const md_float4 *d_xyz, const double box[3]) {
-    const char *fn = "md_cuda_rdf_accumulate";
-    const cudaStream_t s = p ? p->opts.stream : 0;
-    md__rdf_kp kp;
-    md_status st;
-    int mode, bin_step, d, max_bins = INT_MAX, a0, a1, k;
-    unsigned long long rows;
-    size_t smem;
+/* The host-side checks of an enqueue: the plan, the accumulator, the box (into *g). */
+static md_status md__rdf_check(const char *fn, const md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz,
+                               const double box[3], md_cuda_rdf_geom *g) {
     if (!p || !p->d_h64) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_rdf_plan_create)");
     if (!r || !r->counts) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r", "is not initialized (md_rdf_init)");
     if (!d_xyz) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_xyz", "is NULL");
     if (r->nbins != p->nbins)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nbins", "accumulator has %d bins, plan %d", r->nbins, p->nbins);
-    if (!md_rdf_variant_is_gpu(variant))
-        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is not a GPU rung: run it with md_rdf_accumulate",
-                            md_rdf_variant_name(variant));
-    if ((st = md_rdf_check_box(fn, box, r->rmax)) != MD_OK) return st;
-    mode = variant == MD_RDF_GPU_GLOBAL ? 0 : variant == MD_RDF_GPU_WARP ? 2 : 1;
-    if ((st = md_cuda_rdf_max_bins(variant == MD_RDF_GPU_PASSES ? MD_RDF_GPU_SHARED : variant, &max_bins)) != MD_OK)
-        return st;
-    bin_step = p->nbins;
-    if (variant == MD_RDF_GPU_PASSES) {
-        if (p->opts.max_bins_per_pass > 0 && p->opts.max_bins_per_pass < max_bins) max_bins = p->opts.max_bins_per_pass;
-        bin_step = p->nbins < max_bins ? p->nbins : max_bins;
-    } else if (mode != 0 && p->nbins > max_bins) {
-        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "nbins",
-                            "%d bins do not fit in shared memory for %s (at most %d): use MD_RDF_GPU_PASSES",
-                            p->nbins, md_rdf_variant_name(variant), max_bins);
-    }
-    /* the float geometry, exactly as md.h's md__rdf_geom_set */
+    if (p->pending > 0 && r->rmax != p->rmax)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rmax",
+                            "%g nm, but the %lld frames enqueued since the last sync have rmax %g nm", r->rmax,
+                            p->pending, p->rmax);
+    return md_cuda_rdf_geom_set(g, r, box);
+}
+
+/* Enqueue the gathers of A (and B) with geometry g. */
+static md_status md__rdf_enqueue_gather(md_cuda_rdf_plan *p, const md_float4 *d_xyz, const md_cuda_rdf_geom *g) {
+    const cudaStream_t s = p->queue.stream;
+    MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->na + 255) / 256, 256, 0, s, d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a,
+                   *g, p->queue.d_flags);
+    if (!p->same)
+        MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->nb + 255) / 256, 256, 0, s, d_xyz, p->d_sel_b, p->nb,
+                       (float4 *)p->d_b, *g, p->queue.d_flags);
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz, const double box[3],
+                                  md_cuda_rdf_geom *g) {
+    md_cuda_rdf_geom t;
+    md_status st;
+    if ((st = md__rdf_check("md_cuda_rdf_plan_gather", p, r, d_xyz, box, &t)) != MD_OK) return st;
+    if ((st = md__rdf_enqueue_gather(p, d_xyz, &t)) != MD_OK) return st;
+    if (g) *g = t;
+    return MD_OK;
+}
+
+/* The counting launches of one frame (after its gather), each adding into the totals. */
+static md_status md__rdf_count(md_cuda_rdf_plan *p, int mode, int bin_step, const md_cuda_rdf_geom *g) {
+    const cudaStream_t s = p->queue.stream;
+    md__rdf_kp kp;
+    unsigned long long rows;
+    int a0, a1, k;
     memset(&kp, 0, sizeof kp);
-    for (d = 0; d < 3; d++) {
-        kp.L[d] = (float)box[d];
-        kp.iL[d] = (float)(1.0 / box[d]);
-    }
-    kp.rmax2 = (float)(r->rmax * r->rmax);
-    kp.inv_w = (float)((double)r->nbins / r->rmax);
-    kp.nbins = p->nbins;
+    kp.g = *g;
     kp.nb = p->nb;
     kp.same = p->same;
     kp.a = (const float4 *)p->d_a;
     kp.b = (const float4 *)p->d_b;
     kp.hist = p->d_h32;
-    MD_CUDA_TRY(cudaMemsetAsync(p->d_h64, 0, ((size_t)p->nbins + 1) * sizeof(unsigned long long), s));
-    MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->na + 255) / 256, 256, 0, s, d_xyz, p->d_sel_a, p->na, (float4 *)p->d_a,
-                   kp, p->d_h64 + p->nbins);
-    if (!p->same) {
-        MD_CUDA_LAUNCH(md__rdf_gather_kernel, (p->nb + 255) / 256, 256, 0, s, d_xyz, p->d_sel_b, p->nb,
-                       (float4 *)p->d_b, kp, p->d_h64 + p->nbins);
-    }
-    smem = md__rdf_smem_bytes(mode, bin_step);
-    if (smem > 48 * 1024) {
-        if (mode == 1) MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        else MD_CUDA_TRY(cudaFuncSetAttribute(md__rdf_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    }
     /* every counter of one launch is bounded by the pairs the launch visits: at most
      * rows * nb <= max_pairs_per_launch <= 2^32 - 1, so no 32-bit counter overflows */
     rows = p->opts.max_pairs_per_launch / (unsigned long long)p->nb;
@@ -2501,13 +2638,91 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
         MD_CUDA_LAUNCH(md__rdf_add_kernel, (p->nbins + 255) / 256, 256, 0, s, p->d_h64, p->d_h32, p->nbins);
         p->launches++;
     }
-    MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, ((size_t)p->nbins + 1) * sizeof(unsigned long long),
-                                cudaMemcpyDeviceToHost, s));
-    MD_CUDA_TRY(cudaStreamSynchronize(s));
-    if (p->h_h64[p->nbins])
-        return md_set_error(MD_ERR_RANGE, fn, 0, "xyz", "atom %llu has a non-finite coordinate", p->h_h64[p->nbins] - 1);
+    return MD_OK;
+}
+
+/* Drop the frames enqueued since the last sync: zero the totals (in stream order). Returns the
+ * memset's error without recording it, so a caller on an error path keeps its own message. */
+static cudaError_t md__rdf_drop(md_cuda_rdf_plan *p) {
+    p->pending = 0;
+    return cudaMemsetAsync(p->d_h64, 0, (size_t)p->nbins * sizeof(unsigned long long), p->queue.stream);
+}
+
+md_status md_cuda_rdf_plan_enqueue(md_rdf_variant variant, md_cuda_rdf_plan *p, const md_rdf *r,
+                                   const md_float4 *d_xyz, const double box[3]) {
+    const char *fn = "md_cuda_rdf_plan_enqueue";
+    md_cuda_rdf_geom g;
+    md_status st;
+    int mode, bin_step, max_bins;
+    if (!md_rdf_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is not a GPU rung: run it with md_rdf_accumulate",
+                            md_rdf_variant_name(variant));
+    if ((st = md__rdf_check(fn, p, r, d_xyz, box, &g)) != MD_OK) return st;
+    mode = variant == MD_RDF_GPU_GLOBAL ? 0 : variant == MD_RDF_GPU_WARP ? 2 : 1;
+    max_bins = variant == MD_RDF_GPU_WARP ? p->max_bins_warp : p->max_bins_shared;
+    bin_step = p->nbins;
+    if (variant == MD_RDF_GPU_PASSES) {
+        if (p->opts.max_bins_per_pass > 0 && p->opts.max_bins_per_pass < max_bins) max_bins = p->opts.max_bins_per_pass;
+        bin_step = p->nbins < max_bins ? p->nbins : max_bins;
+    } else if (mode != 0 && p->nbins > max_bins) {
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "nbins",
+                            "%d bins do not fit in shared memory for %s (at most %d): use MD_RDF_GPU_PASSES",
+                            p->nbins, md_rdf_variant_name(variant), max_bins);
+    }
+    if (p->pending == p->boxes_cap) { /* room for this frame's box (host memory) */
+        const long long cap = p->boxes_cap ? 2 * p->boxes_cap : 16;
+        double *b = (double *)md_alloc_array((size_t)cap, 3 * sizeof(double));
+        if (!b) return MD_ERR_OUT_OF_MEMORY;
+        if (p->pending) memcpy(b, p->boxes, (size_t)p->pending * 3 * sizeof(double));
+        md_free(p->boxes);
+        p->boxes = b;
+        p->boxes_cap = cap;
+    }
+    if ((st = md__rdf_enqueue_gather(p, d_xyz, &g)) != MD_OK || (st = md__rdf_count(p, mode, bin_step, &g)) != MD_OK) {
+        (void)md__rdf_drop(p); /* part of this frame may be in the totals: the batch is lost */
+        return st;
+    }
+    memcpy(p->boxes + 3 * p->pending, box, 3 * sizeof(double));
+    p->rmax = r->rmax;
+    p->pending++;
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_plan_sync(md_cuda_rdf_plan *p, md_rdf *r) {
+    const char *fn = "md_cuda_rdf_plan_sync";
+    md_cuda_flag_text text[MD_CUDA_FLAG_COUNT];
+    md_status st;
+    cudaError_t e;
+    long long f, frames;
+    int k;
+    if (!p || !p->d_h64) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_rdf_plan_create)");
+    if (p->pending > 0 && (!r || !r->counts || r->nbins != p->nbins || r->rmax != p->rmax))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "r",
+                            "is not the accumulator the frames were enqueued for (%d bins, rmax %g nm)", p->nbins,
+                            p->rmax);
+    memset(text, 0, sizeof text);
+    text[MD_CUDA_FLAG_NONFINITE].field = "xyz";
+    text[MD_CUDA_FLAG_NONFINITE].format = "atom %llu has a non-finite coordinate";
+    if (p->pending > 0)
+        MD_CUDA_TRY(cudaMemcpyAsync(p->h_h64, p->d_h64, (size_t)p->nbins * sizeof *p->h_h64, cudaMemcpyDeviceToHost,
+                                    p->queue.stream));
+    if ((st = md_cuda_queue_sync(&p->queue, fn, text)) != MD_OK) {
+        (void)md__rdf_drop(p); /* the batch is lost; the plan is ready for the next */
+        return st;
+    }
+    if ((frames = p->pending) == 0) return MD_OK;
+    if ((e = md__rdf_drop(p)) != cudaSuccess) /* zero the totals for the next batch */
+        return md_cuda_error(e, "cudaMemsetAsync(totals)", __FILE__, __LINE__);
     for (k = 0; k < p->nbins; k++) r->counts[k] += p->h_h64[k];
-    return md_rdf_add_frame(r, box, p->pairs, p->centers);
+    for (f = 0; f < frames; f++) (void)md_rdf_add_frame(r, p->boxes + 3 * f, p->pairs, p->centers);
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md_rdf *r,
+                                 const md_float4 *d_xyz, const double box[3]) {
+    md_status st = md_cuda_rdf_plan_enqueue(variant, p, r, d_xyz, box);
+    if (st != MD_OK) return st;
+    return md_cuda_rdf_plan_sync(p, r);
 }
 
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */

@@ -2,43 +2,33 @@
  *
  *   build/bench/hybrid_masks        one line per mask: time, atom-evals/s, x the MUFU ceiling
  *
- * The library's hybrid kernel (md__dcs_unroll_kernel: 8 x 4 points per thread, two atoms per
- * loop step, atoms from constant memory, 4 resident blocks per SM, no MD_DCS_MIN_R2 test in
- * the loop) with a 64-bit mask over the 64 atom-evals of a loop step: bit (s 4 + r) 8 + u set =
+ * The library's hybrid kernel (md_cuda_dcs_plan_enqueue_mask: 8 x 4 points per thread, two atoms
+ * per loop step, atoms from constant memory, 4 resident blocks per SM, no MD_DCS_MIN_R2 test in
+ * the loop, then the fix-up) with a 64-bit mask over the 64 atom-evals of a loop step: bit (s 4 + r) 8 + u set =
  * atom s of the pair, row r, point u takes md_soft_rsqrtf. "row" below is s 4 + r. The sweep
  * that chose MD_DCS_HYBRID_SOFT's mask, in its order:
  *   16 of 64: every way to place 2 software points among 8, the same in all rows;
  *   18 to 20: the best of those (u = 0 and 7) plus u = 3 in 2, 3 or 4 of the 8 rows.
  * The instruction mix depends only on the count; the placement changes the schedule the
- * compiler builds. The first line is the library's MD_DCS_GPU_HYBRID, and every map is
- * compared with it. 3072 random atoms, 256 x 256 x 132 points 0.1 nm apart (hybrid_bench.h).
+ * compiler builds. The first line is the library's MD_DCS_GPU_HYBRID (md_cuda_dcs_plan_enqueue
+ * with the compiled split), and every map is compared with it. 3072 random atoms, 256 x 256 x 132 points 0.1 nm apart (hybrid_bench.h).
  * No GPU: SKIP. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
 #include "hybrid_bench.h" /* the shared harness */
 
-static float4 *hm_atoms = NULL; /* a device copy of the harness's atoms, made on first use */
-
-template <unsigned long long M> static void hm_launch(int n, float *d, int nx, int ny, int nz, cudaStream_t s) {
-    md__dcs_geom g;
-    if (!hm_atoms) {
-        if (cudaMalloc((void **)&hm_atoms, (size_t)n * sizeof(float4)) != cudaSuccess ||
-            cudaMemcpyFromSymbol(hm_atoms, md__dcs_catoms, (size_t)n * sizeof(float4), 0,
-                                 cudaMemcpyDeviceToDevice) != cudaSuccess)
-            return; /* the harness's launch check reports the error */
-    }
-    g.ox = g.oy = g.oz = 0.0f;
-    g.hx = g.hy = g.hz = 0.1f;
-    g.nx = g.onx = nx;
-    g.ny = g.ony = ny;
-    g.nz = nz;
-    (void)md__dcs_unroll_launch<8, 4, M, MD__DCS_SRC_CONST, 1, 4>(hm_atoms, n, g, d, s);
+/* One placement: the library's hybrid kernel with mask M on the harness's plan. */
+template <unsigned long long M> static md_status hm_launch(md_cuda_dcs_plan *p) {
+    return md_cuda_dcs_plan_enqueue_mask<M>(p);
 }
+
+/* The library's own rung, as a user runs it. */
+static md_status hm_library(md_cuda_dcs_plan *p) { return md_cuda_dcs_plan_enqueue(p); }
 
 int main(void) {
     static const hb_entry masks[] = {
-        {"library", hm_launch<MD__DCS_HYBRID_MASK(MD_DCS_HYBRID_SOFT)>},
+        {"library", hm_library},
         {"16: u=0,1", hm_launch<0x0303030303030303ull>},
         {"16: u=0,2", hm_launch<0x0505050505050505ull>},
         {"16: u=0,3", hm_launch<0x0909090909090909ull>},

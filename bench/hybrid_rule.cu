@@ -3,7 +3,8 @@
  *   build/bench/hybrid_rule         one line per way of applying the rule
  *
  * The 8 x 4 points-per-thread hybrid shape (2 of 8 points per atom in software, 4 resident
- * blocks per SM), 3072 random atoms from md.h's constant buffer, 256 x 256 x 132 points. Per
+ * blocks per SM), 3072 random atoms from the library's constant buffer (md_cuda_dcs_const_atom),
+ * 256 x 256 x 132 points. Per
  * pair of atoms the loads and dy^2 + dz^2 come first, then the rule is applied three ways:
  *   none        no rule (the atoms are random: none sits on a grid point)
  *   ifelse      the library's structure: minimum of dy^2 + dz^2, if/else to a careful path
@@ -34,7 +35,7 @@ __global__ void __launch_bounds__(128, 4) rule_kernel(int n, float h, int onx, i
         float d2[2][R], q[2], dmin = 3.0e38f;
 #pragma unroll
         for (int s = 0; s < 2; s++) {
-            at[s] = md__dcs_catoms[a + s];
+            at[s] = md_cuda_dcs_const_atom(a + s);
             q[s] = at[s].w;
             const float dz = z - at[s].z, dz2 = dz * dz;
 #pragma unroll
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(128, 4) rule_kernel(int n, float h, int onx, i
 #pragma unroll
                     for (int u = 0; u < U; u++) {
                         const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
-                        acc[r][u] = fmaf(at[s].w, r2 >= MD_DCS_MIN_R2 ? md__rsqrt_mufu(r2) : 0.0f, acc[r][u]);
+                        acc[r][u] = fmaf(at[s].w, r2 >= MD_DCS_MIN_R2 ? md_cuda_rsqrt_mufu(r2) : 0.0f, acc[r][u]);
                     }
             if (MODE == 1) continue;
             q[0] = q[1] = 0.0f; /* MODE 2: the fast body below adds nothing for these atoms */
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(128, 4) rule_kernel(int n, float h, int onx, i
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     const float dx = x[u] - at[s].x, r2 = fmaf(dx, dx, d2[s][r]);
-                    const float ri = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                    const float ri = ((HYB >> u) & 1) ? md_soft_rsqrtf(r2) : md_cuda_rsqrt_mufu(r2);
                     acc[r][u] = fmaf(q[s], ri, acc[r][u]);
                 }
     }
@@ -78,8 +79,11 @@ __global__ void __launch_bounds__(128, 4) rule_kernel(int n, float h, int onx, i
         for (int u = 0; u < U; u++) out[((size_t)k * ony + j0 + 8 * r) * onx + i0 + 16 * u] = acc[r][u];
 }
 
-template <int HYB, int MODE> static void way_launch(int n, float *d, int nx, int ny, int nz, cudaStream_t s) {
-    rule_kernel<HYB, MODE><<<dim3(nx / 128, ny / 32, nz), dim3(16, 8), 0, s>>>(n, 0.1f, nx, ny, d);
+template <int HYB, int MODE> static md_status way_launch(md_cuda_dcs_plan *p) {
+    const int nx = p->out_dims[0], ny = p->out_dims[1], nz = p->out_dims[2];
+    MD_CUDA_LAUNCH((rule_kernel<HYB, MODE>), dim3(nx / 128, ny / 32, nz), dim3(16, 8), 0, p->queue.stream, p->n, 0.1f,
+                   nx, ny, p->d_out);
+    return MD_OK;
 }
 
 int main(void) {

@@ -5,7 +5,7 @@
  * A stand-alone direct-Coulomb-sum kernel WITHOUT the MD_DCS_MIN_R2 rule (random atoms never
  * sit on a grid point here), so the shapes can be compared with nothing else in the loop:
  * U = 8 points per thread along x (16 apart), R rows per thread (8 apart), block 16 x 8,
- * __launch_bounds__(128, B), 3072 atoms from md.h's constant buffer, two atoms per loop
+ * __launch_bounds__(128, B), 3072 atoms from the library's constant buffer (md_cuda_dcs_const_atom), two atoms per loop
  * iteration, 256 x 256 x 132 points 0.1 nm apart. Points whose bit is set in the mask (over
  * u; M0 for the first atom of a pair, M1 for the second) take md_soft_rsqrtf, the others MUFU.
  * Every shape is compared with the first (max rel error printed). No GPU: SKIP. */
@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(128, B) shape_kernel(int n, float h, int onx, 
     for (int a = 0; a + 2 <= n; a += 2) {
 #pragma unroll
         for (int s = 0; s < 2; s++) {
-            const float4 at = md__dcs_catoms[a + s];
+            const float4 at = md_cuda_dcs_const_atom(a + s);
             const float dz = z - at.z, dz2 = dz * dz;
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(128, B) shape_kernel(int n, float h, int onx, 
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     const float dx = x[u] - at.x, r2 = fmaf(dx, dx, d2);
-                    const float ri = (((s == 0 ? M0 : M1) >> u) & 1) ? md_soft_rsqrtf(r2) : md__rsqrt_mufu(r2);
+                    const float ri = (((s == 0 ? M0 : M1) >> u) & 1) ? md_soft_rsqrtf(r2) : md_cuda_rsqrt_mufu(r2);
                     acc[r][u] = fmaf(at.w, ri, acc[r][u]);
                 }
             }
@@ -51,8 +51,11 @@ __global__ void __launch_bounds__(128, B) shape_kernel(int n, float h, int onx, 
         for (int u = 0; u < U; u++) out[((size_t)k * ony + j0 + 8 * r) * onx + i0 + 16 * u] = acc[r][u];
 }
 
-template <int R, int M0, int M1, int B> static void shape_launch(int n, float *d, int nx, int ny, int nz, cudaStream_t s) {
-    shape_kernel<R, M0, M1, B><<<dim3(nx / 128, ny / (8 * R), nz), dim3(16, 8), 0, s>>>(n, 0.1f, nx, ny, d);
+template <int R, int M0, int M1, int B> static md_status shape_launch(md_cuda_dcs_plan *p) {
+    const int nx = p->out_dims[0], ny = p->out_dims[1], nz = p->out_dims[2];
+    MD_CUDA_LAUNCH((shape_kernel<R, M0, M1, B>), dim3(nx / 128, ny / (8 * R), nz), dim3(16, 8), 0, p->queue.stream, p->n,
+                   0.1f, nx, ny, p->d_out);
+    return MD_OK;
 }
 
 int main(void) {

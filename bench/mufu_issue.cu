@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(256) mufu_issue_kernel(const float *in, float 
     for (int it = 0; it < iters; it++) {
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            m[i] = md__rsqrt_mufu(m[i]) + 1.0f;
+            m[i] = md_cuda_rsqrt_mufu(m[i]) + 1.0f;
 #pragma unroll
             for (int k = 0; k < K; k++) f[i] = fmaf(f[i], 0.999f, 0.5f);
         }
@@ -41,22 +41,21 @@ typedef struct mufu_ctx {
     const float *in;
     float *out;
     int blocks, iters;
-    void (*launch)(const struct mufu_ctx *, cudaStream_t);
+    md_status (*launch)(const struct mufu_ctx *, cudaStream_t);
 } mufu_ctx;
 
-template <int K> static void mufu_launch(const mufu_ctx *c, cudaStream_t s) {
-    mufu_issue_kernel<K><<<c->blocks, 256, 0, s>>>(c->in, c->out, c->iters);
+template <int K> static md_status mufu_launch(const mufu_ctx *c, cudaStream_t s) {
+    MD_CUDA_LAUNCH(mufu_issue_kernel<K>, c->blocks, 256, 0, s, c->in, c->out, c->iters);
+    return MD_OK;
 }
 
 static md_status mufu_run(void *ctx, cudaStream_t s) {
     const mufu_ctx *c = (const mufu_ctx *)ctx;
-    c->launch(c, s);
-    MD_CUDA_TRY_LAUNCH("mufu_issue_kernel");
-    return MD_OK;
+    return c->launch(c, s);
 }
 
 int main(void) {
-    static void (*const launches[])(const mufu_ctx *, cudaStream_t) = {
+    static md_status (*const launches[])(const mufu_ctx *, cudaStream_t) = {
         mufu_launch<0>, mufu_launch<2>, mufu_launch<4>, mufu_launch<6>, mufu_launch<8>,
         mufu_launch<10>, mufu_launch<12>, mufu_launch<14>};
     static const int ks[] = {0, 2, 4, 6, 8, 10, 12, 14};

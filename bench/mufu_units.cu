@@ -35,7 +35,7 @@ template <int MIX> __global__ void mu_kernel(const float *in, float *out, int it
     for (int it = 0; it < iters; it++) {
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            if (MIX == 0 || (MIX >= 2 && !(i & 1))) x[i] = md__rsqrt_mufu(x[i]) + c;
+            if (MIX == 0 || (MIX >= 2 && !(i & 1))) x[i] = md_cuda_rsqrt_mufu(x[i]) + c;
             else if (MIX == 1 || MIX == 2) x[i] = mu_rsq64h(x[i]) + c;
             else x[i] = mu_ex2(-x[i]) + c; /* MIX 3: converges, 2^-x < 1 for x > c > 0 */
         }
@@ -64,12 +64,16 @@ typedef struct mu_ctx {
 static md_status mu_run(void *ctx, cudaStream_t s) {
     const mu_ctx *c = (const mu_ctx *)ctx;
     switch (c->mix) {
-    case 0: mu_kernel<0><<<c->blocks, 256, 0, s>>>(c->in, c->out, c->iters); break;
-    case 1: mu_kernel<1><<<c->blocks, 256, 0, s>>>(c->in, c->out, c->iters); break;
-    case 2: mu_kernel<2><<<c->blocks, 256, 0, s>>>(c->in, c->out, c->iters); break;
-    default: mu_kernel<3><<<c->blocks, 256, 0, s>>>(c->in, c->out, c->iters); break;
+    case 0: MD_CUDA_LAUNCH(mu_kernel<0>, c->blocks, 256, 0, s, c->in, c->out, c->iters); break;
+    case 1: MD_CUDA_LAUNCH(mu_kernel<1>, c->blocks, 256, 0, s, c->in, c->out, c->iters); break;
+    case 2: MD_CUDA_LAUNCH(mu_kernel<2>, c->blocks, 256, 0, s, c->in, c->out, c->iters); break;
+    default: MD_CUDA_LAUNCH(mu_kernel<3>, c->blocks, 256, 0, s, c->in, c->out, c->iters); break;
     }
-    MD_CUDA_TRY_LAUNCH("mu_kernel");
+    return MD_OK;
+}
+
+static md_status mu_error_run(const float *dx, float *dy, int n) {
+    MD_CUDA_LAUNCH(mu_error_kernel, (n + 255) / 256, 256, 0, 0, dx, dy, n);
     return MD_OK;
 }
 
@@ -122,8 +126,7 @@ int main(void) {
     MU_CHECK(mu_ok(cudaMalloc((void **)&dx, (size_t)n * sizeof *dx), "cudaMalloc"));
     MU_CHECK(mu_ok(cudaMalloc((void **)&dy, (size_t)n * sizeof *dy), "cudaMalloc"));
     MU_CHECK(mu_ok(cudaMemcpy(dx, hx, (size_t)n * sizeof *dx, cudaMemcpyHostToDevice), "cudaMemcpy"));
-    mu_error_kernel<<<(n + 255) / 256, 256>>>(dx, dy, n);
-    MU_CHECK(mu_ok(cudaGetLastError(), "mu_error_kernel"));
+    MU_CHECK(mu_error_run(dx, dy, n));
     MU_CHECK(mu_ok(cudaMemcpy(hy, dy, (size_t)n * sizeof *hy, cudaMemcpyDeviceToHost), "cudaMemcpy"));
     for (i = 0; i < n; i++) {
         const double e = fabs(hy[i] * sqrt((double)hx[i]) - 1.0);

@@ -2,18 +2,21 @@
 # The one command for a GPU machine: `make gpu-check` (everything) or `make bench`
 # (--bench-only: ceilings and chapter benchmarks only). Results go to ${OUT:-build/gpu-check},
 # at most 8 files:
-#   nvidia-smi.txt  the device (nvidia-smi, nvidia-smi -q)
-#   build.log       make -k -j16 all
+#   build.log       the device (nvidia-smi, nvidia-smi -q), then make -k -j16 all
 #   tests.log       every build/tests/gpu_* with MD_REQUIRE_GPU=1
 #   ceilings.json   build/bench/ceilings: one md_ceilings/1 JSON line
 #   chapters.log    the ceilings table and every GPU chapter program's output
 #   bench.jsonl     one md_bench/1 JSON line per chapter rung (--json)
+#   profile.txt     Nsight Compute: the warp stall reasons of chapter 03's gpu_gather and gpu_const
+#                   (tests/gpu_profile.sh), then ncu's section text of both kernels
 #   sanitizer.log   every GPU test under compute-sanitizer memcheck and racecheck (MD_SANITIZE=1)
-#   summary.txt     per step PASS/FAIL, the ceilings, the condensed bench lines (also printed last)
-# Order: device, build, tests, ceilings, chapters, sanitizer (slowest last, so the numbers
-# arrive even if the time budget runs out). No step stops the others; every step has a
+#   summary.txt     per step PASS/FAIL/SKIP, the ceilings, the stall table, the condensed bench
+#                   lines (also printed last)
+# Order: device, build, tests, ceilings, chapters, profile, sanitizer (slowest last, so the
+# numbers arrive even if the time budget runs out). No step stops the others; every step has a
 # timeout, and the whole run keeps to MD_GPU_CHECK_BUDGET seconds (default 470). A step that
-# fails, times out or is not reached for lack of time makes the exit status 1.
+# fails, times out or is not reached for lack of time makes the exit status 1; SKIP (the
+# profile, when ncu is missing or may not read the counters) does not.
 # MD_SANITIZE=1 tells a GPU test it runs under compute-sanitizer: it must shrink its problem
 # sizes and drop timing checks (tests/gpu_core.cu shows how).
 set -u
@@ -41,7 +44,7 @@ NFAIL=0
 STEP_RC=0; STEP_T=0; STEP_NOTE=""; DEVICE=""
 record() { # result name seconds note
   STEPS+=("$1	$2	$3	$4")
-  [ "$1" = PASS ] || NFAIL=$((NFAIL + 1))
+  [ "$1" = PASS ] || [ "$1" = SKIP ] || NFAIL=$((NFAIL + 1))
   printf '%-5s %-44s %4ss  %s\n' "$1" "$2" "$3" "$4"
 }
 
@@ -68,18 +71,19 @@ fail_lines() { grep -E '^(FAIL|  [^ ].*:[0-9]+: )' "$TMPD/step.out" | head -n 4 
 
 # ---- device --------------------------------------------------------------------------------
 if [ "$BENCH_ONLY" -eq 0 ]; then
+  rm -f "$OUT/nvidia-smi.txt" # folded into build.log
+  : > "$OUT/build.log"
   if command -v nvidia-smi > /dev/null 2>&1; then
-    if ! run_step "nvidia-smi" 60 "$OUT/nvidia-smi.txt" bash -c 'nvidia-smi; nvidia-smi -q'; then :
+    if ! run_step "nvidia-smi" 60 "$OUT/build.log" bash -c 'nvidia-smi; nvidia-smi -q'; then :
     elif [ "$STEP_RC" -eq 0 ]; then record PASS "nvidia-smi" "$STEP_T" ""
     else record FAIL "nvidia-smi" "$STEP_T" "$STEP_NOTE"; fi
   else
-    echo "nvidia-smi not found" > "$OUT/nvidia-smi.txt"; record FAIL "nvidia-smi" 0 "not found"
+    echo "nvidia-smi not found" >> "$OUT/build.log"; record FAIL "nvidia-smi" 0 "not found"
   fi
   DEVICE=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -n 1)
 
   # ---- build -------------------------------------------------------------------------------
   if ! command -v nvcc > /dev/null 2>&1; then record FAIL "nvcc" 0 "nvcc not found: GPU programs will not be built"; fi
-  : > "$OUT/build.log"
   if ! run_step "build (make -k -j16 all)" 360 "$OUT/build.log" make -k -j16 all; then :
   elif [ "$STEP_RC" -eq 0 ]; then record PASS "build (make -k -j16 all)" "$STEP_T" ""
   else record FAIL "build (make -k -j16 all)" "$STEP_T" "$STEP_NOTE; first error: $(grep -m1 -E 'error|Error' "$TMPD/step.out" | cut -c1-150)"; fi
@@ -131,6 +135,17 @@ for c in build/chapters/*; do
   elif grep -q '^SKIP' "$TMPD/step.out"; then record FAIL "$n" "$STEP_T" "skipped: $(grep -m1 '^SKIP' "$TMPD/step.out" | cut -c1-150)"
   else record PASS "$n" "$STEP_T" ""; fi
 done
+
+# ---- Nsight Compute: the stall reasons of gpu_gather and gpu_const (tutorial 03) -------------
+if [ "$BENCH_ONLY" -eq 0 ]; then
+  rm -f "$OUT/profile.txt"
+  n="ncu profile (chapter 03 gather vs const)"
+  if run_step "$n" 150 "$OUT/chapters.log" env OUT="$OUT" bash tests/gpu_profile.sh "$OUT/profile.txt"; then
+    if [ "$STEP_RC" -eq 0 ]; then record PASS "$n" "$STEP_T" "$OUT/profile.txt"
+    elif [ "$STEP_RC" -eq 2 ]; then record SKIP "$n" "$STEP_T" "$(grep -m1 '^SKIP' "$TMPD/step.out" | cut -c1-150)"
+    else record FAIL "$n" "$STEP_T" "$STEP_NOTE; $(grep -m1 -E 'FAIL|rror' "$TMPD/step.out" | cut -c1-150)"; fi
+  fi
+fi
 
 # ---- the large example: a 107,811-atom TIP3P water PQR on a 128^3 grid, with progress lines -----
 if [ -x build/examples/potential_map_gpu ]; then
@@ -218,6 +233,10 @@ PY
   else
     cut -c1-300 "$OUT/ceilings.json" 2>/dev/null
     echo "-- bench ($OUT/bench.jsonl)"; head -n 60 "$OUT/bench.jsonl" | cut -c1-200
+  fi
+  if grep -q '^== Warp stall reasons' "$OUT/profile.txt" 2>/dev/null; then
+    echo "-- warp stall reasons ($OUT/profile.txt)"
+    sed -n '/^== Warp stall reasons/,/^ reasons below/p' "$OUT/profile.txt" | sed 's/^/   /'
   fi
   echo "-- ${#STEPS[@]} steps, $NFAIL not passed"
   [ "$NFAIL" -eq 0 ] && echo "gpu-check: PASS" || echo "gpu-check: FAIL"

@@ -14,6 +14,7 @@
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
 #include "md_test.h"
+#include <dirent.h>
 #include <thread>
 
 static int sanitize;
@@ -206,6 +207,53 @@ static void every_launch_goes_through_the_registry(void) {
     fclose(f);
     MD_CHECKF(site > 0, "the launch line of MD_CUDA_LAUNCH_NAMED was not found");
     MD_CHECKF(n == 1, "%d lines of md_cuda.cu.h launch a kernel; only MD_CUDA_LAUNCH_NAMED (line %d) may", n, site);
+}
+
+/* Lines of `path` that use a private name (md__ or MD__) outside a comment (a line whose code
+ * starts with "/\*", "*" or "//"), printed; returns their number, or -1 if the file is missing. */
+static int private_uses(const char *path) {
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    int n = 0, lineno = 0;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *p = line;
+        lineno++;
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncmp(p, "/*", 2) == 0 || *p == '*' || strncmp(p, "//", 2) == 0) continue;
+        if (strstr(p, "md__") || strstr(p, "MD__")) {
+            printf("  %s:%d: a private name: %s", path, lineno, line);
+            n++;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* The benchmarks and the chapters (programs, exercises, ladder.h) use md.h's and md_cuda.cu.h's
+ * public API only: no md__ or MD__ name outside comments. Host only; reads the files from the
+ * repository root. */
+static void benches_and_chapters_use_public_api(void) {
+    static const char *dirs[] = {"bench", "chapters", "chapters/01_sequential_coulomb", "chapters/02_scatter_gather",
+                                 "chapters/03_coalesced_unrolled", "chapters/04_shared_memory", "chapters/05_histograms"};
+    char path[512];
+    int d, files = 0, bad = 0;
+    for (d = 0; d < (int)(sizeof dirs / sizeof dirs[0]); d++) {
+        DIR *dir = opendir(dirs[d]);
+        struct dirent *e;
+        if (!dir) MD_SKIP("%s not found: run from the repository root", dirs[d]);
+        while ((e = readdir(dir))) {
+            const char *dot = strrchr(e->d_name, '.');
+            int k;
+            if (!dot || (strcmp(dot, ".cu") && strcmp(dot, ".c") && strcmp(dot, ".h"))) continue;
+            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+            if ((k = private_uses(path)) > 0) bad += k;
+            if (k >= 0) files++;
+        }
+        closedir(dir);
+    }
+    MD_CHECKF(files >= 12, "only %d source files found", files);
+    MD_CHECKF(bad == 0, "%d lines of benchmarks or chapters use a private name", bad);
 }
 
 /* Registry table, host only: indices in order of first registration, a second registration
@@ -484,6 +532,7 @@ int main(void) {
     MD_RUN(available_matches_runtime);
     MD_RUN(ceilings_json_format);
     MD_RUN(every_launch_goes_through_the_registry);
+    MD_RUN(benches_and_chapters_use_public_api);
     MD_RUN(kernel_registry_table);
     MD_RUN(launch_registers_runs_and_checks);
     MD_RUN(queue_flags_and_sync);

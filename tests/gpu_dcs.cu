@@ -6,7 +6,11 @@
  * GPU part (SKIP without a device): each rung on random systems (fixed seeds below) with
  * atom counts and grid sizes that are not multiples of the block, the unroll factor or the
  * constant-memory chunk, with atoms placed exactly on grid points, outputs poisoned with
- * NaN before every run. MD_SANITIZE=1 shrinks the sizes for compute-sanitizer.
+ * NaN before every run. The plan (md_cuda_dcs_plan): every rung through one, bit for bit
+ * equal to md_cuda_dcs_device; enqueues without a sync; concurrent plans; the __constant__
+ * buffer's one-holder rule; capacity and argument errors; destroy on a zeroed plan; an
+ * enqueue captured into a CUDA graph and replayed, its kernel nodes named by the launch
+ * registry. MD_SANITIZE=1 shrinks the sizes for compute-sanitizer.
  *
  * Tolerance: md_max_rel_error (largest |gpu - ref| over the largest |ref|) <= 1e-4. The
  * GPU sums up to 9,000 float terms per point (float rsqrt, ~1-2 ulp, and float
@@ -658,6 +662,75 @@ static void dcs_plan_capacity_errors(void) {
     md_grid_free(&wrong);
 }
 
+/* An enqueue is capturable: captured into a CUDA graph on the plan's stream (any illegal step
+ * in it - a synchronisation, a pageable copy, a legacy-stream call - fails the capture), the
+ * graph replayed gives the reference map; after an upload of other atoms (same count) the same
+ * graph gives their map, because its arguments are the plan's buffers. Every kernel node of the
+ * graph carries a function the launch registry names (chapter 09's comparator relies on it).
+ * Rungs: scatter (memset + kernel), shared, unroll8 and hybrid (kernel + fix-up) with their
+ * atoms resident in constant memory (2500 atoms, one chunk). Seeds 441, 442. */
+static void dcs_plan_enqueue_captures(void) {
+    static const md_dcs_variant vars[4] = {MD_DCS_GPU_SCATTER, MD_DCS_GPU_SHARED, MD_DCS_GPU_UNROLL8, MD_DCS_GPU_HYBRID};
+    md_system a, b;
+    md_grid ra, rb, out;
+    int v;
+    if (!md_cuda_available()) MD_SKIP("no CUDA device: %.400s", md_last_error());
+    MD_CHECK_OK(make_case(&a, &ra, 2500, 37, 29, 11, 441));
+    MD_CHECK_OK(make_case(&b, &rb, 2500, 37, 29, 11, 442));
+    MD_CHECK_OK(md_dcs_simple(a.xyzq, a.n, &ra));
+    MD_CHECK_OK(md_dcs_simple(b.xyzq, b.n, &rb));
+    MD_CHECK_OK(md_grid_alloc(&out, 37, 29, 11, ra.origin, ra.spacing));
+    for (v = 0; v < 4; v++) {
+        md_cuda_dcs_plan p;
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        cudaGraphNode_t nodes[64];
+        size_t nn = 64, i, kernels = 0;
+        int pass;
+        const char *name = md_dcs_variant_name(vars[v]);
+        MD_CHECK_OK(md_cuda_dcs_plan_create(&p, vars[v], 2500, &ra));
+        MD_CHECK_OK(md_cuda_dcs_plan_upload(&p, a.xyzq, a.n));
+        MD_CHECK_OK(md_cuda_dcs_plan_sync(&p, NULL)); /* the upload has landed */
+        MD_CHECK(cudaStreamBeginCapture(p.queue.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        {
+            md_status st = md_cuda_dcs_plan_enqueue(&p);
+            cudaError_t e = cudaStreamEndCapture(p.queue.stream, &graph); /* always end it */
+            MD_CHECK_OK(st);
+            MD_CHECKF(e == cudaSuccess, "%s: capture failed: %s", name, cudaGetErrorString(e));
+        }
+        MD_CHECK(cudaGraphGetNodes(graph, nodes, &nn) == cudaSuccess && nn >= 1);
+        for (i = 0; i < nn; i++) {
+            cudaGraphNodeType type;
+            cudaKernelNodeParams kp;
+            MD_CHECK(cudaGraphNodeGetType(nodes[i], &type) == cudaSuccess);
+            if (type != cudaGraphNodeTypeKernel) continue;
+            MD_CHECK(cudaGraphKernelNodeGetParams(nodes[i], &kp) == cudaSuccess);
+            MD_CHECKF(md_cuda_kernel_name(kp.func) != NULL, "%s: kernel node %zu runs a function the registry lacks", name, i);
+            kernels++;
+        }
+        MD_CHECKF(kernels >= (vars[v] == MD_DCS_GPU_HYBRID ? 2u : 1u), "%s: %zu kernel nodes", name, kernels);
+        MD_CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+        for (pass = 0; pass < 2; pass++) {
+            const md_grid *ref = pass ? &rb : &ra;
+            size_t k;
+            if (pass) MD_CHECK_OK(md_cuda_dcs_plan_upload(&p, b.xyzq, b.n));
+            MD_CHECK_OK(md_cuda_poison(p.d_out, p.out_count, p.queue.stream));
+            MD_CHECK(cudaGraphLaunch(exec, p.queue.stream) == cudaSuccess);
+            for (k = 0; k < md_grid_count(&out); k++) out.data[k] = NAN;
+            MD_CHECK_OK(md_cuda_dcs_plan_sync(&p, &out));
+            MD_CHECKF(md_max_rel_error(out.data, ref->data, md_grid_count(&out)) <= DCS_TOL,
+                      "%s: graph replay %d differs from the reference", name, pass);
+        }
+        MD_CHECK(cudaGraphExecDestroy(exec) == cudaSuccess && cudaGraphDestroy(graph) == cudaSuccess);
+        md_cuda_dcs_plan_destroy(&p);
+    }
+    md_grid_free(&out);
+    md_grid_free(&ra);
+    md_grid_free(&rb);
+    md_system_free(&a);
+    md_system_free(&b);
+}
+
 /* Host only: create's argument checks leave the plan zeroed, and destroy is safe on a zeroed
  * plan, twice, and after a refused create. */
 static void dcs_plan_args_and_zeroed_destroy(void) {
@@ -730,6 +803,7 @@ int main(void) {
     MD_RUN(dcs_plan_concurrent_plans);
     MD_RUN(dcs_plan_const_buffer_claim);
     MD_RUN(dcs_plan_capacity_errors);
+    MD_RUN(dcs_plan_enqueue_captures);
     MD_RUN(registry_holds_every_rung_kernel);
     return md_test_summary();
 }

@@ -3,7 +3,12 @@
  * multiple of the warp, atom counts not a multiple of the block or the tile, A = B and
  * A != B (overlapping and disjoint), many bins in passes, launches split by the pair
  * bound, and a run whose one bin gets more than 2^32 counts (a single 32-bit launch
- * would overflow). Seeds used: 5, 6, 8.
+ * would overflow). The plan: batches of frames enqueued without a sync and synced once
+ * (counts, frames and normalisation sums equal to md_rdf_accumulate()'s, exactly), a
+ * non-finite coordinate that drops its batch, two plans at once on their own streams,
+ * argument errors, destroy on a zeroed plan, and a counting kernel written with the public
+ * API only (md_cuda_rdf_plan_gather, md_cuda_rdf_bin), as chapter 05's exercise is.
+ * Seeds used: 5, 6, 8, 21, 22, 23.
  *
  * Without a GPU every test prints SKIP with md_last_error() as the reason.
  * MD_SANITIZE=1 (compute-sanitizer) shrinks every size; the overflow test then lowers
@@ -23,24 +28,28 @@ static int sanitize;
 
 static const md_rdf_variant gpu_rungs[4] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES};
 
-/* Upload n positions; NULL on failure. */
+/* Upload n positions; NULL on failure. The copy runs on the legacy stream, which the plans'
+ * non-blocking streams do not wait for: the device synchronisation after it makes sure it has
+ * landed before a plan reads it. */
 static md_float4 *upload(const md_system *s) {
     md_float4 *d = NULL;
     if (cudaMalloc((void **)&d, (size_t)s->n * sizeof(md_float4)) != cudaSuccess) return NULL;
-    if (cudaMemcpy(d, s->xyzq, (size_t)s->n * sizeof(md_float4), cudaMemcpyHostToDevice) != cudaSuccess) {
+    if (cudaMemcpy(d, s->xyzq, (size_t)s->n * sizeof(md_float4), cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
         (void)cudaFree(d);
         return NULL;
     }
     return d;
 }
 
-/* Poison every device buffer the plan writes, so a stale or unwritten value shows. */
+/* Poison every device buffer a frame writes (the gathered positions, the 32-bit histogram), on
+ * the plan's own stream, so a stale or unwritten value shows. The 64-bit totals are the plan's
+ * state across frames (zero after create and after each sync), so they are not poisoned. */
 static md_status poison_plan(md_cuda_rdf_plan *p) {
     md_status st;
-    if ((st = md_cuda_poison((float *)p->d_a, 4 * (size_t)p->na, 0)) != MD_OK) return st;
-    if ((st = md_cuda_poison((float *)p->d_b, 4 * (size_t)p->nb, 0)) != MD_OK) return st;
-    if ((st = md_cuda_poison((float *)p->d_h32, (size_t)p->nbins, 0)) != MD_OK) return st;
-    return md_cuda_poison((float *)p->d_h64, 2 * ((size_t)p->nbins + 1), 0);
+    if ((st = md_cuda_poison((float *)p->d_a, 4 * (size_t)p->na, p->queue.stream)) != MD_OK) return st;
+    if ((st = md_cuda_poison((float *)p->d_b, 4 * (size_t)p->nb, p->queue.stream)) != MD_OK) return st;
+    return md_cuda_poison((float *)p->d_h32, (size_t)p->nbins, p->queue.stream);
 }
 
 /* Run one GPU rung on one frame and compare with the CPU reference counts exactly. */
@@ -107,8 +116,8 @@ static void every_rung_equals_cpu(void) {
 /* Many bins: 60000 (more than a per-warp histogram can hold in shared memory on any GPU:
  * 8 warps x 4 bytes x 60000 = 1.9 MB) makes MD_RDF_GPU_WARP refuse with a clear message,
  * while MD_RDF_GPU_PASSES counts them exactly; and 77 bins forced into passes of 7 bins
- * (11 passes) give the same counts. Two frames accumulate to twice one frame's counts
- * plus nothing else (the 64-bit totals are reset per frame). Seed 6. */
+ * (11 passes) give the same counts. Two frames, each synced, accumulate to twice one frame's
+ * counts plus nothing else (a sync zeroes the device totals). Seed 6. */
 static void passes_and_many_bins(void) {
     md_system s;
     md_float4 *d = NULL;
@@ -270,6 +279,278 @@ static void gpu_bad_input(void) {
     MD_CHECK(cudaFree(d) == cudaSuccess);
 }
 
+/* ---- the plan: batches of frames, one sync ---- */
+
+/* Three frames of 1500 random atoms (seeds 21, 22, 23; 400 under MD_SANITIZE) in three different
+ * boxes, on the host and (d) on the device. */
+typedef struct frames3 {
+    md_system s[3];
+    double boxes[3][3];
+    md_float4 *d[3];
+    int n;
+} frames3;
+
+static void frames3_free(frames3 *fr) {
+    for (int f = 0; f < 3; f++) {
+        if (fr->d[f]) (void)cudaFree(fr->d[f]);
+        md_system_free(&fr->s[f]);
+    }
+    memset(fr, 0, sizeof *fr);
+}
+
+static md_status frames3_make(frames3 *fr) {
+    md_status st;
+    int f;
+    memset(fr, 0, sizeof *fr);
+    for (f = 0; f < 3; f++) {
+        fr->boxes[f][0] = 3.1 + 0.2 * f;
+        fr->boxes[f][1] = 3.3 - 0.1 * f;
+        fr->boxes[f][2] = 3.0 + 0.15 * f;
+        if ((st = md_build_random_charges(&fr->s[f], sanitize ? 400 : 1500, fr->boxes[f], 1.0, 21 + f)) != MD_OK) {
+            frames3_free(fr);
+            return st;
+        }
+        fr->s[f].xyzq[7].y += (float)fr->boxes[f][1]; /* one atom an image away */
+    }
+    fr->n = fr->s[0].n;
+    return MD_OK;
+}
+
+/* The frames on the device; 0 on failure. */
+static int frames3_upload(frames3 *fr) {
+    for (int f = 0; f < 3; f++)
+        if (!(fr->d[f] = upload(&fr->s[f]))) return 0;
+    return 1;
+}
+
+/* Frames enqueued without a sync, then one sync: every rung, A = B and A != B; the accumulator
+ * already holds one frame (the third, from the CPU) before the batch, and after the sync its
+ * counts, frames and normalisation sums equal, exactly (==), md_rdf_accumulate() of the same
+ * frames in the same order. A second batch on the same plan adds on top (the device totals were
+ * zeroed by the first sync). A sync with nothing enqueued changes nothing. */
+static void batch_of_frames_one_sync(void) {
+    frames3 fr;
+    int f, v, c, n, *sb = NULL, nb = 0, i;
+    NEED_GPU();
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    MD_CHECK(frames3_upload(&fr));
+    sb = (int *)malloc(sizeof(int) * n);
+    MD_CHECK(sb != NULL);
+    for (i = n / 4; i < n; i++) sb[nb++] = i; /* B overlaps A = 0 .. n/2 - 1 */
+    for (c = 0; c < 2; c++) {
+        const int na = c == 0 ? n : n / 2;
+        const int *pb = c == 0 ? NULL : sb;
+        for (v = 0; v < 4; v++) {
+            md_rdf ref, g;
+            md_cuda_rdf_plan p;
+            char what[64];
+            MD_CHECK_OK(md_rdf_init(&ref, 1.45, 61));
+            MD_CHECK_OK(md_rdf_init(&g, 1.45, 61));
+            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[2].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[2]));
+            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &g, fr.s[2].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[2]));
+            for (f = 0; f < 3; f++)
+                MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[f].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[f]));
+            MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, na, pb, c ? nb : 0, 61, NULL));
+            for (f = 0; f < 3; f++) {
+                MD_CHECK_OK(poison_plan(&p));
+                MD_CHECK_OK(md_cuda_rdf_plan_enqueue(gpu_rungs[v], &p, &g, fr.d[f], fr.boxes[f]));
+            }
+            MD_CHECK(p.pending == 3 && g.frames == 1); /* nothing added before the sync */
+            MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
+            snprintf(what, sizeof what, "case %d %s, 3 frames", c, md_rdf_variant_name(gpu_rungs[v]));
+            MD_CHECKF(same_counts(&ref, &g, what), "%s differs from cpu_simple", what);
+            MD_CHECK(g.frames == 4 && p.pending == 0);
+            MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g)); /* nothing pending: nothing changes */
+            MD_CHECKF(same_counts(&ref, &g, what), "%s: an empty sync changed the accumulator", what);
+            MD_CHECK_OK(md_cuda_rdf_plan_enqueue(gpu_rungs[v], &p, &g, fr.d[0], fr.boxes[0]));
+            MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
+            MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[0].xyzq, n, NULL, na, pb, c ? nb : 0, fr.boxes[0]));
+            MD_CHECKF(same_counts(&ref, &g, what), "%s: the second batch", what);
+            md_cuda_rdf_plan_destroy(&p);
+            md_rdf_free(&ref);
+            md_rdf_free(&g);
+        }
+    }
+    free(sb);
+    frames3_free(&fr);
+}
+
+/* A batch with a non-finite coordinate in its second frame (atoms 17 and 5): the sync fails
+ * with MD_ERR_RANGE naming atom 5 (the smallest), the accumulator is untouched, the batch is
+ * dropped; the next batch on the same plan counts only its own frame. */
+static void bad_frame_drops_the_batch(void) {
+    frames3 fr;
+    md_rdf ref, g;
+    md_cuda_rdf_plan p;
+    int f, n;
+    NEED_GPU();
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    fr.s[1].xyzq[17].x = NAN;
+    fr.s[1].xyzq[5].z = INFINITY;
+    MD_CHECK(frames3_upload(&fr));
+    MD_CHECK_OK(md_rdf_init(&ref, 1.4, 33));
+    MD_CHECK_OK(md_rdf_init(&g, 1.4, 33));
+    MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, n, NULL, 0, 33, NULL));
+    for (f = 0; f < 3; f++) MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, fr.d[f], fr.boxes[f]));
+    MD_CHECK_ERROR(md_cuda_rdf_plan_sync(&p, &g), MD_ERR_RANGE, "field xyz: atom 5 has a non-finite coordinate");
+    MD_CHECK(g.frames == 0 && g.counts[0] == 0 && g.sum_pair_density == 0.0 && p.pending == 0);
+    MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p, &g, fr.d[2], fr.boxes[2]));
+    MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
+    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[2].xyzq, n, NULL, n, NULL, 0, fr.boxes[2]));
+    MD_CHECK(same_counts(&ref, &g, "the batch after a bad one"));
+    md_cuda_rdf_plan_destroy(&p);
+    md_rdf_free(&ref);
+    md_rdf_free(&g);
+    frames3_free(&fr);
+}
+
+/* Two plans at once, each on its own stream (A = B with the shared rung; A != B with the warp
+ * rung and launches split at 20000 pairs), frames interleaved, synced in the other order: each
+ * equals the CPU. */
+static void concurrent_plans(void) {
+    frames3 fr;
+    md_rdf r1, r2, c1, c2;
+    md_cuda_rdf_plan p1, p2;
+    md_cuda_rdf_opts o;
+    int f, n, i, sa[1500], sb[1500], na, nb;
+    NEED_GPU();
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    na = n / 5;
+    nb = n / 3;
+    for (i = 0; i < na; i++) sa[i] = 3 * i;
+    for (i = 0; i < nb; i++) sb[i] = n - 1 - 2 * i; /* overlaps A */
+    MD_CHECK(frames3_upload(&fr));
+    MD_CHECK_OK(md_rdf_init(&r1, 1.5, 50));
+    MD_CHECK_OK(md_rdf_init(&c1, 1.5, 50));
+    MD_CHECK_OK(md_rdf_init(&r2, 1.2, 70));
+    MD_CHECK_OK(md_rdf_init(&c2, 1.2, 70));
+    memset(&o, 0, sizeof o);
+    o.max_pairs_per_launch = 8000; /* below na * nb at either size: several launches */
+    MD_CHECK_OK(md_cuda_rdf_plan_create(&p1, n, NULL, n, NULL, 0, 50, NULL));
+    MD_CHECK_OK(md_cuda_rdf_plan_create(&p2, n, sa, na, sb, nb, 70, &o));
+    MD_CHECK(p1.queue.stream != p2.queue.stream);
+    for (f = 0; f < 3; f++) {
+        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_SHARED, &p1, &r1, fr.d[f], fr.boxes[f]));
+        MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_WARP, &p2, &r2, fr.d[f], fr.boxes[f]));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &c1, fr.s[f].xyzq, n, NULL, n, NULL, 0, fr.boxes[f]));
+        MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &c2, fr.s[f].xyzq, n, sa, na, sb, nb, fr.boxes[f]));
+    }
+    MD_CHECK(p2.launches >= 2);
+    MD_CHECK_OK(md_cuda_rdf_plan_sync(&p2, &r2));
+    MD_CHECK_OK(md_cuda_rdf_plan_sync(&p1, &r1));
+    MD_CHECK(same_counts(&c1, &r1, "plan 1 (A = B, shared)"));
+    MD_CHECK(same_counts(&c2, &r2, "plan 2 (A != B, warp, split launches)"));
+    md_cuda_rdf_plan_destroy(&p1);
+    md_cuda_rdf_plan_destroy(&p2);
+    md_rdf_free(&r1);
+    md_rdf_free(&r2);
+    md_rdf_free(&c1);
+    md_rdf_free(&c2);
+    frames3_free(&fr);
+}
+
+/* Argument errors of the batch: frames of one batch must share rmax; the sync needs the
+ * accumulator they were enqueued for; neither error changes the accumulator or drops the
+ * frames already enqueued. */
+static void batch_argument_errors(void) {
+    frames3 fr;
+    md_rdf g, other, fewer, ref;
+    md_cuda_rdf_plan p;
+    int f, n;
+    NEED_GPU();
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    MD_CHECK(frames3_upload(&fr));
+    MD_CHECK_OK(md_rdf_init(&g, 1.4, 40));
+    MD_CHECK_OK(md_rdf_init(&ref, 1.4, 40));
+    MD_CHECK_OK(md_rdf_init(&other, 1.3, 40));
+    MD_CHECK_OK(md_rdf_init(&fewer, 1.4, 39));
+    MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, n, NULL, 0, 40, NULL));
+    MD_CHECK_OK(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &g, fr.d[0], fr.boxes[0]));
+    MD_CHECK_ERROR(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &other, fr.d[1], fr.boxes[1]), MD_ERR_INVALID_ARGUMENT,
+                   "field rmax");
+    MD_CHECK_ERROR(md_cuda_rdf_plan_enqueue(MD_RDF_GPU_GLOBAL, &p, &fewer, fr.d[1], fr.boxes[1]), MD_ERR_INVALID_ARGUMENT,
+                   "field nbins");
+    MD_CHECK_ERROR(md_cuda_rdf_plan_sync(&p, &other), MD_ERR_INVALID_ARGUMENT, "is not the accumulator");
+    MD_CHECK(p.pending == 1 && other.frames == 0);
+    MD_CHECK_OK(md_cuda_rdf_plan_sync(&p, &g));
+    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[0].xyzq, n, NULL, n, NULL, 0, fr.boxes[0]));
+    MD_CHECK(same_counts(&ref, &g, "after refused calls"));
+    md_cuda_rdf_plan_destroy(&p);
+    md_rdf_free(&g);
+    md_rdf_free(&ref);
+    md_rdf_free(&other);
+    md_rdf_free(&fewer);
+    frames3_free(&fr);
+}
+
+/* Host only: destroy is safe on a zeroed plan and twice; a refused create zeroes its plan. */
+static void plan_zeroed_destroy(void) {
+    md_cuda_rdf_plan p;
+    memset(&p, 0, sizeof p);
+    md_cuda_rdf_plan_destroy(&p);
+    md_cuda_rdf_plan_destroy(&p);
+    md_cuda_rdf_plan_destroy(NULL);
+    memset(&p, 0x5A, sizeof p);
+    MD_CHECK_ERROR(md_cuda_rdf_plan_create(&p, 100, NULL, 100, NULL, 0, 0, NULL), MD_ERR_RANGE, "field nbins");
+    MD_CHECK(p.d_h64 == NULL && p.queue.stream == NULL && p.boxes == NULL);
+    md_cuda_rdf_plan_destroy(&p);
+}
+
+/* A counting kernel written with the public API only, as chapter 05's exercise is:
+ * md_cuda_rdf_plan_gather fills the plan's wrapped positions, md_cuda_rdf_bin is the pair rule.
+ * One thread per A atom, global atomics. Its counts equal the CPU's. */
+__global__ void public_api_count(md_cuda_rdf_geom g, const float4 *a, int na, const float4 *b, int nb, int same,
+                                 unsigned int *hist) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int j, k;
+    if (i >= na) return;
+    for (j = same ? i + 1 : 0; j < nb; j++) {
+        if (!same && __float_as_int(b[j].w) == __float_as_int(a[i].w)) continue;
+        if ((k = md_cuda_rdf_bin(&g, a[i], b[j])) >= 0) atomicAdd(&hist[k], 1u);
+    }
+}
+
+static md_status count_with_public_api(md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz,
+                                       const double box[3], unsigned int *d_hist) {
+    md_cuda_rdf_geom g;
+    md_status st;
+    MD_CUDA_TRY(cudaMemsetAsync(d_hist, 0, (size_t)r->nbins * sizeof(unsigned int), p->queue.stream));
+    if ((st = md_cuda_rdf_plan_gather(p, r, d_xyz, box, &g)) != MD_OK) return st;
+    MD_CUDA_LAUNCH(public_api_count, (p->na + 127) / 128, 128, 0, p->queue.stream, g, (const float4 *)p->d_a, p->na,
+                   (const float4 *)p->d_b, p->nb, p->same, d_hist);
+    return md_cuda_rdf_plan_sync(p, NULL); /* waits; no frame was enqueued, so nothing to add */
+}
+
+static void public_api_counts_equal_cpu(void) {
+    frames3 fr;
+    md_float4 *d = NULL;
+    md_rdf ref;
+    md_cuda_rdf_plan p;
+    unsigned int *d_hist = NULL, h[45];
+    int k, n;
+    NEED_GPU();
+    MD_CHECK_OK(frames3_make(&fr));
+    n = fr.n;
+    MD_CHECK((d = upload(&fr.s[1])) != NULL);
+    MD_CHECK_OK(md_rdf_init(&ref, 1.5, 45));
+    MD_CHECK_OK(md_rdf_accumulate(MD_RDF_CPU_SIMPLE, &ref, fr.s[1].xyzq, n, NULL, n, NULL, 0, fr.boxes[1]));
+    MD_CHECK_OK(md_cuda_rdf_plan_create(&p, n, NULL, n, NULL, 0, 45, NULL));
+    MD_CHECK(cudaMalloc((void **)&d_hist, sizeof h) == cudaSuccess);
+    MD_CHECK_OK(poison_plan(&p));
+    MD_CHECK_OK(count_with_public_api(&p, &ref, d, fr.boxes[1], d_hist));
+    MD_CHECK(cudaMemcpy(h, d_hist, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (k = 0; k < 45; k++)
+        MD_CHECKF(h[k] == ref.counts[k], "bin %d: %u, cpu %llu", k, h[k], (unsigned long long)ref.counts[k]);
+    md_cuda_rdf_plan_destroy(&p);
+    md_rdf_free(&ref);
+    MD_CHECK(cudaFree(d_hist) == cudaSuccess && cudaFree(d) == cudaSuccess);
+    frames3_free(&fr);
+}
+
 /* Run last: the kernels the tests above launched are in the launch registry, each once. */
 static void registry_holds_every_rung_kernel(void) {
     static const char *names[] = {"md__rdf_gather_kernel", "md__rdf_kernel<0>", "md__rdf_kernel<1>", "md__rdf_kernel<2>",
@@ -295,6 +576,12 @@ int main(void) {
     MD_RUN(split_launches_equal_cpu);
     MD_RUN(overflow_bin_over_2_32);
     MD_RUN(gpu_bad_input);
+    MD_RUN(plan_zeroed_destroy);
+    MD_RUN(batch_of_frames_one_sync);
+    MD_RUN(bad_frame_drops_the_batch);
+    MD_RUN(concurrent_plans);
+    MD_RUN(batch_argument_errors);
+    MD_RUN(public_api_counts_equal_cpu);
     MD_RUN(registry_holds_every_rung_kernel);
     return md_test_summary();
 }

@@ -836,6 +836,10 @@ static void water_benchmark_boxes(void) {
     MD_CHECK(fabs(q) < 1e-3);
     MD_CHECK(t.water[3 * 5] == 15 && t.water_doh == 0.09572 && t.nbond == 2 * 7856 && t.nangle == 7856);
     MD_CHECK(t.excl_start[s.n] == 6 * 7856 && t.npair14 == 0);
+    /* the file record carries the same bonds (O < H in each pair; bond 9 is molecule 4's
+     * second O-H: atoms 12 and 14) and the elements */
+    MD_CHECK(s.nbond == t.nbond && memcmp(s.bond, t.bond, sizeof(int) * 2 * (size_t)t.nbond) == 0);
+    MD_CHECK(s.bond[2 * 9] == 12 && s.bond[2 * 9 + 1] == 14 && strcmp(s.element[1].s, "H") == 0);
     MD_CHECK(lj.ntypes == 2 && lj.c6[1] == 0 && lj.c12[3] == 0 && lj.c6[0] > 0);
     memset(&cl, 0, sizeof cl);
     memset(&vl, 0, sizeof vl);

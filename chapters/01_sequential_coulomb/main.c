@@ -8,7 +8,7 @@
  *   build/chapters/01_sequential_coulomb            1,000 atoms, 64^3 grid (~17 s on 2 cores)
  *   build/chapters/01_sequential_coulomb --quick    300 atoms, 24^3 grid, every rung checked
  *   ... --json FILE   append one md_bench JSON line per rung
- *   ... --reps N      timed runs per rung after one warm-up (median reported)
+ *   ... --reps N      timed runs per rung (median reported; the check run before them is the warm-up)
  *
  * Tolerance: max |V - V_ref| / max |V_ref| <= 5e-5 for the float rungs. The
  * dominant float error is the grid point coordinate formed in float (about
@@ -24,82 +24,40 @@
 #define CHAPTER "01_sequential_coulomb"
 #define FLOAT_TOL 5e-5
 
-typedef struct run_ctx {
-    md_dcs_variant variant; /* the md.h rung, or -1 for exercise_dcs */
-    const md_system *sys;
-    md_grid *grid;
-} run_ctx;
-
-static md_status run_rung(void *p) {
-    run_ctx *c = (run_ctx *)p;
-    if ((int)c->variant < 0) return exercise_dcs(c->sys->xyzq, c->sys->n, c->grid);
-    return md_dcs(c->variant, c->sys->xyzq, c->sys->n, c->grid);
-}
+/* The ladder, one row per rung: md.h's rung, its name in the table, and the student's function
+ * for the exercise. cpu_simple comes first: its map is the reference of the others. */
+static const ladder_rung_row rows[] = {
+    {MD_DCS_CPU_SIMPLE, "cpu_simple", NULL, 0},
+    {MD_DCS_CPU_SIMPLE, "exercise", LADDER_FN(exercise_dcs), 0},
+    {MD_DCS_CPU_SCATTER, "cpu_scatter", NULL, 0},
+    {MD_DCS_CPU_ROWS, "cpu_rows", NULL, 0},
+    {MD_DCS_CPU_ROWS_OMP, "cpu_rows_omp", NULL, 0},
+};
 
 int main(int argc, char **argv) {
-    const md_dcs_variant rungs[] = {MD_DCS_CPU_SIMPLE, (md_dcs_variant)-1, MD_DCS_CPU_SCATTER,
-                                    MD_DCS_CPU_ROWS, MD_DCS_CPU_ROWS_OMP};
-    const int nrungs = (int)(sizeof rungs / sizeof rungs[0]);
     ladder_opts o;
     ladder l;
-    md_system sys;
-    md_grid grid;
-    float *ref;
-    char device[64], title[160];
-    int natoms, ng, reps, r, threads = 1, pr;
-    size_t count, p;
-    double work;
+    ladder_dcs_case c;
+    char device[64], title[200];
+    int reps, threads = 1, pr, ng;
 
     if ((pr = ladder_parse(&o, argc, argv,
                            "Chapter 01: sequential Coulomb potential map, the CPU ladder.\n"
                            "Default 1,000 atoms on a 64^3 grid; --quick: 300 atoms on 24^3.")) != 0)
         return pr > 0 ? 0 : 2;
-    natoms = o.quick ? 300 : 1000;
     ng = o.quick ? 24 : 64;
     reps = o.reps ? o.reps : 3;
 #if defined(_OPENMP)
     threads = omp_get_max_threads();
 #endif
     snprintf(device, sizeof device, "cpu: %d thread%s", threads, threads == 1 ? "" : "s");
-    if (ladder_dcs_system(&sys, &grid, natoms, ng, ng, ng, 0.05) != MD_OK) {
-        fprintf(stderr, "%s\n", md_last_error());
-        return 1;
-    }
-    count = md_grid_count(&grid);
-    work = (double)natoms * (double)count;
-    ref = (float *)md_alloc_array(count, sizeof *ref);
-    if (!ref) {
-        fprintf(stderr, "%s\n", md_last_error());
-        return 1;
-    }
+    /* every plane checked; the reference is the cpu_simple row */
+    if (ladder_dcs_case_make(&c, &o, o.quick ? 300 : 1000, ng, ng, ng, 0.05, 1, 0, rows, FLOAT_TOL)) return 1;
     snprintf(title, sizeof title,
-             "Chapter 01: direct Coulomb sum, %d atoms on a %d^3 grid (0.05 nm), %d timed run%s per rung",
-             natoms, ng, reps, reps == 1 ? "" : "s");
+             "Chapter 01: direct Coulomb sum, %d atoms on a %d x %d x %d grid (0.05 nm), %d timed run%s per rung",
+             c.sys.n, c.grid.n[0], c.grid.n[1], c.grid.n[2], reps, reps == 1 ? "" : "s");
     ladder_begin(&l, &o, CHAPTER, title, "atom-evals/s", "atoms*points", device);
-
-    for (r = 0; r < nrungs; r++) {
-        run_ctx c;
-        const char *name = (int)rungs[r] < 0 ? "exercise" : md_dcs_variant_name(rungs[r]);
-        double t, err;
-        c.variant = rungs[r];
-        c.sys = &sys;
-        c.grid = &grid;
-        for (p = 0; p < count; p++) grid.data[p] = NAN; /* an unwritten point fails the check */
-        t = ladder_time_cpu(run_rung, &c, reps);
-        if (t < 0.0) {
-            ladder_row_error(&l, name, md_last_error());
-            continue;
-        }
-        if (rungs[r] == MD_DCS_CPU_SIMPLE) {
-            memcpy(ref, grid.data, count * sizeof *ref);
-            err = NAN; /* the reference */
-        } else {
-            err = md_max_rel_error(grid.data, ref, count);
-        }
-        ladder_row(&l, name, (long long)natoms * (long long)count, t, work, NAN, err, FLOAT_TOL);
-    }
-    md_free(ref);
-    md_grid_free(&grid);
-    md_system_free(&sys);
+    ladder_dcs_run(&l, &c, (int)(sizeof rows / sizeof rows[0]), NAN, reps, reps);
+    ladder_dcs_case_free(&c);
     return ladder_end(&l);
 }

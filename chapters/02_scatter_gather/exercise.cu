@@ -8,7 +8,10 @@
  *
  * Contract: d_xyzq holds n atoms (x, y, z in nm, q in e) on the device; d_out holds
  * md_grid_count(g) floats, point (i, j, k) at ((k * ny) + j) * nx + i; write
- * MD_COULOMB * sum_atoms q / r there, skipping an atom closer than sqrt(MD_DCS_MIN_R2). */
+ * MD_COULOMB * sum_atoms q / r there, skipping an atom closer than sqrt(MD_DCS_MIN_R2).
+ * Enqueue everything on stream s and return without waiting (the harness times the enqueue
+ * with events on s). Launch with MD_CUDA_LAUNCH(kernel, grid, block, shared bytes, stream,
+ * arguments...): it launches, checks the launch and registers the kernel, as the library does. */
 #include "md_cuda.cu.h"
 
 __global__ void exercise_dcs_kernel(const float4 *atoms, int n, int nx, int ny, int nz, float ox, float oy,
@@ -29,9 +32,8 @@ __global__ void exercise_dcs_kernel(const float4 *atoms, int n, int nx, int ny, 
 md_status exercise_dcs(const md_float4 *d_xyzq, int n, const md_grid *g, float *d_out, cudaStream_t s) {
     /* TODO: a gather kernel writes every point, so it needs no zeroing and a 2D/3D launch */
     MD_CUDA_TRY(cudaMemsetAsync(d_out, 0, md_grid_count(g) * sizeof(float), s));
-    exercise_dcs_kernel<<<(n + 127) / 128, 128, 0, s>>>(
-        (const float4 *)d_xyzq, n, g->n[0], g->n[1], g->n[2], (float)g->origin[0], (float)g->origin[1],
-        (float)g->origin[2], (float)g->spacing[0], (float)g->spacing[1], (float)g->spacing[2], d_out);
-    MD_CUDA_TRY_LAUNCH("exercise_dcs_kernel");
+    MD_CUDA_LAUNCH(exercise_dcs_kernel, (n + 127) / 128, 128, 0, s, (const float4 *)d_xyzq, n, g->n[0], g->n[1],
+                   g->n[2], (float)g->origin[0], (float)g->origin[1], (float)g->origin[2], (float)g->spacing[0],
+                   (float)g->spacing[1], (float)g->spacing[2], d_out);
     return MD_OK;
 }

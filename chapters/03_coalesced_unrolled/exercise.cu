@@ -13,7 +13,9 @@
  *
  * Contract: d_xyzq holds n atoms (x, y, z in nm, q in e) on the device; d_out holds
  * md_grid_count(g) floats, point (i, j, k) at ((k * ny) + j) * nx + i; write
- * MD_COULOMB * sum_atoms q / r there, skipping an atom closer than sqrt(MD_DCS_MIN_R2). */
+ * MD_COULOMB * sum_atoms q / r there, skipping an atom closer than sqrt(MD_DCS_MIN_R2).
+ * Enqueue everything on stream s (copies into your __constant__ buffer included:
+ * cudaMemcpyToSymbolAsync on s) and return without waiting. */
 #include "md_cuda.cu.h"
 
 #define EXERCISE_CHUNK 1024 /* 16 KB of constant memory is free for you */
@@ -36,9 +38,8 @@ __global__ void exercise_dcs_kernel(const float4 *atoms, int n, int nx, int ny, 
 
 md_status exercise_dcs(const md_float4 *d_xyzq, int n, const md_grid *g, float *d_out, cudaStream_t s) {
     const dim3 block(32, 4), grid((g->n[0] + 31) / 32, (g->n[1] + 3) / 4, g->n[2]);
-    exercise_dcs_kernel<<<grid, block, 0, s>>>((const float4 *)d_xyzq, n, g->n[0], g->n[1], (float)g->origin[0],
-                                               (float)g->origin[1], (float)g->origin[2], (float)g->spacing[0],
-                                               (float)g->spacing[1], (float)g->spacing[2], d_out);
-    MD_CUDA_TRY_LAUNCH("exercise_dcs_kernel");
+    MD_CUDA_LAUNCH(exercise_dcs_kernel, grid, block, 0, s, (const float4 *)d_xyzq, n, g->n[0], g->n[1],
+                   (float)g->origin[0], (float)g->origin[1], (float)g->origin[2], (float)g->spacing[0],
+                   (float)g->spacing[1], (float)g->spacing[2], d_out);
     return MD_OK;
 }

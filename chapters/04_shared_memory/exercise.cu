@@ -14,7 +14,9 @@
  *
  * Contract: d_xyzq holds n atoms (x, y, z in nm, q in e) on the device; d_out holds
  * md_grid_count(g) floats, point (i, j, k) at ((k * ny) + j) * nx + i; write
- * MD_COULOMB * sum_atoms q / r there, skipping an atom closer than sqrt(MD_DCS_MIN_R2). */
+ * MD_COULOMB * sum_atoms q / r there, skipping an atom closer than sqrt(MD_DCS_MIN_R2).
+ * Enqueue everything on stream s (the copies into exercise_atoms included) and return without
+ * waiting. exercise_atoms is this program's own __constant__ buffer: nothing else writes it. */
 #include "md_cuda.cu.h"
 
 #define EXERCISE_CHUNK 1024 /* 16 KB: md_cuda.cu.h's rungs hold the other 48 KB */
@@ -59,10 +61,9 @@ md_status exercise_dcs(const md_float4 *d_xyzq, int n, const md_grid *g, float *
         const int m = n - a0 < EXERCISE_CHUNK ? n - a0 : EXERCISE_CHUNK;
         MD_CUDA_TRY(cudaMemcpyToSymbolAsync(exercise_atoms, d_xyzq + a0, (size_t)m * sizeof(float4), 0,
                                             cudaMemcpyDeviceToDevice, s));
-        exercise_dcs_kernel<<<grid, block, 0, s>>>(m, g->n[0], g->n[1], (float)g->origin[0], (float)g->origin[1],
-                                                   (float)g->origin[2], (float)g->spacing[0], (float)g->spacing[1],
-                                                   (float)g->spacing[2], d_out, a0 > 0);
-        MD_CUDA_TRY_LAUNCH("exercise_dcs_kernel");
+        MD_CUDA_LAUNCH(exercise_dcs_kernel, grid, block, 0, s, m, g->n[0], g->n[1], (float)g->origin[0],
+                       (float)g->origin[1], (float)g->origin[2], (float)g->spacing[0], (float)g->spacing[1],
+                       (float)g->spacing[2], d_out, a0 > 0);
     }
     return MD_OK;
 }

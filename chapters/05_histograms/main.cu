@@ -16,16 +16,25 @@
  * CPU rungs: 12^3 cells (6,912 atoms); GPU rungs: 29^3 cells (97,556 atoms), checked
  * against cpu_private on that frame. --quick: 6^3 and 8^3 cells.
  * Rate: pair distances per second (all na (na - 1) / 2 pairs, in range or not).
+ * Every row goes through ladder.h's ladder_rung (poison, run, check, time); a row whose counts
+ * differ from the reference prints FAIL and no rate. A GPU row runs on one md_cuda_rdf_plan:
+ * checked with md_cuda_rdf_accumulate (enqueue + sync), timed over enqueues alone (the frames
+ * stay on the device; one sync after the timing drains them).
+ *
+ * Without nvcc the Makefile compiles this file as C11 (the GPU parts sit inside
+ * #ifdef __CUDACC__): the CPU rows run and the GPU tables print SKIP.
  *
  *   build/chapters/05_histograms [--quick] [--json FILE] [--reps N] */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #ifdef __CUDACC__
-#include "exercise.cu"
-#else /* no nvcc: the Makefile compiles this file as C11; the CPU rungs run, the GPU rungs SKIP */
-#include "md.h"
-#endif
+#include "md_cuda.cu.h"
 #include "ladder.h"
+#include "exercise.cu"
+#else /* no nvcc: CPU rows only */
+#include "md.h"
+#include "ladder.h"
+#endif
 #include <float.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -69,63 +78,160 @@ static double count_error(const uint64_t *out, const uint64_t *ref, int n) {
     return worst;
 }
 
-typedef struct cpu_ctx {
-    md_rdf_variant v;
-    const md_system *s;
-    md_rdf *r;
-} cpu_ctx;
+#ifdef __CUDACC__
+/** The exercise's launcher: count the plan's gathered frame (geometry g) into d_hist. */
+typedef md_status (*rdf_exercise_fn)(const md_cuda_rdf_plan *p, const md_cuda_rdf_geom *g, unsigned int *d_hist,
+                                     cudaStream_t stream);
 
-static md_status run_cpu(void *p) {
-    cpu_ctx *c = (cpu_ctx *)p;
-    md_rdf_reset(c->r);
-    return md_rdf_accumulate(c->v, c->r, c->s->xyzq, c->s->n, NULL, c->s->n, NULL, 0, c->s->box);
+/* One frame and the rows of a table. The first row to run is the reference: its counts go to
+ * ref. A GPU row uses the plan (one for the whole table). */
+typedef struct rdf_case {
+    const md_system *s;
+    const ladder_rung_row *rows;
+    int row;
+    md_rdf ref, out;      /* the reference counts; a row's counts */
+    int have_ref;
+    md_cuda_rdf_plan plan; /* GPU rows */
+    md_float4 *d_xyz;      /* the frame on the device */
+    unsigned int *d_hist;  /* the exercise's 32-bit histogram */
+    unsigned int *h_hist;
+    md_cuda_rdf_geom geom; /* the exercise's frame geometry (md_cuda_rdf_plan_gather) */
+} rdf_case;
+#else /* the C build: CPU rows only */
+typedef struct rdf_case {
+    const md_system *s;
+    const ladder_rung_row *rows;
+    int row;
+    md_rdf ref, out;
+    int have_ref;
+} rdf_case;
+#endif
+
+static md_status rdf_run_cpu(void *ctx) {
+    rdf_case *c = (rdf_case *)ctx;
+    md_rdf_reset(&c->out);
+    return md_rdf_accumulate((md_rdf_variant)c->rows[c->row].variant, &c->out, c->s->xyzq, c->s->n, NULL, c->s->n,
+                             NULL, 0, c->s->box);
+}
+
+/* Poison what the row writes: the host counts (a value no frame gives), and for a GPU row the
+ * plan's gathered positions and 32-bit histogram and the exercise's histogram (NaN bytes), on
+ * the plan's stream. */
+static md_status rdf_poison(void *ctx, int row) {
+    rdf_case *c = (rdf_case *)ctx;
+    md_status st = MD_OK;
+    int k;
+    c->row = row;
+    for (k = 0; k < c->out.nbins; k++) c->out.counts[k] = ~(uint64_t)0;
+    if (!md_rdf_variant_is_gpu((md_rdf_variant)c->rows[row].variant)) return MD_OK;
+#ifndef __CUDACC__
+    (void)st;
+    return md_set_error(MD_ERR_UNSUPPORTED, "05_histograms", 0, NULL, "GPU rows need nvcc");
+#else
+    if ((st = md_cuda_poison((float *)c->plan.d_a, 4 * (size_t)c->plan.na, c->plan.queue.stream)) != MD_OK ||
+        (st = md_cuda_poison((float *)c->plan.d_h32, (size_t)c->plan.nbins, c->plan.queue.stream)) != MD_OK)
+        return st;
+    return md_cuda_poison((float *)c->d_hist, (size_t)c->plan.nbins, c->plan.queue.stream);
+#endif
 }
 
 #ifdef __CUDACC__
-typedef struct gpu_ctx {
-    md_rdf_variant v; /* MD_RDF_VARIANT_COUNT: the exercise */
-    md_cuda_rdf_plan *plan;
-    md_rdf *r;
-    const md_float4 *d_xyz;
-    const double *box;
-    unsigned int *d_hist;
-} gpu_ctx;
-
-static md_status run_gpu(void *p, cudaStream_t stream) {
-    gpu_ctx *c = (gpu_ctx *)p;
-    (void)stream; /* the plan's stream is the default stream, as the timer's */
-    if (c->v == MD_RDF_VARIANT_COUNT) return exercise_rdf(c->plan, c->r, c->box, c->d_hist, 0);
-    md_rdf_reset(c->r);
-    return md_cuda_rdf_accumulate(c->v, c->plan, c->r, c->d_xyz, c->box);
+/* One enqueue of a GPU row: the library's rung (gather and count, into the plan's totals) or
+ * the exercise's launcher (on the frame the check run gathered). */
+static md_status rdf_enqueue(void *ctx, cudaStream_t stream) {
+    rdf_case *c = (rdf_case *)ctx;
+    const ladder_rung_row *r = &c->rows[c->row];
+    (void)stream; /* md_cuda_bench runs on the plan's stream (desc.stream) */
+    if (r->launcher) return ((rdf_exercise_fn)r->launcher)(&c->plan, &c->geom, c->d_hist, c->plan.queue.stream);
+    return md_cuda_rdf_plan_enqueue((md_rdf_variant)r->variant, &c->plan, &c->out, c->d_xyz, c->s->box);
 }
+#endif
+
+static md_status rdf_run(void *ctx, int row) {
+    rdf_case *c = (rdf_case *)ctx;
+    const ladder_rung_row *r = &c->rows[row];
+    md_status st = MD_OK;
+    int k = 0;
+#ifdef __CUDACC__
+    cudaError_t e;
+#endif
+    c->row = row;
+    if (!md_rdf_variant_is_gpu((md_rdf_variant)r->variant)) return rdf_run_cpu(c);
+#ifndef __CUDACC__
+    (void)st;
+    (void)k;
+    return md_set_error(MD_ERR_UNSUPPORTED, "05_histograms", 0, NULL, "GPU rows need nvcc");
+#else
+    md_rdf_reset(&c->out);
+    if (!r->launcher) return md_cuda_rdf_accumulate((md_rdf_variant)r->variant, &c->plan, &c->out, c->d_xyz, c->s->box);
+    if ((st = md_cuda_rdf_plan_gather(&c->plan, &c->out, c->d_xyz, c->s->box, &c->geom)) != MD_OK ||
+        (st = rdf_enqueue(c, c->plan.queue.stream)) != MD_OK || (st = md_cuda_rdf_plan_sync(&c->plan, NULL)) != MD_OK)
+        return st;
+    if ((e = cudaMemcpy(c->h_hist, c->d_hist, (size_t)c->plan.nbins * sizeof *c->h_hist, cudaMemcpyDeviceToHost)) !=
+        cudaSuccess)
+        return md_cuda_error(e, "cudaMemcpy(exercise histogram)", __FILE__, __LINE__);
+    for (k = 0; k < c->plan.nbins; k++) c->out.counts[k] = c->h_hist[k];
+    return MD_OK;
+#endif
+}
+
+static md_status rdf_check(void *ctx, int row, double *error) {
+    rdf_case *c = (rdf_case *)ctx;
+    (void)row;
+    if (!c->have_ref) {
+        memcpy(c->ref.counts, c->out.counts, (size_t)c->ref.nbins * sizeof *c->ref.counts);
+        c->have_ref = 1;
+        *error = NAN;
+        return MD_OK;
+    }
+    *error = count_error(c->out.counts, c->ref.counts, c->ref.nbins);
+    return MD_OK;
+}
+
+/* CPU rows: wall clock. GPU rows: events around the enqueues on the plan's stream; the frames
+ * the library's rung enqueued pile up in the plan's totals, and one sync drains them. */
+static md_status rdf_time(void *ctx, int row, int reps, double *seconds) {
+    rdf_case *c = (rdf_case *)ctx;
+#ifdef __CUDACC__
+    md_cuda_bench_desc d;
+    md_status st;
+#endif
+    c->row = row;
+    if (!md_rdf_variant_is_gpu((md_rdf_variant)c->rows[row].variant)) return ladder_time_cpu(rdf_run_cpu, c, reps, seconds);
+#ifndef __CUDACC__
+    return md_set_error(MD_ERR_UNSUPPORTED, "05_histograms", 0, NULL, "GPU rows need nvcc");
+#else
+    memset(&d, 0, sizeof d);
+    d.reps = reps;
+    d.stream = c->plan.queue.stream;
+    if ((st = md_cuda_bench(rdf_enqueue, c, &d, seconds)) != MD_OK) return st;
+    md_rdf_reset(&c->out);
+    return md_cuda_rdf_plan_sync(&c->plan, &c->out);
+#endif
+}
+
+static const ladder_ops rdf_ops = {NULL, rdf_poison, rdf_run, rdf_check, rdf_time, NULL};
 
 /* The GPU ladder on one frame. dense = 0: rmax = RMAX (few pairs in range: the distance
  * arithmetic bounds the kernels); dense = 1: rmax = 0.49 box (about half of all pairs in
  * range: the histogram updates bound them, and privatization shows). Variants of the dense
  * table carry the suffix "_dense" in the table and the JSON. */
-static int gpu_part(ladder_opts *o, int cells, int dense) {
-    static const md_rdf_variant rungs[4] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES};
+#ifdef __CUDACC__
+static int gpu_part(const ladder_opts *o, int cells, int dense) {
+    static const int rungs[5] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES, MD_RDF_GPU_WARP};
     md_cuda_device_info info;
     md_system s;
-    md_rdf ref, g;
-    md_cuda_rdf_plan plan;
-    md_float4 *d_xyz = NULL;
-    unsigned int *d_hist = NULL, *h_hist = NULL;
-    double pairs, t_ref, smem_ceiling = NAN, in_range, ceiling = NAN, t;
+    rdf_case c;
+    ladder_rung_row rows[6];
+    ladder_measure m;
+    double pairs, smem_ceiling = NAN, in_range, ceiling = NAN, rmax;
     uint64_t total = 0;
-    md_cuda_bench_desc bd;
     ladder l;
-    char title[256], dev[300];
+    char title[256], dev[300], names[6][32];
     int v, k, reps = o->reps ? o->reps : (o->quick ? 3 : (dense ? 5 : 11)), failed;
-    double rmax;
-    char names[5][32];
-    cpu_ctx cc;
-    for (v = 0; v < 5; v++)
-        snprintf(names[v], sizeof names[v], "%s%s", v < 4 ? md_rdf_variant_name(rungs[v]) : "exercise",
-                 dense ? "_dense" : "");
+    cudaError_t e;
     if (!md_cuda_available()) {
         printf("\nSKIP: %s\n", md_last_error());
-        for (v = 0; v < 5; v++) printf("SKIP %s: no usable CUDA device\n", names[v]);
         return 0;
     }
     if (md_cuda_get_device_info(0, &info) != MD_OK || disordered_fcc(&s, cells) != MD_OK) {
@@ -133,9 +239,34 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
         return 1;
     }
     snprintf(dev, sizeof dev, "%s", info.name);
+    for (v = 0; v < 6; v++) {
+        snprintf(names[v], sizeof names[v], "%s%s",
+                 v == 0 ? "cpu_private" : v < 5 ? md_rdf_variant_name((md_rdf_variant)rungs[v - 1]) : "exercise",
+                 dense ? "_dense" : "");
+        rows[v].variant = v == 0 ? MD_RDF_CPU_PRIVATE : rungs[v - 1];
+        rows[v].name = names[v];
+        rows[v].launcher = v == 5 ? LADDER_FN(exercise_rdf) : NULL;
+        rows[v].split = 0;
+    }
     pairs = 0.5 * (double)s.n * (double)(s.n - 1);
     rmax = dense ? 0.49 * s.box[0] : RMAX;
-    if (md_rdf_init(&ref, rmax, NBINS) != MD_OK || md_rdf_init(&g, rmax, NBINS) != MD_OK) return 1;
+    memset(&c, 0, sizeof c);
+    c.s = &s;
+    c.rows = rows;
+    if (md_rdf_init(&c.ref, rmax, NBINS) != MD_OK || md_rdf_init(&c.out, rmax, NBINS) != MD_OK ||
+        md_cuda_rdf_plan_create(&c.plan, s.n, NULL, s.n, NULL, 0, NBINS, NULL) != MD_OK ||
+        md_cuda_alloc((void **)&c.d_xyz, (size_t)s.n, sizeof(md_float4), "frame") != MD_OK ||
+        md_cuda_alloc((void **)&c.d_hist, NBINS, sizeof(unsigned int), "exercise histogram") != MD_OK ||
+        !(c.h_hist = (unsigned int *)malloc(NBINS * sizeof(unsigned int)))) {
+        printf("FAIL setup: %s\n", md_last_error());
+        return 1;
+    }
+    /* the frame on the device, landed before the plan's (non-blocking) stream reads it */
+    if ((e = cudaMemcpy(c.d_xyz, s.xyzq, (size_t)s.n * sizeof(md_float4), cudaMemcpyHostToDevice)) != cudaSuccess ||
+        (e = cudaDeviceSynchronize()) != cudaSuccess) {
+        printf("FAIL setup: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
     if (!o->quick && md_cuda_ceiling_smem_atomic(&smem_ceiling) != MD_OK) {
         printf("note: shared-atomic ceiling not measured: %s\n", md_last_error());
         smem_ceiling = NAN;
@@ -144,160 +275,99 @@ static int gpu_part(ladder_opts *o, int cells, int dense) {
              "\nChapter 05, GPU%s: RDF of a %d-atom frame (disordered FCC, A = B, %.4g pairs, rmax %.2f nm, %d bins)",
              dense ? " (dense: rmax = 0.49 box)" : "", s.n, pairs, rmax, NBINS);
     ladder_begin(&l, o, "05_histograms", title, "pairs/s", "pairs", dev);
-    cc.v = MD_RDF_CPU_PRIVATE;
-    cc.s = &s;
-    cc.r = &ref;
-    t_ref = ladder_time_cpu(run_cpu, &cc, 1);
-    if (t_ref < 0) {
-        ladder_row_error(&l, dense ? "cpu_private_dense" : "cpu_private", md_last_error());
-        return 1;
-    }
-    for (k = 0; k < NBINS; k++) total += ref.counts[k];
+    m.work = pairs;
+    m.size = (long long)pairs;
+    m.tol = 0.0; /* integer counts: exactly equal */
+    m.ceiling = NAN;
+    m.reps = 1; /* the CPU reference on this big frame is slow */
+    failed = !ladder_rung(&l, &rdf_ops, &c, 0, names[0], &m);
+    for (k = 0; k < NBINS; k++) total += c.ref.counts[k];
     in_range = (double)total / pairs; /* shared atomics per pair */
     if (isfinite(smem_ceiling) && in_range > 0) ceiling = smem_ceiling / in_range;
-    ladder_row(&l, dense ? "cpu_private_dense" : "cpu_private", (long long)pairs, t_ref, pairs, NAN, NAN, 0.0);
     printf("    %.4f of the pairs are inside rmax (one shared atomic each)\n", in_range);
-    l.device = dev;
-    if (cudaMalloc((void **)&d_xyz, (size_t)s.n * sizeof(md_float4)) != cudaSuccess ||
-        cudaMemcpy(d_xyz, s.xyzq, (size_t)s.n * sizeof(md_float4), cudaMemcpyHostToDevice) != cudaSuccess ||
-        cudaMalloc((void **)&d_hist, NBINS * sizeof(unsigned int)) != cudaSuccess ||
-        md_cuda_rdf_plan_create(&plan, s.n, NULL, s.n, NULL, 0, NBINS, NULL) != MD_OK) {
-        printf("FAIL setup: %s\n", md_last_error());
-        return 1;
-    }
-    memset(&bd, 0, sizeof bd);
-    bd.reps = reps;
-    for (v = 0; v <= 4; v++) {
-        gpu_ctx gc;
-        const char *name = names[v];
-        double err;
-        gc.v = v < 4 ? rungs[v] : MD_RDF_VARIANT_COUNT;
-        gc.plan = &plan;
-        gc.r = &g;
-        gc.d_xyz = d_xyz;
-        gc.box = s.box;
-        gc.d_hist = d_hist;
-        if (v == 4) { /* the exercise: 32-bit counts of one launch must not wrap */
-            if ((double)total > 4294967295.0) {
-                ladder_row_skip(&l, name, "this frame's counts could overflow a 32-bit bin in one launch");
-                continue;
-            }
-        }
-        /* check first, on a poisoned plan (and exercise histogram), then time */
-        if ((v == 4 && md_cuda_poison((float *)d_hist, NBINS, 0) != MD_OK) ||
-            md_cuda_poison((float *)plan.d_a, 4 * (size_t)plan.na, 0) != MD_OK ||
-            md_cuda_poison((float *)plan.d_h64, 2 * ((size_t)NBINS + 1), 0) != MD_OK) {
-            ladder_row_error(&l, name, md_last_error());
+    m.ceiling = ceiling;
+    m.reps = reps;
+    for (v = 1; v < 6 && c.have_ref; v++) {
+        if (!ladder_selected(&l, names[v])) continue;
+        if (v == 5 && (double)total > 4294967295.0) { /* the exercise: 32-bit counts of one launch must not wrap */
+            ladder_row_skip(&l, names[v], "this frame's counts could overflow a 32-bit bin in one launch");
             continue;
         }
-        if (v == 4) {
-            md_status st;
-            gpu_ctx prep = gc;
-            prep.v = MD_RDF_GPU_GLOBAL; /* gathers the frame into plan.d_a */
-            if ((st = run_gpu(&prep, 0)) == MD_OK) st = run_gpu(&gc, 0);
-            if (st != MD_OK) {
-                ladder_row_error(&l, name, md_last_error());
-                continue;
-            }
-            if (!h_hist) h_hist = (unsigned int *)malloc(NBINS * sizeof(unsigned int));
-            if (!h_hist || cudaMemcpy(h_hist, d_hist, NBINS * sizeof(unsigned int), cudaMemcpyDeviceToHost) != cudaSuccess) {
-                ladder_row_error(&l, name, "cannot copy the exercise histogram back");
-                continue;
-            }
-            for (k = 0; k < NBINS; k++) g.counts[k] = h_hist[k];
-        } else if (run_gpu(&gc, 0) != MD_OK) {
-            ladder_row_error(&l, name, md_last_error());
-            continue;
-        }
-        err = count_error(g.counts, ref.counts, NBINS);
-        if (err != 0.0) {
-            ladder_row(&l, name, (long long)pairs, -1.0, pairs, ceiling, err, 0.0);
-            continue;
-        }
-        if (md_cuda_bench(run_gpu, &gc, &bd, &t) != MD_OK) {
-            ladder_row_error(&l, name, md_last_error());
-            continue;
-        }
-        ladder_row(&l, name, (long long)pairs, t, pairs, ceiling, 0.0, 0.0);
-        if (v == 2 && isfinite(smem_ceiling))
-            printf("    %s: %.3g shared atomics/s (%.4f per pair) = %.1f%% of the measured shared-atomic "
-                   "ceiling %.3g/s\n", name, in_range * pairs / t, in_range, 100.0 * in_range * pairs / t / smem_ceiling,
+        if (ladder_rung(&l, &rdf_ops, &c, v, names[v], &m) && rows[v].variant == MD_RDF_GPU_WARP && !rows[v].launcher &&
+            isfinite(smem_ceiling) && l.last_time > 0.0)
+            printf("    %s: %.3g shared atomics/s (%.4f per pair) = %.1f%% of the measured shared-atomic ceiling %.3g/s\n",
+                   names[v], in_range * pairs / l.last_time, in_range, 100.0 * in_range * pairs / l.last_time / smem_ceiling,
                    smem_ceiling);
     }
-    failed = ladder_end(&l);
-    md_cuda_rdf_plan_destroy(&plan);
-    {
-        cudaError_t e1 = cudaFree(d_xyz), e2 = cudaFree(d_hist);
-        if (e1 != cudaSuccess || e2 != cudaSuccess) {
-            printf("FAIL cudaFree: %s\n", cudaGetErrorString(e1 != cudaSuccess ? e1 : e2));
-            failed = 1;
-        }
-    }
-    free(h_hist);
-    md_rdf_free(&ref);
-    md_rdf_free(&g);
+    failed = ladder_end(&l) || failed;
+    md_cuda_rdf_plan_destroy(&c.plan);
+    md_cuda_free(c.d_xyz);
+    md_cuda_free(c.d_hist);
+    free(c.h_hist);
+    md_rdf_free(&c.ref);
+    md_rdf_free(&c.out);
     md_system_free(&s);
     return failed;
 }
 #else
-static int gpu_part(ladder_opts *o, int cells, int dense) {
-    (void)o, (void)cells, (void)dense;
-    printf("\nSKIP: nvcc not found: the GPU rungs were not built\n");
+static int gpu_part(const ladder_opts *o, int cells, int dense) {
+    (void)o;
+    (void)cells;
+    (void)dense;
+    printf("\nSKIP: nvcc not found: the GPU rows were not built (only the CPU rows ran)\n");
     return 0;
 }
 #endif
 
-int main(int argc, char **argv) {
-    ladder_opts o;
+/* The CPU ladder on a small frame: cpu_simple (the reference), cpu_private. */
+static int cpu_part(const ladder_opts *o, int cells) {
+    static const ladder_rung_row rows[2] = {{MD_RDF_CPU_SIMPLE, "cpu_simple", NULL, 0},
+                                            {MD_RDF_CPU_PRIVATE, "cpu_private", NULL, 0}};
     ladder l;
     md_system s;
-    md_rdf ref, r;
-    cpu_ctx c;
+    rdf_case c;
+    ladder_measure m;
     char device[64], title[256];
-    double pairs, t_simple, t_private, err;
-    int rc = ladder_parse(&o, argc, argv,
-                          "RDF histogram ladder: CPU rungs, then GPU rungs when a device exists.");
-    int cpu_cells, gpu_cells, threads = 1, reps, failed;
-    if (rc) return rc > 0 ? 0 : 2;
-    cpu_cells = o.quick ? 6 : 12;
-    gpu_cells = o.quick ? 8 : 29;
-    reps = o.reps ? o.reps : (o.quick ? 1 : 3);
+    int threads = 1, v, failed;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
     snprintf(device, sizeof device, "cpu: %d threads", threads);
-    if (disordered_fcc(&s, cpu_cells) != MD_OK || md_rdf_init(&ref, RMAX, NBINS) != MD_OK ||
-        md_rdf_init(&r, RMAX, NBINS) != MD_OK) {
+    memset(&c, 0, sizeof c);
+    if (disordered_fcc(&s, cells) != MD_OK || md_rdf_init(&c.ref, RMAX, NBINS) != MD_OK ||
+        md_rdf_init(&c.out, RMAX, NBINS) != MD_OK) {
         fprintf(stderr, "setup: %s\n", md_last_error());
         return 1;
     }
-    pairs = 0.5 * (double)s.n * (double)(s.n - 1);
+    c.s = &s;
+    c.rows = rows;
+    m.work = 0.5 * (double)s.n * (double)(s.n - 1);
+    m.size = (long long)m.work;
+    m.ceiling = NAN;
+    m.tol = 0.0;
+    m.reps = o->reps ? o->reps : (o->quick ? 1 : 3);
     snprintf(title, sizeof title,
              "Chapter 05, CPU: RDF of a %d-atom frame (disordered FCC, A = B, %.4g pairs, rmax %.1f nm, %d bins)",
-             s.n, pairs, RMAX, NBINS);
-    ladder_begin(&l, &o, "05_histograms", title, "pairs/s", "pairs", device);
-    c.s = &s;
-    c.v = MD_RDF_CPU_SIMPLE;
-    c.r = &ref;
-    t_simple = ladder_time_cpu(run_cpu, &c, reps);
-    if (t_simple < 0) ladder_row_error(&l, "cpu_simple", md_last_error());
-    else ladder_row(&l, "cpu_simple", (long long)pairs, t_simple, pairs, NAN, NAN, 0.0);
-    c.v = MD_RDF_CPU_PRIVATE;
-    c.r = &r;
-    t_private = ladder_time_cpu(run_cpu, &c, reps);
-    if (t_private < 0) ladder_row_error(&l, "cpu_private", md_last_error());
-    else {
-        err = count_error(r.counts, ref.counts, NBINS);
-        ladder_row(&l, "cpu_private", (long long)pairs, t_private, pairs, NAN, err, 0.0);
-        printf("CPU multicore speedup (cpu_private / cpu_simple, %d threads): %.2fx\n", threads, t_simple / t_private);
-    }
+             s.n, m.work, RMAX, NBINS);
+    ladder_begin(&l, o, "05_histograms", title, "pairs/s", "pairs", device);
+    for (v = 0; v < 2; v++)
+        if (v == 0 || ladder_selected(&l, rows[v].name)) (void)ladder_rung(&l, &rdf_ops, &c, v, rows[v].name, &m);
     failed = ladder_end(&l);
-    md_rdf_free(&ref);
-    md_rdf_free(&r);
+    md_rdf_free(&c.ref);
+    md_rdf_free(&c.out);
     md_system_free(&s);
-    failed |= gpu_part(&o, gpu_cells, 0);
+    return failed;
+}
+
+int main(int argc, char **argv) {
+    ladder_opts o;
+    int failed, rc = ladder_parse(&o, argc, argv, "RDF histogram ladder: CPU rungs, then GPU rungs when a device exists.");
+    if (rc) return rc > 0 ? 0 : 2;
+    if (o.atoms || o.grid[0]) printf("note: --atoms and --grid are for the Coulomb chapters; ignored here\n");
+    failed = cpu_part(&o, o.quick ? 6 : 12);
+    failed |= gpu_part(&o, o.quick ? 8 : 29, 0);
 #ifdef __CUDACC__
-    if (md_cuda_available()) failed |= gpu_part(&o, gpu_cells, 1);
+    if (md_cuda_available()) failed |= gpu_part(&o, o.quick ? 8 : 29, 1);
 #endif
     return failed ? 1 : 0;
 }
