@@ -7962,6 +7962,8 @@ MDDEF md_status md_water_ion_lj_table(md_water_model model, md_lj_table *lj) {
     md_ion_params ion;
     double sig[4], eps[4];
     md_status st;
+    memset(&w, 0, sizeof w);
+    memset(&ion, 0, sizeof ion);
     if (!lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_water_ion_lj_table", 0, "lj", "is NULL");
     if ((st = md_water_model_params(model, &w)) != MD_OK || (st = md_ion_params_for(model, &ion)) != MD_OK) return st;
     sig[MD_TYPE_OW] = w.sigma_o;
@@ -8314,6 +8316,22 @@ static md_status md__coul_inputs(const char *fn, const md_float4 *xyzq, int n, c
     return md__check_coords(fn, xyzq, n, 1);
 }
 
+/* exp(i k.r) of atom j for the vector m (3 ints) from the per-axis tables of exp(i 2 pi m x / L),
+ * m >= 0 (a negative m takes the conjugate). */
+static void md__ewald_phase(double *const tab[3], const int kmax[3], const int *m, int j, double *re, double *im) {
+    double r = 1.0, i = 0.0;
+    int d;
+    for (d = 0; d < 3; d++) {
+        const int am = m[d] < 0 ? -m[d] : m[d];
+        const double *z = tab[d] + 2 * ((size_t)j * (kmax[d] + 1) + am);
+        const double tr = z[0], ti = m[d] < 0 ? -z[1] : z[1], nr = r * tr - i * ti;
+        i = r * ti + i * tr;
+        r = nr;
+    }
+    *re = r;
+    *im = i;
+}
+
 /* The k-space part of md_ewald_compute: per-atom tables of exp(i 2 pi m x / L), the
  * structure factor of every kept k in the half space, then energy, virial and forces. */
 static md_status md__ewald_recip(const md_ewald_params *p, const md_float4 *xyzq, int n, const double box[3],
@@ -8373,16 +8391,8 @@ static md_status md__ewald_recip(const md_ewald_params *p, const md_float4 *xyzq
         for (dd = 0; dd < 3; dd++) k[dd] = 2.0 * MD__PI * mv[3 * c + dd] / box[dd];
         k2 = k[0] * k[0] + k[1] * k[1] + k[2] * k[2];
         for (j = 0; j < n; j++) {
-            double re = 1.0, im = 0.0;
-            for (dd = 0; dd < 3; dd++) {
-                int m = mv[3 * c + dd], am = m < 0 ? -m : m, km = p->kmax[dd];
-                double tr = tab[dd][2 * ((size_t)j * (km + 1) + am)], ti = tab[dd][2 * ((size_t)j * (km + 1) + am) + 1];
-                double nr;
-                if (m < 0) ti = -ti;
-                nr = re * tr - im * ti;
-                im = re * ti + im * tr;
-                re = nr;
-            }
+            double re, im;
+            md__ewald_phase(tab, p->kmax, mv + 3 * c, j, &re, &im);
             C += xyzq[j].w * re;
             Ss += xyzq[j].w * im;
         }
@@ -8409,18 +8419,10 @@ static md_status md__ewald_recip(const md_ewald_params *p, const md_float4 *xyzq
     MD__OMP_FOR
     for (i = 0; i < n; i++) {
         double fx = 0.0, fy = 0.0, fz = 0.0, s = kc * 8.0 * MD__PI / V * xyzq[i].w;
-        int cc, dd;
+        int cc;
         for (cc = 0; cc < K; cc++) {
-            double re = 1.0, im = 0.0, t;
-            for (dd = 0; dd < 3; dd++) {
-                int m = mv[3 * cc + dd], am = m < 0 ? -m : m, km = p->kmax[dd];
-                double tr = tab[dd][2 * ((size_t)i * (km + 1) + am)], ti = tab[dd][2 * ((size_t)i * (km + 1) + am) + 1];
-                double nr;
-                if (m < 0) ti = -ti;
-                nr = re * tr - im * ti;
-                im = re * ti + im * tr;
-                re = nr;
-            }
+            double re, im, t;
+            md__ewald_phase(tab, p->kmax, mv + 3 * cc, i, &re, &im);
             t = kv[4 * cc + 3] * (S[2 * cc] * im - S[2 * cc + 1] * re);
             fx += t * kv[4 * cc];
             fy += t * kv[4 * cc + 1];
@@ -8734,11 +8736,9 @@ static void md__fft3d_axis(md_fft3d *p, double *g, int axis, int sign) {
     const int n0 = p->n[0], n1 = p->n[1], nh = p->nh, len = p->n[axis];
     const int lines = axis == 0 ? n1 * nh : n0 * nh;
     const size_t stride = axis == 0 ? (size_t)n1 * nh : (size_t)nh;
-    const int nt = p->nthreads;
     int l;
-    (void)nt;
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(p->nthreads) schedule(static)
 #endif
     for (l = 0; l < lines; l++) {
         double *buf = p->work + (size_t)md__omp_thread() * p->work_stride, *work = buf + 2 * (size_t)len + 4;
@@ -8757,13 +8757,11 @@ static void md__fft3d_axis(md_fft3d *p, double *g, int axis, int sign) {
 }
 
 MDDEF void md_fft3d_r2c(md_fft3d *p, const double *in, double *out) {
-    int r, rows, nt;
+    int r, rows;
     if (!p || !p->work || !in || !out) return;
     rows = p->n[0] * p->n[1];
-    nt = p->nthreads;
-    (void)nt;
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(p->nthreads) schedule(static)
 #endif
     for (r = 0; r < rows; r++) {
         double *buf = p->work + (size_t)md__omp_thread() * p->work_stride;
@@ -8774,15 +8772,13 @@ MDDEF void md_fft3d_r2c(md_fft3d *p, const double *in, double *out) {
 }
 
 MDDEF void md_fft3d_c2r(md_fft3d *p, double *in, double *out) {
-    int r, rows, nt;
+    int r, rows;
     if (!p || !p->work || !in || !out) return;
     rows = p->n[0] * p->n[1];
-    nt = p->nthreads;
-    (void)nt;
     md__fft3d_axis(p, in, 0, 1);
     md__fft3d_axis(p, in, 1, 1);
 #if defined(_OPENMP)
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(p->nthreads) schedule(static)
 #endif
     for (r = 0; r < rows; r++) {
         double *buf = p->work + (size_t)md__omp_thread() * p->work_stride;

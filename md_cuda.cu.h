@@ -60,6 +60,11 @@
  *             frame, one call), md_cuda_rdf_plan_gather, md_cuda_rdf_geom_set,
  *             md_cuda_rdf_bin (the pair rule), md_cuda_rdf_max_bins: radial distribution
  *             functions, the GPU rungs
+ *   pme       md_cuda_pme_plan_create/destroy/set_spread/upload/enqueue/enqueue_own/
+ *             sync/read, the stages md_cuda_pme_enqueue_spread/forward/solve/backward/
+ *             gather, md_cuda_pme (one call), md_cuda_pme_locate, md_cuda_pme_bspline:
+ *             particle-mesh Ewald with cuFFT, forces and energy added in 64-bit
+ *             fixed point
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
@@ -767,6 +772,225 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
  *  Errors: as md_cuda_rdf_plan_enqueue()'s for the box and the accumulator. */
 md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md_float4 *d_xyz,
                                   const double box[3], md_cuda_rdf_geom *g);
+
+/* ======================================================================== */
+/* pme: particle-mesh Ewald on the GPU (cuFFT)                              */
+/* ======================================================================== */
+
+/* The reciprocal part of the Ewald sum on the GPU, the five stages of md.h's CPU PME
+ * (md_pme_spread / forward / solve / backward / gather; see md.h's pme section for the
+ * method and the grid layout, which is cuFFT's own: K0 x K1 x K2 reals, last axis fastest,
+ * K0 x K1 x (K2/2 + 1) complex values after the real-to-complex transform):
+ *   spread    every charge onto order^3 points, summed in 64-bit fixed point (scale
+ *             MD_CUDA_PME_GRID_SCALE) and then converted to float, so the grid does not depend
+ *             on the order of the additions: two rungs,
+ *               MD_CUDA_PME_SPREAD_ATOMIC  (scatter) one thread per atom and stencil row,
+ *                                          64-bit atomicAdd into a global fixed-point grid;
+ *               MD_CUDA_PME_SPREAD_GATHER  atoms binned into bricks of 8^3 points (counting
+ *                                          sort), then one thread per grid point sums the
+ *                                          atoms whose stencil covers it: no atomics on the
+ *                                          grid, more arithmetic;
+ *             both add the same fixed-point terms, so their grids are bitwise equal;
+ *   forward   cufftExecR2C on the plan's stream;
+ *   solve     one thread per complex value: influence function with the B-spline moduli of
+ *             md_pme_bspline_moduli (uploaded at create), energy and virial summed in fixed
+ *             point, the neutralising background for a net charge;
+ *   backward  cufftExecC2R;
+ *   gather    one thread per atom: the force from the potential grid, added in fixed point.
+ * The box lives in device memory (3 doubles) and is read by the kernels, so a captured graph
+ * stays valid when the box changes; the atom count n is a kernel argument (a new n needs a new
+ * capture). Spline orders 4, 5 and 6 are compiled (templates); the B-spline weights are
+ * md_cuda_pme_bspline(), float arithmetic with every product rounded on its own. */
+
+#ifndef MD_CUDA_PME_DECLARED /* its own guard: the section stays whole wherever it sits */
+#define MD_CUDA_PME_DECLARED
+#include <cufft.h>
+
+/** @brief Fixed-point units per e of a spread grid value (2^32; a grid value is a sum of
+ *  charges times weights below 1, so the range +-2^31 e is never approached). */
+#define MD_CUDA_PME_GRID_SCALE 4294967296.0
+/** @brief Edge (points) of the bricks the gather-formulation spread bins atoms into; a brick
+ *  is one thread block of MD_CUDA_PME_BRICK^3 threads. Must be >= MD_PME_MAX_ORDER - 1. */
+#define MD_CUDA_PME_BRICK 8
+
+/** @brief The spread rungs (see the section's introduction). */
+typedef enum md_cuda_pme_spread {
+    MD_CUDA_PME_SPREAD_ATOMIC = 0, /**< scatter: 64-bit fixed-point atomicAdd per stencil point (the default) */
+    MD_CUDA_PME_SPREAD_GATHER,     /**< gather: atoms binned into 8^3 bricks, one thread per grid point */
+    MD_CUDA_PME_SPREAD_COUNT       /**< number of spread rungs */
+} md_cuda_pme_spread;
+
+/** @brief Short name of a spread rung ("spread_atomic", "spread_gather"), never NULL. */
+const char *md_cuda_pme_spread_name(md_cuda_pme_spread spread);
+
+/** @brief Which buffer md_cuda_pme_plan_read() copies. */
+typedef enum md_cuda_pme_buffer {
+    MD_CUDA_PME_REAL = 0, /**< the K0 K1 K2 floats: charges after spread, potential after backward */
+    MD_CUDA_PME_COMPLEX   /**< the K0 K1 (K2/2 + 1) complex floats (re, im): after forward or solve */
+} md_cuda_pme_buffer;
+
+/** @brief A GPU PME plan: grids, cuFFT plans on the plan's stream, moduli, the gather rung's
+ *  bins, and its own atom, box and output buffers for md_cuda_pme_plan_upload / enqueue_own /
+ *  sync. Made once (md_cuda_pme_plan_create), used for many evaluations. */
+typedef struct md_cuda_pme_plan {
+    md_cuda_queue queue;          /**< the plan's stream and device flags */
+    md_pme_params params;         /**< resolved parameters (alpha, grid, order) */
+    int capacity;                 /**< most atoms per evaluation */
+    int nh;                       /**< grid[2] / 2 + 1 */
+    int nbrick[3];                /**< bricks per axis, ceil(grid / MD_CUDA_PME_BRICK) */
+    md_cuda_pme_spread spread;    /**< spread rung of md_cuda_pme_plan_enqueue (default atomic) */
+    cufftHandle fft_forward;      /**< cuFFT R2C plan, stream set to queue.stream */
+    cufftHandle fft_backward;     /**< cuFFT C2R plan, stream set to queue.stream */
+    int have_forward;             /**< 1 once fft_forward exists (internal) */
+    int have_backward;            /**< 1 once fft_backward exists (internal) */
+    float *d_moduli;              /**< grid[0] + grid[1] + grid[2] B-spline moduli */
+    md_fixed *d_grid_fixed;       /**< the atomic rung's fixed-point grid (K0 K1 K2), zero between spreads (the
+                                       conversion to floats resets it) */
+    float *d_real;                /**< K0 K1 K2 floats (cufftReal) */
+    float2 *d_complex;            /**< K0 K1 nh complex (cufftComplex) */
+    md_fixed *d_charge;           /**< 2: sum of the charges and of their squares (MD_FORCE_FIXED_SCALE),
+                                       written by the spread */
+    int *d_brick_count;           /**< atoms per brick (gather rung) */
+    int *d_brick_start;           /**< nbricks + 1 offsets into d_sorted (gather rung) */
+    int *d_sorted;                /**< capacity atom indices ordered by brick (gather rung) */
+    int *d_rank;                  /**< capacity: each atom's place within its brick (gather rung) */
+    int4 *d_base;                 /**< capacity: first grid index per axis and the brick (gather rung) */
+    float *d_theta;               /**< capacity * 3 * order weights (gather rung) */
+    float4 *d_xyzq;               /**< own atoms (md_cuda_pme_plan_upload) */
+    double *d_box;                /**< own box, 3 doubles */
+    md_fixed *d_out;              /**< own outputs: 3 capacity forces (x block, y block, z block),
+                                       1 energy, 9 virial */
+    md_float4 *h_xyzq;            /**< pinned staging of the atoms */
+    double *h_box;                /**< pinned staging of the box */
+    md_fixed *h_out;              /**< pinned copy of d_out and d_charge */
+    cudaEvent_t staged;           /**< recorded after the upload's copies (internal) */
+    int n;                        /**< atoms of the last upload */
+} md_cuda_pme_plan;
+
+/** @brief Make a plan on the current device for up to @p capacity atoms: the parameters are
+ *  resolved as md_pme_params_resolve() does (@p box is needed when the grid is automatic; the
+ *  grid stays fixed, the box of each evaluation may differ), cuFFT R2C and C2R plans bound to
+ *  the plan's stream (cufftSetStream), the moduli computed by md_pme_bspline_moduli() and
+ *  uploaded, every buffer allocated. It synchronises. Errors: those of md_pme_params_resolve(),
+ *  capacity < 1, CUDA or cuFFT failures (MD_ERR_CUDA), no device. On failure @p p is zeroed. */
+md_status md_cuda_pme_plan_create(md_cuda_pme_plan *p, const md_pme_params *params, const double box[3],
+                                  int capacity);
+
+/** @brief Wait for the plan's stream, destroy the cuFFT plans, free everything and zero the
+ *  plan. Safe on a zeroed plan. */
+void md_cuda_pme_plan_destroy(md_cuda_pme_plan *p);
+
+/** @brief Choose the spread rung md_cuda_pme_plan_enqueue() uses. */
+md_status md_cuda_pme_plan_set_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread);
+
+/** @brief Stage 1, spread: enqueue the spreading of @p n atoms at @p d_xyzq (device; x y z nm,
+ *  w charge e; positions anywhere, wrapped) for the box @p d_box (device, 3 doubles) into
+ *  p->d_real, with rung @p spread; also sums the charges into p->d_charge. A non-finite
+ *  coordinate or charge raises MD_CUDA_FLAG_NONFINITE with the atom's index (the atom is
+ *  skipped; md_cuda_queue_sync reports it). Host errors: n outside 1..capacity, NULL. */
+md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread, const float4 *d_xyzq, int n,
+                                     const double *d_box);
+
+/** @brief Stage 2, forward: cufftExecR2C of p->d_real into p->d_complex on the plan's stream. */
+md_status md_cuda_pme_enqueue_forward(md_cuda_pme_plan *p);
+
+/** @brief Stage 3, solve: multiply p->d_complex by the influence function for @p d_box and ADD
+ *  the reciprocal energy (with the background of the charge sum of the last spread) to
+ *  @p d_energy (one md_fixed, MD_ENERGY_FIXED_SCALE) and the virial to @p d_virial (9 md_fixed,
+ *  or NULL: not computed). */
+md_status md_cuda_pme_enqueue_solve(md_cuda_pme_plan *p, const double *d_box, md_fixed *d_energy, md_fixed *d_virial);
+
+/** @brief Stage 4, backward: cufftExecC2R of p->d_complex into p->d_real (the potential). */
+md_status md_cuda_pme_enqueue_backward(md_cuda_pme_plan *p);
+
+/** @brief Stage 5, gather: ADD the reciprocal forces of the @p n atoms to @p d_force (fixed
+ *  point, MD_FORCE_FIXED_SCALE; x of atom i at d_force[i], y at [stride + i], z at
+ *  [2 stride + i]; stride >= n). */
+md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
+                                     md_fixed *d_force, int stride);
+
+/** @brief The five stages with the plan's spread rung: ADDS the reciprocal forces to @p d_force
+ *  (SoA, see md_cuda_pme_enqueue_gather), the energy to @p d_energy_recip and the virial to
+ *  @p d_virial (NULL: none). Launches, cuFFT executions and memsets on the plan's stream only:
+ *  capturable into a CUDA graph. The caller's buffers are the MD state's (the nonbonded and
+ *  PME forces add into one fixed-point array). */
+md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
+                                   md_fixed *d_force, int stride, md_fixed *d_energy_recip, md_fixed *d_virial);
+
+/** @brief For a plan used on its own: copy @p n atoms and the @p box from the host into the
+ *  plan's buffers (pinned staging, cudaMemcpyAsync on the plan's stream). */
+md_status md_cuda_pme_plan_upload(md_cuda_pme_plan *p, const md_float4 *xyzq, int n, const double box[3]);
+
+/** @brief Zero the plan's own outputs and enqueue md_cuda_pme_plan_enqueue() on its own atoms,
+ *  box and outputs (what md_cuda_pme_plan_upload() filled). */
+md_status md_cuda_pme_plan_enqueue_own(md_cuda_pme_plan *p);
+
+/** @brief The synchronisation point of a plan used on its own: wait, turn a raised flag into an
+ *  error, then, as md_pme_compute() does, ADD the forces to @p force (3 n doubles, x y z per
+ *  atom; may be NULL) and the virial to energy->virial, and SET energy->coul_recip and
+ *  energy->coul_self (-k alpha / sqrt(pi) sum q^2; @p energy may be NULL). On failure the
+ *  outputs are untouched. */
+md_status md_cuda_pme_plan_sync(md_cuda_pme_plan *p, double *force, md_energy *energy);
+
+/** @brief Copy one of the plan's grids to @p host (after waiting for the plan's stream): the
+ *  stage-by-stage checks of tests/gpu_pme.cu and chapter 07. @p host holds K0 K1 K2 floats
+ *  (MD_CUDA_PME_REAL) or 2 K0 K1 nh floats (MD_CUDA_PME_COMPLEX). */
+md_status md_cuda_pme_plan_read(md_cuda_pme_plan *p, md_cuda_pme_buffer which, float *host);
+
+/** @brief One call: create a plan for @p n atoms, upload, enqueue, sync (the semantics of
+ *  md_pme_compute(): forces and virial added, coul_recip and coul_self set), destroy. */
+md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n, const double box[3], double *force,
+                      md_energy *energy);
+
+/** @brief Where a coordinate @p x falls on an axis of @p K grid points with inverse edge
+ *  @p invL (float): the first stencil point @p base in 0..K-1 and the fraction @p dr in [0, 1)
+ *  of u = K frac(x invL). Every PME kernel locates atoms with this one function (and so should
+ *  a kernel of your own), so the spread rungs and the gather agree to the bit. */
+static __host__ __device__ inline void md_cuda_pme_locate(float x, float invL, int K, int *base, float *dr) {
+    float s = md__fmul(x, invL), u;
+    int b;
+    s = s - floorf(s);
+    u = md__fmul(s, (float)K);
+    b = (int)u;
+    if (b >= K) { /* s rounded up to 1 */
+        b -= K;
+        u -= (float)K;
+    }
+    *base = b;
+    *dr = u - (float)b;
+}
+
+/** @brief B-spline weights of order @p P (4..6) for the fraction @p dr in [0, 1) of a
+ *  fractional grid position, in float: w[j] is the weight of grid point floor(u) + j, the same
+ *  convention as md.h's md_pme_bspline(), and dw[j] its derivative (dw may be NULL). The
+ *  in-place recursion of Essmann et al. (and OpenMM's kernels), every product rounded on its
+ *  own (md__fmul), so every kernel that calls it gets the same bits (host or device). */
+template <int P>
+static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, float *dw) {
+    int k, l, j;
+    w[P - 1] = 0.0f;
+    w[1] = dr;
+    w[0] = 1.0f - dr;
+    for (k = 3; k < P; k++) {
+        const float div = 1.0f / (float)(k - 1);
+        w[k - 1] = md__fmul(md__fmul(div, dr), w[k - 2]);
+        for (l = 1; l < k - 1; l++)
+            w[k - l - 1] = md__fmul(div, md__fmul(dr + (float)l, w[k - l - 2]) + md__fmul((float)(k - l) - dr, w[k - l - 1]));
+        w[0] = md__fmul(md__fmul(div, 1.0f - dr), w[0]);
+    }
+    if (dw) { /* the derivative of the order-P spline is the difference of two order-(P-1) ones */
+        dw[0] = -w[0];
+        for (j = 1; j < P; j++) dw[j] = w[j - 1] - w[j];
+    }
+    {
+        const float div = 1.0f / (float)(P - 1);
+        w[P - 1] = md__fmul(md__fmul(div, dr), w[P - 2]);
+        for (l = 1; l < P - 1; l++)
+            w[P - l - 1] = md__fmul(div, md__fmul(dr + (float)l, w[P - l - 2]) + md__fmul((float)(P - l) - dr, w[P - l - 1]));
+        w[0] = md__fmul(md__fmul(div, 1.0f - dr), w[0]);
+    }
+}
+#endif /* MD_CUDA_PME_DECLARED */
 
 #endif /* MD_CUDA_CU_H */
 
@@ -2723,6 +2947,677 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
     md_status st = md_cuda_rdf_plan_enqueue(variant, p, r, d_xyz, box);
     if (st != MD_OK) return st;
     return md_cuda_rdf_plan_sync(p, r);
+}
+
+/* ---- pme ---- */
+
+#include <cub/block/block_scan.cuh>
+
+static const char *const md__pme_spread_names[MD_CUDA_PME_SPREAD_COUNT + 1] = {"spread_atomic", "spread_gather",
+                                                                               "unknown"};
+
+const char *md_cuda_pme_spread_name(md_cuda_pme_spread spread) {
+    return md__pme_spread_names[(int)spread >= 0 && spread < MD_CUDA_PME_SPREAD_COUNT ? (int)spread
+                                                                                      : MD_CUDA_PME_SPREAD_COUNT];
+}
+
+static md_status md__cufft_error(cufftResult r, const char *what, int line) {
+    return md_set_error(MD_ERR_CUDA, __FILE__, line, NULL, "%s failed: cuFFT error %d", what, (int)r);
+}
+
+/** @cond INTERNAL */
+#define MD__CUFFT_TRY(call)                                                                                            \
+    do {                                                                                                               \
+        cufftResult md__r = (call);                                                                                    \
+        if (md__r != CUFFT_SUCCESS) return md__cufft_error(md__r, #call, __LINE__);                                    \
+    } while (0)
+/** @endcond */
+
+/* One spread term q wx wy wz in fixed point: the same association in every rung. */
+static __device__ __forceinline__ md_fixed md__pme_term(float q, float wx, float wy, float wz) {
+    return md_fixed_from_float(md__fmul(md__fmul(md__fmul(q, wx), wy), wz), (float)MD_CUDA_PME_GRID_SCALE);
+}
+
+static __device__ __forceinline__ md_fixed md__pme_warp_sum(md_fixed v) {
+    int o;
+    for (o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Sum NV fixed-point values over the block (every thread calls it; blockDim.x a multiple of
+ * 32) and add each total to dst[k] (skipped when NULL). Integer sums: order independent. */
+template <int NV>
+static __device__ void md__pme_block_add(const md_fixed *v, md_fixed *const *dst) {
+    __shared__ md_fixed s[NV][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    int k;
+    for (k = 0; k < NV; k++) {
+        md_fixed x = md__pme_warp_sum(v[k]);
+        if (lane == 0) s[k][warp] = x;
+    }
+    __syncthreads();
+    if (warp == 0)
+        for (k = 0; k < NV; k++) {
+            md_fixed x = md__pme_warp_sum(lane < nwarps ? s[k][lane] : 0ull);
+            if (lane == 0 && dst[k] && x) atomicAdd(dst[k], x);
+        }
+}
+
+static __device__ __forceinline__ int md__pme_finite(float4 a) {
+    return isfinite(a.x) && isfinite(a.y) && isfinite(a.z) && isfinite(a.w);
+}
+
+/* Scatter rung: thread (atom, ix, iy) adds the P points of stencil row (ix, iy). */
+template <int P>
+__global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box,
+                                             int K0, int K1, int K2, md_fixed *__restrict__ grid, md_fixed *charge,
+                                             unsigned long long *flags) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int atom = (int)(t / (P * P)), r = (int)(t % (P * P)), ix = r / P, iy = r % P;
+    md_fixed cq[2] = {0ull, 0ull};
+    md_fixed *dst[2] = {charge, charge + 1};
+    if (atom < n) {
+        const float4 a = xyzq[atom];
+        if (!md__pme_finite(a)) {
+            if (r == 0) md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)atom);
+        } else {
+            float w0[P], w1[P], w2[P], d0, d1, d2, c;
+            int b0, b1, b2, gx, gy, iz;
+            md_fixed *row;
+            md_cuda_pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
+            md_cuda_pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
+            md_cuda_pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
+            md_cuda_pme_bspline<P>(d0, w0, NULL);
+            md_cuda_pme_bspline<P>(d1, w1, NULL);
+            md_cuda_pme_bspline<P>(d2, w2, NULL);
+            gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
+            gy = b1 + iy < K1 ? b1 + iy : b1 + iy - K1;
+            row = grid + ((size_t)gx * K1 + gy) * K2;
+            c = md__fmul(md__fmul(a.w, w0[ix]), w1[iy]);
+#pragma unroll
+            for (iz = 0; iz < P; iz++) {
+                int gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
+                atomicAdd(row + gz, md_fixed_from_float(md__fmul(c, w2[iz]), (float)MD_CUDA_PME_GRID_SCALE));
+            }
+            if (r == 0) {
+                cq[0] = md_fixed_from_float(a.w, (float)MD_FORCE_FIXED_SCALE);
+                cq[1] = md_fixed_from_float(md__fmul(a.w, a.w), (float)MD_FORCE_FIXED_SCALE);
+            }
+        }
+    }
+    md__pme_block_add<2>(cq, dst);
+}
+
+/* The fixed-point grid to floats, zeroing it as it is read: the next atomic spread finds it
+ * clean without a memset of its own (one pass over the grid instead of two). */
+__global__ void md__pme_fixed_to_real_kernel(md_fixed *__restrict__ g, float *__restrict__ real, long long count) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) {
+        real[i] = (float)md_fixed_to_double(g[i], MD_CUDA_PME_GRID_SCALE);
+        g[i] = 0ull;
+    }
+}
+
+/* Gather rung, step 1: each atom's stencil origin, weights and brick; count the atoms per brick. */
+template <int P>
+__global__ void md__pme_theta_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box, int K0,
+                                     int K1, int K2, int nb1, int nb2, float *__restrict__ theta, int4 *__restrict__ base,
+                                     int *brick_count, int *__restrict__ rank, md_fixed *charge,
+                                     unsigned long long *flags) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    md_fixed cq[2] = {0ull, 0ull};
+    md_fixed *dst[2] = {charge, charge + 1};
+    if (i < n) {
+        const float4 a = xyzq[i];
+        if (!md__pme_finite(a)) {
+            md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)i);
+            base[i] = make_int4(0, 0, 0, -1);
+        } else {
+            float w[P], d0, d1, d2;
+            int b0, b1, b2, j, brick;
+            md_cuda_pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
+            md_cuda_pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
+            md_cuda_pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
+            md_cuda_pme_bspline<P>(d0, w, NULL);
+            for (j = 0; j < P; j++) theta[(size_t)(3 * i) * P + j] = w[j];
+            md_cuda_pme_bspline<P>(d1, w, NULL);
+            for (j = 0; j < P; j++) theta[(size_t)(3 * i + 1) * P + j] = w[j];
+            md_cuda_pme_bspline<P>(d2, w, NULL);
+            for (j = 0; j < P; j++) theta[(size_t)(3 * i + 2) * P + j] = w[j];
+            brick = ((b0 / MD_CUDA_PME_BRICK) * nb1 + b1 / MD_CUDA_PME_BRICK) * nb2 + b2 / MD_CUDA_PME_BRICK;
+            base[i] = make_int4(b0, b1, b2, brick);
+            rank[i] = atomicAdd(brick_count + brick, 1);
+            cq[0] = md_fixed_from_float(a.w, (float)MD_FORCE_FIXED_SCALE);
+            cq[1] = md_fixed_from_float(md__fmul(a.w, a.w), (float)MD_FORCE_FIXED_SCALE);
+        }
+    }
+    md__pme_block_add<2>(cq, dst);
+}
+
+/* Gather rung, step 2: exclusive prefix sum of the brick counts (one block of 1024 threads,
+ * each a contiguous segment; CUB's block scan across the segments); start[nb] = total. */
+__global__ void __launch_bounds__(1024) md__pme_brick_scan_kernel(const int *__restrict__ count, int nb,
+                                                                  int *__restrict__ start) {
+    typedef cub::BlockScan<int, 1024> scan_t;
+    __shared__ typename scan_t::TempStorage tmp;
+    const int per = (nb + 1023) / 1024, lo = threadIdx.x * per, hi = lo + per < nb ? lo + per : nb;
+    int b, sum = 0, prefix;
+    for (b = lo; b < hi; b++) sum += count[b];
+    scan_t(tmp).ExclusiveSum(sum, prefix);
+    for (b = lo; b < hi; b++) {
+        start[b] = prefix;
+        prefix += count[b];
+    }
+    if (threadIdx.x == 1023) start[nb] = prefix;
+}
+
+/* Gather rung, step 3: the atoms in brick order. */
+__global__ void md__pme_bin_kernel(const int4 *__restrict__ base, const int *__restrict__ rank, int n,
+                                   const int *__restrict__ start, int *__restrict__ sorted) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && base[i].w >= 0) sorted[start[base[i].w] + rank[i]] = i;
+}
+
+/** @cond INTERNAL */
+#define MD__PME_CHUNK 128
+/** @endcond */
+
+/* Gather rung, step 4: one block per brick, one thread per grid point. The atoms that can reach
+ * the brick are those of the bricks holding stencil origins lo - P + 1 .. hi along each axis
+ * (at most 3 bricks per axis); they pass through shared memory in chunks, and every thread adds
+ * the terms of the atoms whose stencil covers its point. */
+template <int P>
+__global__ void __launch_bounds__(512) md__pme_spread_gather_kernel(
+    const float4 *__restrict__ xyzq, const float *__restrict__ theta, const int4 *__restrict__ base,
+    const int *__restrict__ start, const int *__restrict__ sorted, int K0, int K1, int K2, int nb0, int nb1, int nb2,
+    float *__restrict__ real) {
+    const int B = MD_CUDA_PME_BRICK, t = threadIdx.x;
+    const int bz = blockIdx.x % nb2, by = (blockIdx.x / nb2) % nb1, bx = blockIdx.x / (nb2 * nb1);
+    const int gx = bx * B + t / (B * B), gy = by * B + (t / B) % B, gz = bz * B + t % B;
+    const int valid = gx < K0 && gy < K1 && gz < K2;
+    __shared__ int src[3][4], nsrc[3];
+    __shared__ float s_q[MD__PME_CHUNK], s_w[MD__PME_CHUNK][3 * P];
+    __shared__ int s_b[MD__PME_CHUNK][3];
+    md_fixed sum = 0ull;
+    int sx, sy, sz;
+    if (t < 3) { /* the bricks along axis t holding stencil origins lo - P + 1 .. hi (mod K) */
+        const int K = t == 0 ? K0 : (t == 1 ? K1 : K2), b = t == 0 ? bx : (t == 1 ? by : bz);
+        const int lo = b * B, hi = (lo + B < K ? lo + B : K) - 1;
+        int v, m = 0, k;
+        for (v = lo - P + 1; v <= hi; v++) {
+            int c = (((v % K) + K) % K) / B, seen = 0;
+            for (k = 0; k < m; k++) seen |= src[t][k] == c;
+            if (!seen && m < 4) src[t][m++] = c;
+        }
+        nsrc[t] = m;
+    }
+    __syncthreads();
+    for (sx = 0; sx < nsrc[0]; sx++)
+        for (sy = 0; sy < nsrc[1]; sy++)
+            for (sz = 0; sz < nsrc[2]; sz++) {
+                const int sb = (src[0][sx] * nb1 + src[1][sy]) * nb2 + src[2][sz], a0 = start[sb], a1 = start[sb + 1];
+                int c0;
+                for (c0 = a0; c0 < a1; c0 += MD__PME_CHUNK) {
+                    const int m = a1 - c0 < MD__PME_CHUNK ? a1 - c0 : MD__PME_CHUNK;
+                    int k;
+                    for (k = t; k < m * 3 * P; k += blockDim.x) {
+                        const int i = sorted[c0 + k / (3 * P)];
+                        s_w[k / (3 * P)][k % (3 * P)] = theta[(size_t)i * 3 * P + k % (3 * P)];
+                    }
+                    for (k = t; k < m; k += blockDim.x) {
+                        const int i = sorted[c0 + k];
+                        const int4 bb = base[i];
+                        s_q[k] = xyzq[i].w;
+                        s_b[k][0] = bb.x;
+                        s_b[k][1] = bb.y;
+                        s_b[k][2] = bb.z;
+                    }
+                    __syncthreads();
+                    if (valid)
+                        for (k = 0; k < m; k++) {
+                            int dx = gx - s_b[k][0], dy = gy - s_b[k][1], dz = gz - s_b[k][2];
+                            if (dx < 0) dx += K0;
+                            if (dy < 0) dy += K1;
+                            if (dz < 0) dz += K2;
+                            if (dx < P && dy < P && dz < P)
+                                sum += md__pme_term(s_q[k], s_w[k][dx], s_w[k][P + dy], s_w[k][2 * P + dz]);
+                        }
+                    __syncthreads();
+                }
+            }
+    if (valid) real[((size_t)gx * K1 + gy) * K2 + gz] = (float)md_fixed_to_double(sum, MD_CUDA_PME_GRID_SCALE);
+}
+
+/* Solve: one thread per complex value. eterm = k exp(-pi^2 m^2 / alpha^2) / (pi V m^2 B(m)); the
+ * energy 1/2 sum (weight) eterm |F(Q)|^2 and its virial, in fixed point; block 0 adds the
+ * neutralising background -k pi Q^2 / (2 V alpha^2) of the spread's charge sum. */
+__global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1, int K2, int nh,
+                                     const float *__restrict__ mod, const double *__restrict__ box, float alpha,
+                                     const md_fixed *__restrict__ charge, md_fixed *energy, md_fixed *virial) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x, total = (long long)K0 * K1 * nh;
+    const float pi = 3.14159265358979f, fac = md__fdiv(md__fmul(pi, pi), md__fmul(alpha, alpha));
+    const double L0 = box[0], L1 = box[1], L2 = box[2];
+    md_fixed acc[10] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};
+    md_fixed *dst[10];
+    int k;
+    dst[0] = energy;
+    for (k = 0; k < 9; k++) dst[1 + k] = virial ? virial + k : NULL;
+    if (idx < total) {
+        const int kz = (int)(idx % nh), ky = (int)((idx / nh) % K1), kx = (int)(idx / ((long long)nh * K1));
+        const float mx = md__fmul((float)(kx < (K0 + 1) / 2 ? kx : kx - K0), (float)(1.0 / L0));
+        const float my = md__fmul((float)(ky < (K1 + 1) / 2 ? ky : ky - K1), (float)(1.0 / L1));
+        const float mz = md__fmul((float)kz, (float)(1.0 / L2));
+        const float m2 = md__fmul(mx, mx) + md__fmul(my, my) + md__fmul(mz, mz);
+        float2 z = cgrid[idx];
+        if (m2 > 0.0f) {
+            const float V = (float)(L0 * L1 * L2);
+            const float denom = md__fmul(md__fmul(md__fmul(pi, V), m2), md__fmul(md__fmul(mod[kx], mod[K0 + ky]), mod[K0 + K1 + kz]));
+            const float eterm = md__fdiv(md__fmul((float)MD_COULOMB, expf(-md__fmul(fac, m2))), denom);
+            const float half = (kz == 0 || (K2 % 2 == 0 && kz == K2 / 2)) ? 0.5f : 1.0f; /* 1/2 x the mirror weight */
+            const float ek = md__fmul(md__fmul(half, eterm), md__fmul(z.x, z.x) + md__fmul(z.y, z.y));
+            const float g = md__fdiv(md__fmul(2.0f, 1.0f + md__fmul(fac, m2)), m2);
+            const float m[3] = {mx, my, mz};
+            int a, b;
+            acc[0] = md_fixed_from_float(ek, (float)MD_ENERGY_FIXED_SCALE);
+            for (a = 0; a < 3; a++)
+                for (b = 0; b < 3; b++)
+                    acc[1 + 3 * a + b] = md_fixed_from_float(
+                        md__fmul(ek, (a == b ? 1.0f : 0.0f) - md__fmul(md__fmul(g, m[a]), m[b])), (float)MD_ENERGY_FIXED_SCALE);
+            z.x = md__fmul(z.x, eterm);
+            z.y = md__fmul(z.y, eterm);
+        } else {
+            z.x = z.y = 0.0f;
+        }
+        cgrid[idx] = z;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        const double q = md_fixed_to_double(charge[0], MD_FORCE_FIXED_SCALE);
+        const double ebg = -MD_COULOMB * 3.14159265358979323846 * q * q / (2.0 * L0 * L1 * L2 * (double)alpha * alpha);
+        const md_fixed f = md_fixed_from_float((float)ebg, (float)MD_ENERGY_FIXED_SCALE);
+        acc[0] += f;
+        acc[1] += f;
+        acc[5] += f;
+        acc[9] += f;
+    }
+    md__pme_block_add<10>(acc, dst);
+}
+
+/* Gather: one thread per atom, the force -q grad(weights) . phi, added in fixed point (SoA). */
+template <int P>
+__global__ void md__pme_gather_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box, int K0,
+                                      int K1, int K2, const float *__restrict__ phi, md_fixed *force, int stride) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float w0[P], w1[P], w2[P], dw0[P], dw1[P], dw2[P], d0, d1, d2, fx = 0.0f, fy = 0.0f, fz = 0.0f, il[3];
+    int b0, b1, b2, ix, iy, iz;
+    float4 a;
+    if (i >= n) return;
+    a = xyzq[i];
+    if (!md__pme_finite(a)) return; /* the spread raised the flag */
+    il[0] = (float)(1.0 / box[0]);
+    il[1] = (float)(1.0 / box[1]);
+    il[2] = (float)(1.0 / box[2]);
+    md_cuda_pme_locate(a.x, il[0], K0, &b0, &d0);
+    md_cuda_pme_locate(a.y, il[1], K1, &b1, &d1);
+    md_cuda_pme_locate(a.z, il[2], K2, &b2, &d2);
+    md_cuda_pme_bspline<P>(d0, w0, dw0);
+    md_cuda_pme_bspline<P>(d1, w1, dw1);
+    md_cuda_pme_bspline<P>(d2, w2, dw2);
+#pragma unroll
+    for (ix = 0; ix < P; ix++) {
+        const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
+#pragma unroll
+        for (iy = 0; iy < P; iy++) {
+            const int gy = b1 + iy < K1 ? b1 + iy : b1 + iy - K1;
+            const float *row = phi + ((size_t)gx * K1 + gy) * K2;
+            const float wxy = w0[ix] * w1[iy], dxy = dw0[ix] * w1[iy], wdy = w0[ix] * dw1[iy];
+#pragma unroll
+            for (iz = 0; iz < P; iz++) {
+                const int gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
+                const float p = row[gz];
+                fx = fmaf(dxy * w2[iz], p, fx);
+                fy = fmaf(wdy * w2[iz], p, fy);
+                fz = fmaf(wxy * dw2[iz], p, fz);
+            }
+        }
+    }
+    atomicAdd(force + i, md_fixed_from_float(-a.w * fx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
+    atomicAdd(force + stride + i, md_fixed_from_float(-a.w * fy * (float)K1 * il[1], (float)MD_FORCE_FIXED_SCALE));
+    atomicAdd(force + 2 * (size_t)stride + i, md_fixed_from_float(-a.w * fz * (float)K2 * il[2], (float)MD_FORCE_FIXED_SCALE));
+}
+
+void md_cuda_pme_plan_destroy(md_cuda_pme_plan *p) {
+    if (!p) return;
+    if (p->queue.stream) (void)cudaStreamSynchronize(p->queue.stream);
+    if (p->have_forward) (void)cufftDestroy(p->fft_forward);
+    if (p->have_backward) (void)cufftDestroy(p->fft_backward);
+    md_cuda_free(p->d_moduli);
+    md_cuda_free(p->d_grid_fixed);
+    md_cuda_free(p->d_real);
+    md_cuda_free(p->d_complex);
+    md_cuda_free(p->d_charge);
+    md_cuda_free(p->d_brick_count);
+    md_cuda_free(p->d_brick_start);
+    md_cuda_free(p->d_sorted);
+    md_cuda_free(p->d_rank);
+    md_cuda_free(p->d_base);
+    md_cuda_free(p->d_theta);
+    md_cuda_free(p->d_xyzq);
+    md_cuda_free(p->d_box);
+    md_cuda_free(p->d_out);
+    md_cuda_free_pinned(p->h_xyzq);
+    md_cuda_free_pinned(p->h_box);
+    md_cuda_free_pinned(p->h_out);
+    if (p->staged) (void)cudaEventDestroy(p->staged);
+    md_cuda_queue_destroy(&p->queue);
+    memset(p, 0, sizeof *p);
+}
+
+md_status md_cuda_pme_plan_create(md_cuda_pme_plan *p, const md_pme_params *params, const double box[3],
+                                  int capacity) {
+    const char *fn = "md_cuda_pme_plan_create";
+    md_cuda_pme_plan t;
+    md_status st;
+    cudaError_t e;
+    cufftResult r;
+    size_t npts, ncplx, nbricks;
+    double *mod = NULL;
+    float *modf = NULL;
+    int d, k, o;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    memset(p, 0, sizeof *p);
+    memset(&t, 0, sizeof t);
+    if (capacity < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "capacity", "must be >= 1 (got %d)", capacity);
+    if ((st = md_pme_params_resolve(params, box, &t.params)) != MD_OK) return st;
+    t.capacity = capacity;
+    t.nh = t.params.grid[2] / 2 + 1;
+    t.spread = MD_CUDA_PME_SPREAD_ATOMIC;
+    for (d = 0; d < 3; d++) t.nbrick[d] = (t.params.grid[d] + MD_CUDA_PME_BRICK - 1) / MD_CUDA_PME_BRICK;
+    npts = (size_t)t.params.grid[0] * t.params.grid[1] * t.params.grid[2];
+    ncplx = (size_t)t.params.grid[0] * t.params.grid[1] * t.nh;
+    nbricks = (size_t)t.nbrick[0] * t.nbrick[1] * t.nbrick[2];
+    o = t.params.order;
+    if ((st = md_cuda_queue_create(&t.queue)) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_moduli, (size_t)(t.params.grid[0] + t.params.grid[1] + t.params.grid[2]),
+                            sizeof(float), "moduli")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_grid_fixed, npts, sizeof(md_fixed), "fixed-point grid")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_real, npts, sizeof(float), "real grid")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_complex, ncplx, sizeof(float2), "complex grid")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_charge, 2, sizeof(md_fixed), "charge sums")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_brick_count, nbricks, sizeof(int), "brick counts")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_brick_start, nbricks + 1, sizeof(int), "brick starts")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_sorted, (size_t)capacity, sizeof(int), "sorted atoms")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_rank, (size_t)capacity, sizeof(int), "brick ranks")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_base, (size_t)capacity, sizeof(int4), "stencil origins")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_theta, (size_t)capacity * 3, (size_t)o * sizeof(float), "weights")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_xyzq, (size_t)capacity, sizeof(float4), "atoms")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_box, 3, sizeof(double), "box")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_out, 3 * (size_t)capacity + 10, sizeof(md_fixed), "outputs")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_xyzq, (size_t)capacity, sizeof(md_float4), "atom staging")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_box, 3, sizeof(double), "box staging")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_out, 3 * (size_t)capacity + 12, sizeof(md_fixed), "outputs")) != MD_OK)
+        goto fail;
+    if ((e = cudaEventCreateWithFlags(&t.staged, cudaEventDisableTiming)) != cudaSuccess) {
+        t.staged = NULL;
+        st = md_cuda_error(e, "cudaEventCreateWithFlags", __FILE__, __LINE__);
+        goto fail;
+    }
+    k = t.params.grid[0] + t.params.grid[1] + t.params.grid[2];
+    mod = (double *)md_alloc_array((size_t)k, sizeof(double));
+    modf = (float *)md_alloc_array((size_t)k, sizeof(float));
+    if (!mod || !modf) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "grid", "out of memory");
+        goto fail;
+    }
+    for (d = 0, k = 0; d < 3; k += t.params.grid[d], d++)
+        if ((st = md_pme_bspline_moduli(t.params.grid[d], o, mod + k)) != MD_OK) goto fail;
+    for (d = 0; d < k; d++) modf[d] = (float)mod[d];
+    if ((e = cudaMemcpy(t.d_moduli, modf, (size_t)k * sizeof(float), cudaMemcpyHostToDevice)) != cudaSuccess ||
+        (e = cudaMemset(t.d_out, 0, (3 * (size_t)capacity + 10) * sizeof(md_fixed))) != cudaSuccess ||
+        (e = cudaMemset(t.d_charge, 0, 2 * sizeof(md_fixed))) != cudaSuccess ||
+        (e = cudaMemset(t.d_grid_fixed, 0, npts * sizeof(md_fixed))) != cudaSuccess ||
+        (e = cudaDeviceSynchronize()) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaMemcpy(moduli)", __FILE__, __LINE__);
+        goto fail;
+    }
+    if ((r = cufftPlan3d(&t.fft_forward, t.params.grid[0], t.params.grid[1], t.params.grid[2], CUFFT_R2C)) != CUFFT_SUCCESS) {
+        st = md__cufft_error(r, "cufftPlan3d(R2C)", __LINE__);
+        goto fail;
+    }
+    t.have_forward = 1;
+    if ((r = cufftPlan3d(&t.fft_backward, t.params.grid[0], t.params.grid[1], t.params.grid[2], CUFFT_C2R)) != CUFFT_SUCCESS) {
+        st = md__cufft_error(r, "cufftPlan3d(C2R)", __LINE__);
+        goto fail;
+    }
+    t.have_backward = 1;
+    if ((r = cufftSetStream(t.fft_forward, t.queue.stream)) != CUFFT_SUCCESS ||
+        (r = cufftSetStream(t.fft_backward, t.queue.stream)) != CUFFT_SUCCESS) {
+        st = md__cufft_error(r, "cufftSetStream", __LINE__);
+        goto fail;
+    }
+    md_free(mod);
+    md_free(modf);
+    *p = t;
+    return MD_OK;
+fail:
+    md_free(mod);
+    md_free(modf);
+    md_cuda_pme_plan_destroy(&t);
+    return st;
+}
+
+md_status md_cuda_pme_plan_set_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread) {
+    if (!p || !p->d_real)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme_plan_set_spread", 0, "p", "is not a plan");
+    if ((int)spread < 0 || spread >= MD_CUDA_PME_SPREAD_COUNT)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme_plan_set_spread", 0, "spread", "unknown rung %d",
+                            (int)spread);
+    p->spread = spread;
+    return MD_OK;
+}
+
+static md_status md__pme_check(const char *fn, const md_cuda_pme_plan *p, const void *d_xyzq, int n,
+                               const double *d_box) {
+    if (!p || !p->d_real) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_pme_plan_create)");
+    if (!d_xyzq || !d_box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_xyzq/d_box", "is NULL");
+    if (n < 1 || n > p->capacity)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms: must be in 1..capacity (%d)", n, p->capacity);
+    return MD_OK;
+}
+
+/* Launch KERNEL<order> with the plan's order (4, 5 or 6). */
+/** @cond INTERNAL */
+#define MD__PME_LAUNCH_ORDER(order, kernel, grid, block, smem, stream, ...)                                            \
+    do {                                                                                                               \
+        if ((order) == 4) MD_CUDA_LAUNCH((kernel<4>), grid, block, smem, stream, __VA_ARGS__);                         \
+        else if ((order) == 5) MD_CUDA_LAUNCH((kernel<5>), grid, block, smem, stream, __VA_ARGS__);                    \
+        else MD_CUDA_LAUNCH((kernel<6>), grid, block, smem, stream, __VA_ARGS__);                                      \
+    } while (0)
+/** @endcond */
+
+md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread, const float4 *d_xyzq, int n,
+                                     const double *d_box) {
+    const char *fn = "md_cuda_pme_enqueue_spread";
+    const int *K;
+    md_status st;
+    cudaStream_t s;
+    long long npts;
+    int o;
+    if ((st = md__pme_check(fn, p, d_xyzq, n, d_box)) != MD_OK) return st;
+    if ((int)spread < 0 || spread >= MD_CUDA_PME_SPREAD_COUNT)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "spread", "unknown rung %d", (int)spread);
+    K = p->params.grid;
+    o = p->params.order;
+    s = p->queue.stream;
+    npts = (long long)K[0] * K[1] * K[2];
+    MD_CUDA_TRY(cudaMemsetAsync(p->d_charge, 0, 2 * sizeof(md_fixed), s));
+    if (spread == MD_CUDA_PME_SPREAD_ATOMIC) {
+        const long long threads = (long long)n * o * o; /* d_grid_fixed is zero: made so, reset by each conversion */
+        MD__PME_LAUNCH_ORDER(o, md__pme_spread_atomic_kernel, (unsigned)((threads + 255) / 256), 256, 0, s, d_xyzq, n,
+                             d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge, p->queue.d_flags);
+        MD_CUDA_LAUNCH(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
+                       p->d_real, npts);
+    } else {
+        const int nbricks = p->nbrick[0] * p->nbrick[1] * p->nbrick[2];
+        MD_CUDA_TRY(cudaMemsetAsync(p->d_brick_count, 0, (size_t)nbricks * sizeof(int), s));
+        MD__PME_LAUNCH_ORDER(o, md__pme_theta_kernel, (unsigned)((n + 255) / 256), 256, 0, s, d_xyzq, n, d_box, K[0],
+                             K[1], K[2], p->nbrick[1], p->nbrick[2], p->d_theta, p->d_base, p->d_brick_count, p->d_rank,
+                             p->d_charge, p->queue.d_flags);
+        MD_CUDA_LAUNCH(md__pme_brick_scan_kernel, 1, 1024, 0, s, p->d_brick_count, nbricks, p->d_brick_start);
+        MD_CUDA_LAUNCH(md__pme_bin_kernel, (unsigned)((n + 255) / 256), 256, 0, s, p->d_base, p->d_rank, n,
+                       p->d_brick_start, p->d_sorted);
+        MD__PME_LAUNCH_ORDER(o, md__pme_spread_gather_kernel, (unsigned)nbricks, 512, 0, s, d_xyzq, p->d_theta,
+                             p->d_base, p->d_brick_start, p->d_sorted, K[0], K[1], K[2], p->nbrick[0], p->nbrick[1],
+                             p->nbrick[2], p->d_real);
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_pme_enqueue_forward(md_cuda_pme_plan *p) {
+    if (!p || !p->have_forward)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme_enqueue_forward", 0, "p", "is not a plan");
+    MD__CUFFT_TRY(cufftExecR2C(p->fft_forward, (cufftReal *)p->d_real, (cufftComplex *)p->d_complex));
+    return MD_OK;
+}
+
+md_status md_cuda_pme_enqueue_backward(md_cuda_pme_plan *p) {
+    if (!p || !p->have_backward)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme_enqueue_backward", 0, "p", "is not a plan");
+    MD__CUFFT_TRY(cufftExecC2R(p->fft_backward, (cufftComplex *)p->d_complex, (cufftReal *)p->d_real));
+    return MD_OK;
+}
+
+md_status md_cuda_pme_enqueue_solve(md_cuda_pme_plan *p, const double *d_box, md_fixed *d_energy, md_fixed *d_virial) {
+    const char *fn = "md_cuda_pme_enqueue_solve";
+    const int *K;
+    long long total;
+    if (!p || !p->d_real) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan");
+    if (!d_box || !d_energy) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_box/d_energy", "is NULL");
+    K = p->params.grid;
+    total = (long long)K[0] * K[1] * p->nh;
+    MD_CUDA_LAUNCH(md__pme_solve_kernel, (unsigned)((total + 255) / 256), 256, 0, p->queue.stream, p->d_complex, K[0],
+                   K[1], K[2], p->nh, p->d_moduli, d_box, (float)p->params.alpha, p->d_charge, d_energy, d_virial);
+    return MD_OK;
+}
+
+md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
+                                     md_fixed *d_force, int stride) {
+    const char *fn = "md_cuda_pme_enqueue_gather";
+    md_status st;
+    const int *K;
+    if ((st = md__pme_check(fn, p, d_xyzq, n, d_box)) != MD_OK) return st;
+    if (!d_force) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_force", "is NULL");
+    if (stride < n) return md_set_error(MD_ERR_RANGE, fn, 0, "stride", "%d is below n = %d", stride, n);
+    K = p->params.grid;
+    MD__PME_LAUNCH_ORDER(p->params.order, md__pme_gather_kernel, (unsigned)((n + 127) / 128), 128, 0, p->queue.stream,
+                         d_xyzq, n, d_box, K[0], K[1], K[2], p->d_real, d_force, stride);
+    return MD_OK;
+}
+
+md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
+                                   md_fixed *d_force, int stride, md_fixed *d_energy_recip, md_fixed *d_virial) {
+    const char *fn = "md_cuda_pme_plan_enqueue";
+    md_status st;
+    if ((st = md__pme_check(fn, p, d_xyzq, n, d_box)) != MD_OK) return st;
+    if (!d_force || !d_energy_recip) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_force/d_energy_recip", "is NULL");
+    if (stride < n) return md_set_error(MD_ERR_RANGE, fn, 0, "stride", "%d is below n = %d", stride, n);
+    if ((st = md_cuda_pme_enqueue_spread(p, p->spread, d_xyzq, n, d_box)) != MD_OK ||
+        (st = md_cuda_pme_enqueue_forward(p)) != MD_OK ||
+        (st = md_cuda_pme_enqueue_solve(p, d_box, d_energy_recip, d_virial)) != MD_OK ||
+        (st = md_cuda_pme_enqueue_backward(p)) != MD_OK)
+        return st;
+    return md_cuda_pme_enqueue_gather(p, d_xyzq, n, d_box, d_force, stride);
+}
+
+md_status md_cuda_pme_plan_upload(md_cuda_pme_plan *p, const md_float4 *xyzq, int n, const double box[3]) {
+    const char *fn = "md_cuda_pme_plan_upload";
+    if (!p || !p->d_xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_pme_plan_create)");
+    if (!xyzq || !box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "xyzq/box", "is NULL");
+    if (n < 1 || n > p->capacity)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms: must be in 1..capacity (%d)", n, p->capacity);
+    if (!(box[0] > 0.0 && box[1] > 0.0 && box[2] > 0.0 && isfinite(box[0]) && isfinite(box[1]) && isfinite(box[2])))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "box", "edges must be finite and > 0 (got %g %g %g)", box[0], box[1], box[2]);
+    MD_CUDA_TRY(cudaEventSynchronize(p->staged)); /* the previous upload's copies have left the staging */
+    memcpy(p->h_xyzq, xyzq, (size_t)n * sizeof *xyzq);
+    memcpy(p->h_box, box, 3 * sizeof(double));
+    MD_CUDA_TRY(cudaMemcpyAsync(p->d_xyzq, p->h_xyzq, (size_t)n * sizeof *xyzq, cudaMemcpyHostToDevice, p->queue.stream));
+    MD_CUDA_TRY(cudaMemcpyAsync(p->d_box, p->h_box, 3 * sizeof(double), cudaMemcpyHostToDevice, p->queue.stream));
+    MD_CUDA_TRY(cudaEventRecord(p->staged, p->queue.stream));
+    p->n = n;
+    return MD_OK;
+}
+
+md_status md_cuda_pme_plan_enqueue_own(md_cuda_pme_plan *p) {
+    const char *fn = "md_cuda_pme_plan_enqueue_own";
+    md_fixed *out;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_pme_plan_create)");
+    if (p->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "no atoms uploaded (md_cuda_pme_plan_upload)");
+    out = p->d_out;
+    MD_CUDA_TRY(cudaMemsetAsync(out, 0, (3 * (size_t)p->capacity + 10) * sizeof(md_fixed), p->queue.stream));
+    return md_cuda_pme_plan_enqueue(p, p->d_xyzq, p->n, p->d_box, out, p->capacity, out + 3 * (size_t)p->capacity,
+                                    out + 3 * (size_t)p->capacity + 1);
+}
+
+md_status md_cuda_pme_plan_sync(md_cuda_pme_plan *p, double *force, md_energy *energy) {
+    const char *fn = "md_cuda_pme_plan_sync";
+    static const md_cuda_flag_text text[MD_CUDA_FLAG_COUNT] = {
+        {"xyzq", "atom %llu has a non-finite coordinate or charge"}, {NULL, NULL}, {NULL, NULL}};
+    const size_t cap = p ? (size_t)p->capacity : 0;
+    md_status st;
+    double f3[3];
+    int i, d;
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_pme_plan_create)");
+    if (p->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "no atoms uploaded (md_cuda_pme_plan_upload)");
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_out, p->d_out, (3 * cap + 10) * sizeof(md_fixed), cudaMemcpyDeviceToHost,
+                                p->queue.stream));
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_out + 3 * cap + 10, p->d_charge, 2 * sizeof(md_fixed), cudaMemcpyDeviceToHost,
+                                p->queue.stream));
+    if ((st = md_cuda_queue_sync(&p->queue, fn, text)) != MD_OK) return st;
+    for (i = 0; i < 3 * p->n + 10; i++) {
+        const md_fixed v = i < 3 * p->n ? p->h_out[(size_t)(i % 3) * cap + i / 3] : p->h_out[3 * cap + (i - 3 * p->n)];
+        if (v == MD_FIXED_INVALID)
+            return md_set_error(MD_ERR_RANGE, fn, 0, i < 3 * p->n ? "force" : "energy",
+                                "a term overflows the fixed-point range (element %d)", i);
+    }
+    if (force)
+        for (i = 0; i < p->n; i++) {
+            for (d = 0; d < 3; d++) f3[d] = md_fixed_to_double(p->h_out[(size_t)d * cap + i], MD_FORCE_FIXED_SCALE);
+            for (d = 0; d < 3; d++) force[3 * i + d] += f3[d];
+        }
+    if (energy) {
+        energy->coul_recip = md_fixed_to_double(p->h_out[3 * cap], MD_ENERGY_FIXED_SCALE);
+        energy->coul_self = -MD_COULOMB * p->params.alpha / sqrt(3.14159265358979323846) *
+                            md_fixed_to_double(p->h_out[3 * cap + 11], MD_FORCE_FIXED_SCALE);
+        for (d = 0; d < 9; d++) energy->virial[d] += md_fixed_to_double(p->h_out[3 * cap + 1 + d], MD_ENERGY_FIXED_SCALE);
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_pme_plan_read(md_cuda_pme_plan *p, md_cuda_pme_buffer which, float *host) {
+    const char *fn = "md_cuda_pme_plan_read";
+    size_t count;
+    if (!p || !p->d_real) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan");
+    if (!host) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "host", "is NULL");
+    if (which != MD_CUDA_PME_REAL && which != MD_CUDA_PME_COMPLEX)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "which", "unknown buffer %d", (int)which);
+    count = which == MD_CUDA_PME_REAL ? (size_t)p->params.grid[0] * p->params.grid[1] * p->params.grid[2]
+                                      : 2 * (size_t)p->params.grid[0] * p->params.grid[1] * p->nh;
+    MD_CUDA_TRY(cudaStreamSynchronize(p->queue.stream));
+    MD_CUDA_TRY(cudaMemcpy(host, which == MD_CUDA_PME_REAL ? (const void *)p->d_real : (const void *)p->d_complex,
+                           count * sizeof(float), cudaMemcpyDeviceToHost));
+    return MD_OK;
+}
+
+md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n, const double box[3], double *force,
+                      md_energy *energy) {
+    md_cuda_pme_plan p;
+    md_status st;
+    if (!xyzq || !box) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme", 0, "xyzq/box", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme", 0, "n", "must be >= 1 (got %d)", n);
+    if ((st = md_cuda_pme_plan_create(&p, params, box, n)) != MD_OK) return st;
+    if ((st = md_cuda_pme_plan_upload(&p, xyzq, n, box)) == MD_OK && (st = md_cuda_pme_plan_enqueue_own(&p)) == MD_OK)
+        st = md_cuda_pme_plan_sync(&p, force, energy);
+    md_cuda_pme_plan_destroy(&p);
+    return st;
 }
 
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
