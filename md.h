@@ -2770,6 +2770,13 @@ typedef struct md_sim {
 MDDEF md_status md_sim_create(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
                               const md_sim_desc *desc);
 
+/** @brief md_sim_create() without its first force evaluation: the checks, the defaults, the
+ *  plans, the constrained initial state, the molecules and the PME grid, with s->f and
+ *  s->energy zero until md_sim_compute_forces(). For code that computes the forces elsewhere
+ *  (md_cuda_sim_create does, on the GPU). Errors and ownership: those of md_sim_create(). */
+MDDEF md_status md_sim_prepare(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                               const md_sim_desc *desc);
+
 /** @brief Advance @p s by @p nsteps steps (see the section's manual). On an error the run stops
  *  at the failing step with the error's message naming the step. */
 MDDEF md_status md_sim_step(md_sim *s, int nsteps);
@@ -10211,8 +10218,8 @@ static md_status md__sim_molecules(md_sim *s, const md_topology *t) {
     return MD_OK;
 }
 
-MDDEF md_status md_sim_create(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
-                              const md_sim_desc *desc) {
+MDDEF md_status md_sim_prepare(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                               const md_sim_desc *desc) {
     const char *fn = "md_sim_create";
     md_sim r;
     md_sim_desc d;
@@ -10313,6 +10320,17 @@ MDDEF md_status md_sim_create(md_sim *s, const md_system *sys, const md_topology
     if (r.ndof < 1) r.ndof = 1;
     md_rng_seed(&r.baro_rng, d.seed ^ 0x9E3779B97F4A7C15ULL);
     r.baro_scale = 0.01 * r.box[0] * r.box[1] * r.box[2];
+    md__sim_wrap(&r);
+    *s = r;
+    return MD_OK;
+}
+
+MDDEF md_status md_sim_create(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                              const md_sim_desc *desc) {
+    md_sim r;
+    md_status st;
+    if (!s) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_sim_create", 0, "s", "is NULL");
+    if ((st = md_sim_prepare(&r, sys, t, lj, desc)) != MD_OK) return st;
     if ((st = md_sim_compute_forces(&r)) != MD_OK) {
         md_sim_free(&r);
         return st;
