@@ -3627,6 +3627,8 @@ md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n,
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
 #endif /* MD_CUDA_IMPLEMENTATION */
 
+
+
 /* ======================================================================== */
 /* step: the MD step on the GPU (chapter 08)                                */
 /* ======================================================================== */
@@ -4663,6 +4665,14 @@ static md_status md__sim_evaluate(md_cuda_sim *s, int energy) {
     return md_cuda_sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u);
 }
 
+static md_status md__sim_mirror(md_cuda_sim *s) {
+    const int n = s->step.n;
+    MD_CUDA_LAUNCH(md__step_mirror_kernel, (n + 255) / 256, 256, 0, s->state.q.stream, n, (const double *)s->step.d_x,
+                   (const double *)s->step.d_v, (const double *)s->step.d_inv_mass, (const float *)s->step.d_charge,
+                   (const int *)s->state.d_rank, (const double *)s->state.d_box, s->state.d_xyzq, s->state.d_vel_invmass);
+    return MD_OK;
+}
+
 md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
                              const md_sim_desc *desc, const md_cuda_sim_opts *opts) {
     const char *fn = "md_cuda_sim_create";
@@ -4771,9 +4781,7 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
         }
     }
     /* the constrained initial state in the state's float mirror, then the first forces */
-    MD_CUDA_LAUNCH(md__step_mirror_kernel, (n + 255) / 256, 256, 0, g.state.q.stream, n, (const double *)g.step.d_x,
-                   (const double *)g.step.d_v, (const double *)g.step.d_inv_mass, (const float *)g.step.d_charge,
-                   (const int *)g.state.d_rank, (const double *)g.state.d_box, g.state.d_xyzq, g.state.d_vel_invmass);
+    MD__SIM_TRY(md__sim_mirror(&g));
     MD__SIM_TRY(md__sim_evaluate(&g, 1));
     if (cudaStreamSynchronize(g.state.q.stream) != cudaSuccess) {
         st = md_cuda_error(cudaGetLastError(), "cudaStreamSynchronize", __FILE__, __LINE__);
@@ -4821,14 +4829,10 @@ md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step) {
     md_status r;
     const char *bad;
     if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made (md_cuda_sim_create)");
-    if (s->use_pme && (r = md_cuda_queue_sync(&s->pme.queue, "md_cuda_sim_poll (PME)", NULL)) != MD_OK) return r;
+    /* the step's own flags first: a runaway atom is the cause of whatever else went wrong */
     MD_CUDA_TRY(cudaMemcpyAsync(s->step.h_flags, s->step.d_flags, MD_CUDA_FLAG_WORDS * sizeof(unsigned long long),
                                 cudaMemcpyDeviceToHost, s->state.q.stream));
-    if ((r = md_cuda_nb_plan_poll(&s->nb, &s->state, &en)) != MD_OK) {
-        int grown = 0;
-        (void)md_cuda_nb_plan_grow(&s->nb, &s->state, &grown);
-        return r;
-    }
+    MD_CUDA_TRY(cudaStreamSynchronize(s->state.q.stream));
     if (s->step.h_flags[0]) {
         int f;
         for (f = 0; f < MD_CUDA_FLAG_COUNT; f++)
@@ -4839,6 +4843,12 @@ md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step) {
                                             s->state.q.stream));
                 return md_set_error(MD_ERR_RANGE, fn, 0, text[f].field, text[f].format, d);
             }
+    }
+    if (s->use_pme && (r = md_cuda_queue_sync(&s->pme.queue, "md_cuda_sim_poll (PME)", NULL)) != MD_OK) return r;
+    if ((r = md_cuda_nb_plan_poll(&s->nb, &s->state, &en)) != MD_OK) {
+        int grown = 0;
+        (void)md_cuda_nb_plan_grow(&s->nb, &s->state, &grown);
+        return r;
     }
     if (e) {
         if (!s->energy_valid)
@@ -4909,14 +4919,6 @@ static md_status md__sim_put_box(md_cuda_sim *s) {
     memcpy(s->h_box, s->box, 3 * sizeof(double));
     memcpy(s->state.box, s->box, 3 * sizeof(double));
     MD_CUDA_TRY(cudaMemcpyAsync(s->state.d_box, s->h_box, 3 * sizeof(double), cudaMemcpyHostToDevice, s->state.q.stream));
-    return MD_OK;
-}
-
-static md_status md__sim_mirror(md_cuda_sim *s) {
-    const int n = s->step.n;
-    MD_CUDA_LAUNCH(md__step_mirror_kernel, (n + 255) / 256, 256, 0, s->state.q.stream, n, (const double *)s->step.d_x,
-                   (const double *)s->step.d_v, (const double *)s->step.d_inv_mass, (const float *)s->step.d_charge,
-                   (const int *)s->state.d_rank, (const double *)s->state.d_box, s->state.d_xyzq, s->state.d_vel_invmass);
     return MD_OK;
 }
 
