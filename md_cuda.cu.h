@@ -807,6 +807,7 @@ md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md
  * md_cuda_pme_bspline(), float arithmetic with every product rounded on its own. */
 
 #ifndef MD_CUDA_PME_DECLARED /* its own guard: the section stays whole wherever it sits */
+/** @brief Defined once the pme section's declarations are in (the section's include guard). */
 #define MD_CUDA_PME_DECLARED
 #include <cufft.h>
 
@@ -3692,6 +3693,8 @@ md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n,
 /* The section builds on the MD state of section nb (md_cuda_state, md_cuda_nb_plan): it is
  * compiled when that section is in the header (MD_CUDA_STRIDE, its stride macro, is defined). */
 #if defined(MD_CUDA_STRIDE) && !defined(MD_CUDA_STEP_DECLARED) /* its own guard: the section stays whole */
+/** @brief Defined once the step section's declarations are in (its include guard; programs test
+ *  it to know the build has the GPU step). */
 #define MD_CUDA_STEP_DECLARED
 
 /** @brief Threads per block of the step's kernels. */
