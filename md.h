@@ -2725,6 +2725,33 @@ typedef struct md_sim_desc {
     md_constraints_desc constraints; /**< constraint settings */
 } md_sim_desc;
 
+/** @brief The Monte Carlo barostat's state (md_sim and md_cuda_sim share it, and a checkpoint
+ *  holds it): its random numbers and the adaptation of the largest volume change. */
+typedef struct md_barostat {
+    md_rng rng;               /**< random numbers (seeded from the run's seed) */
+    double scale;             /**< largest volume change of a move (nm^3) */
+    int attempted;            /**< moves tried since the last adaptation */
+    int accepted;             /**< moves accepted since the last adaptation */
+    long long total_attempted; /**< moves tried in the run */
+    long long total_accepted;  /**< moves accepted in the run */
+} md_barostat;
+
+/** @brief Start a barostat for a run with @p seed in a box of @p volume (nm^3): the generator
+ *  seeded from seed XOR 0x9E3779B97F4A7C15, the volume scale 1% of the volume. */
+MDDEF void md_barostat_init(md_barostat *b, uint64_t seed, double volume);
+
+/** @brief A trial volume change: dV uniform in [-scale, scale] (one random number). */
+MDDEF double md_barostat_propose(md_barostat *b);
+
+/** @brief Decide a move from volume @p volume to @p volume + @p dv that changed the potential
+ *  energy by @p de (kJ/mol) for @p nmol molecules at temperature @p kt (kJ/mol) and pressure
+ *  @p pressure (bar): accept when w = de + P dv - nmol kT ln(V'/V) <= 0, else with probability
+ *  exp(-w / kT) (one random number); count it and, every 10 moves, adapt the scale toward an
+ *  acceptance between 25% and 75% (OpenMM's MonteCarloBarostat rule, the scale at most 30% of
+ *  the volume). Returns 1 when accepted. */
+MDDEF int md_barostat_decide(md_barostat *b, double de, double dv, double volume, int nmol, double kt,
+                             double pressure);
+
 /** @brief A CPU molecular dynamics run (see the section's manual). The topology and LJ table
  *  are borrowed and must outlive it. */
 typedef struct md_sim {
@@ -2751,12 +2778,7 @@ typedef struct md_sim {
     int nmol;                   /**< molecules (barostat) */
     int *mol_start;             /**< nmol + 1 offsets into mol_atom */
     int *mol_atom;              /**< n atoms ordered by molecule */
-    md_rng baro_rng;            /**< the barostat's random numbers */
-    double baro_scale;          /**< the barostat's current largest volume change (nm^3) */
-    int baro_attempted;         /**< moves tried since the last adaptation */
-    int baro_accepted;          /**< moves accepted since the last adaptation */
-    long long baro_total_attempted; /**< moves tried in the run */
-    long long baro_total_accepted;  /**< moves accepted in the run */
+    md_barostat baro;           /**< the Monte Carlo barostat's state */
 } md_sim;
 
 /** @brief Start a run of @p sys (positions, velocities sys->vel taken as v(-dt/2), box) with the
@@ -2860,12 +2882,7 @@ typedef struct md_checkpoint {
     double time_ps;               /**< simulated time (ps) */
     double box[3];                /**< box (nm) */
     uint64_t seed;                /**< thermostat / barostat seed */
-    md_rng baro_rng;              /**< barostat generator state */
-    double baro_scale;            /**< barostat volume scale (nm^3) */
-    int baro_attempted;           /**< moves since the last adaptation */
-    int baro_accepted;            /**< accepted since the last adaptation */
-    long long baro_total_attempted; /**< moves in the run */
-    long long baro_total_accepted;  /**< accepted in the run */
+    md_barostat baro;             /**< the barostat's state */
     double *x;                    /**< 3 n positions (nm) */
     double *v;                    /**< 3 n velocities (nm/ps) */
 } md_checkpoint;
@@ -10318,8 +10335,7 @@ MDDEF md_status md_sim_prepare(md_sim *s, const md_system *sys, const md_topolog
     md__sim_remove_com(&r);
     r.ndof = 3 * r.n - md_constraints_count(&r.cons) - (d.com_removal == 0 || d.thermostat == MD_THERMOSTAT_NONE ? 3 : 0);
     if (r.ndof < 1) r.ndof = 1;
-    md_rng_seed(&r.baro_rng, d.seed ^ 0x9E3779B97F4A7C15ULL);
-    r.baro_scale = 0.01 * r.box[0] * r.box[1] * r.box[2];
+    md_barostat_init(&r.baro, d.seed, r.box[0] * r.box[1] * r.box[2]);
     md__sim_wrap(&r);
     *s = r;
     return MD_OK;
@@ -10339,15 +10355,50 @@ MDDEF md_status md_sim_create(md_sim *s, const md_system *sys, const md_topology
     return MD_OK;
 }
 
+MDDEF void md_barostat_init(md_barostat *b, uint64_t seed, double volume) {
+    if (!b) return;
+    memset(b, 0, sizeof *b);
+    md_rng_seed(&b->rng, seed ^ 0x9E3779B97F4A7C15ULL);
+    b->scale = 0.01 * volume;
+}
+
+MDDEF double md_barostat_propose(md_barostat *b) { return b ? b->scale * 2.0 * (md_rng_uniform(&b->rng) - 0.5) : 0.0; }
+
+MDDEF int md_barostat_decide(md_barostat *b, double de, double dv, double volume, int nmol, double kt,
+                             double pressure) {
+    double w;
+    int accept;
+    if (!b) return 0;
+    w = de + pressure * MD_BAR * dv - nmol * kt * log((volume + dv) / volume);
+    accept = isfinite(w) && !(w > 0.0 && md_rng_uniform(&b->rng) > exp(-w / kt));
+    b->attempted++;
+    b->total_attempted++;
+    if (accept) {
+        b->accepted++;
+        b->total_accepted++;
+    }
+    if (b->attempted >= 10) {
+        const double v = accept ? volume + dv : volume;
+        if (b->accepted < 0.25 * b->attempted) {
+            b->scale /= 1.1;
+            b->attempted = b->accepted = 0;
+        } else if (b->accepted > 0.75 * b->attempted) {
+            b->scale = fmin(b->scale * 1.1, 0.3 * v);
+            b->attempted = b->accepted = 0;
+        }
+    }
+    return accept;
+}
+
 /* One Monte Carlo volume move (see the section's manual). */
 static md_status md__sim_barostat(md_sim *s) {
     const double kT = MD_KB * s->desc.temperature;
-    double V = s->box[0] * s->box[1] * s->box[2], dV, Vn, sc, e0, e1, w, box0[3], *x0 = s->work, *f0 = s->work + 3 * (size_t)s->n;
+    double V = s->box[0] * s->box[1] * s->box[2], dV, Vn, sc, e0, box0[3], *x0 = s->work, *f0 = s->work + 3 * (size_t)s->n;
     md_energy en0 = s->energy;
     md_status st;
     int m, a, k, accept;
     size_t bytes = 3 * (size_t)s->n * sizeof(double);
-    dV = s->baro_scale * 2.0 * (md_rng_uniform(&s->baro_rng) - 0.5);
+    dV = md_barostat_propose(&s->baro);
     Vn = V + dV;
     if (!(Vn > 0.0)) return MD_OK;
     sc = cbrt(Vn / V);
@@ -10369,13 +10420,10 @@ static md_status md__sim_barostat(md_sim *s) {
     }
     for (a = 0; a < 3; a++) s->box[a] *= sc;
     st = md_sim_compute_forces(s);
-    if (st == MD_OK) {
-        e1 = md_energy_potential(&s->energy);
-        w = e1 - e0 + s->desc.pressure * MD_BAR * dV - s->nmol * kT * log(Vn / V);
-        accept = !(w > 0.0 && md_rng_uniform(&s->baro_rng) > exp(-w / kT));
-    } else {
-        accept = 0;
-    }
+    /* a trial whose energy cannot be computed (an overlap: MD_ERR_RANGE) counts as rejected */
+    accept = st == MD_OK ? md_barostat_decide(&s->baro, md_energy_potential(&s->energy) - e0, dV, V, s->nmol, kT,
+                                              s->desc.pressure)
+                         : (md_barostat_decide(&s->baro, INFINITY, dV, V, s->nmol, kT, s->desc.pressure), 0);
     if (!accept) {
         memcpy(s->x, x0, bytes);
         memcpy(s->f, f0, bytes);
@@ -10383,22 +10431,6 @@ static md_status md__sim_barostat(md_sim *s) {
         s->energy = en0;
         md__sim_wrap(s);
         if (st != MD_OK && st != MD_ERR_RANGE) return st;
-    }
-    s->baro_attempted++;
-    s->baro_total_attempted++;
-    if (accept) {
-        s->baro_accepted++;
-        s->baro_total_accepted++;
-    }
-    if (s->baro_attempted >= 10) {
-        V = s->box[0] * s->box[1] * s->box[2];
-        if (s->baro_accepted < 0.25 * s->baro_attempted) {
-            s->baro_scale /= 1.1;
-            s->baro_attempted = s->baro_accepted = 0;
-        } else if (s->baro_accepted > 0.75 * s->baro_attempted) {
-            s->baro_scale = fmin(s->baro_scale * 1.1, 0.3 * V);
-            s->baro_attempted = s->baro_accepted = 0;
-        }
     }
     return MD_OK;
 }
@@ -10595,12 +10627,7 @@ MDDEF md_status md_sim_checkpoint(const md_sim *s, md_checkpoint *ck) {
     c.time_ps = s->time_ps;
     memcpy(c.box, s->box, sizeof c.box);
     c.seed = s->desc.seed;
-    c.baro_rng = s->baro_rng;
-    c.baro_scale = s->baro_scale;
-    c.baro_attempted = s->baro_attempted;
-    c.baro_accepted = s->baro_accepted;
-    c.baro_total_attempted = s->baro_total_attempted;
-    c.baro_total_accepted = s->baro_total_accepted;
+    c.baro = s->baro;
     *ck = c;
     return MD_OK;
 }
@@ -10629,12 +10656,7 @@ MDDEF md_status md_sim_restore(md_sim *s, const md_checkpoint *ck) {
     s->step = ck->step;
     s->time_ps = ck->time_ps;
     s->desc.seed = ck->seed;
-    s->baro_rng = ck->baro_rng;
-    s->baro_scale = ck->baro_scale;
-    s->baro_attempted = ck->baro_attempted;
-    s->baro_accepted = ck->baro_accepted;
-    s->baro_total_attempted = ck->baro_total_attempted;
-    s->baro_total_accepted = ck->baro_total_accepted;
+    s->baro = ck->baro;
     if ((st = md_sim_compute_forces(s)) != MD_OK) {
         memcpy(s->x, s->work, bytes);
         memcpy(s->v, s->work + 3 * (size_t)s->n, bytes);
@@ -10642,12 +10664,7 @@ MDDEF md_status md_sim_restore(md_sim *s, const md_checkpoint *ck) {
         s->step = keep.step;
         s->time_ps = keep.time_ps;
         s->desc.seed = keep.desc.seed;
-        s->baro_rng = keep.baro_rng;
-        s->baro_scale = keep.baro_scale;
-        s->baro_attempted = keep.baro_attempted;
-        s->baro_accepted = keep.baro_accepted;
-        s->baro_total_attempted = keep.baro_total_attempted;
-        s->baro_total_accepted = keep.baro_total_accepted;
+        s->baro = keep.baro;
         if (md_sim_compute_forces(s) != MD_OK) s->energy = keep.energy;
         return st;
     }
@@ -10709,12 +10726,12 @@ MDDEF md_status md_checkpoint_write(const char *path, const md_checkpoint *ck) {
     md__put_f64(buf + 24, ck->time_ps);
     for (k = 0; k < 3; k++) md__put_f64(buf + 32 + 8 * k, ck->box[k]);
     md__put_u64(buf + 56, ck->seed);
-    for (k = 0; k < 4; k++) md__put_u64(buf + 64 + 8 * k, ck->baro_rng.s[k]);
-    md__put_f64(buf + 96, ck->baro_scale);
-    md__put_u32(buf + 104, (uint32_t)ck->baro_attempted);
-    md__put_u32(buf + 108, (uint32_t)ck->baro_accepted);
-    md__put_u64(buf + 112, (uint64_t)ck->baro_total_attempted);
-    md__put_u64(buf + 120, (uint64_t)ck->baro_total_accepted);
+    for (k = 0; k < 4; k++) md__put_u64(buf + 64 + 8 * k, ck->baro.rng.s[k]);
+    md__put_f64(buf + 96, ck->baro.scale);
+    md__put_u32(buf + 104, (uint32_t)ck->baro.attempted);
+    md__put_u32(buf + 108, (uint32_t)ck->baro.accepted);
+    md__put_u64(buf + 112, (uint64_t)ck->baro.total_attempted);
+    md__put_u64(buf + 120, (uint64_t)ck->baro.total_accepted);
     p = buf + MD__CHK_HEADER;
     for (k = 0; k < 3 * (size_t)ck->n; k++) md__put_f64(p + 8 * k, ck->x[k]);
     p += 24 * (size_t)ck->n;
@@ -10758,21 +10775,21 @@ MDDEF md_status md_checkpoint_read_mem(const void *data, size_t size, const char
     c.time_ps = md__get_f64(b + 24);
     for (k = 0; k < 3; k++) c.box[k] = md__get_f64(b + 32 + 8 * k);
     c.seed = md__get_u64(b + 56);
-    for (k = 0; k < 4; k++) c.baro_rng.s[k] = md__get_u64(b + 64 + 8 * k);
-    c.baro_scale = md__get_f64(b + 96);
-    c.baro_attempted = (int)md__get_u32(b + 104);
-    c.baro_accepted = (int)md__get_u32(b + 108);
-    c.baro_total_attempted = (long long)md__get_u64(b + 112);
-    c.baro_total_accepted = (long long)md__get_u64(b + 120);
+    for (k = 0; k < 4; k++) c.baro.rng.s[k] = md__get_u64(b + 64 + 8 * k);
+    c.baro.scale = md__get_f64(b + 96);
+    c.baro.attempted = (int)md__get_u32(b + 104);
+    c.baro.accepted = (int)md__get_u32(b + 108);
+    c.baro.total_attempted = (long long)md__get_u64(b + 112);
+    c.baro.total_accepted = (long long)md__get_u64(b + 120);
     if (c.step < 0) return md_set_error(MD_ERR_RANGE, name, 0, "step", "is negative (%lld)", c.step);
     if (!isfinite(c.time_ps)) return md_set_error(MD_ERR_RANGE, name, 0, "time", "is not finite");
     for (k = 0; k < 3; k++)
         if (!(c.box[k] > 0.0) || !isfinite(c.box[k]))
             return md_set_error(MD_ERR_RANGE, name, 0, "box", "edge %zu is %g, not finite and > 0", k, c.box[k]);
-    if (!(c.baro_scale >= 0.0) || !isfinite(c.baro_scale))
-        return md_set_error(MD_ERR_RANGE, name, 0, "baro_scale", "is %g, not finite and >= 0", c.baro_scale);
-    if (c.baro_attempted < 0 || c.baro_accepted < 0 || c.baro_accepted > c.baro_attempted || c.baro_total_attempted < 0 ||
-        c.baro_total_accepted < 0 || c.baro_total_accepted > c.baro_total_attempted)
+    if (!(c.baro.scale >= 0.0) || !isfinite(c.baro.scale))
+        return md_set_error(MD_ERR_RANGE, name, 0, "baro_scale", "is %g, not finite and >= 0", c.baro.scale);
+    if (c.baro.attempted < 0 || c.baro.accepted < 0 || c.baro.accepted > c.baro.attempted || c.baro.total_attempted < 0 ||
+        c.baro.total_accepted < 0 || c.baro.total_accepted > c.baro.total_attempted)
         return md_set_error(MD_ERR_RANGE, name, 0, "baro_counts", "are inconsistent");
     for (k = 0; k < 48 * (size_t)n; k += 8)
         if (!isfinite(md__get_f64(b + MD__CHK_HEADER + k)))

@@ -3630,6 +3630,7 @@ md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n,
 
 
 
+
 /* ======================================================================== */
 /* step: the MD step on the GPU (chapter 08)                                */
 /* ======================================================================== */
@@ -3805,12 +3806,7 @@ typedef struct md_cuda_sim {
     double time_ps;             /**< simulated time (ps) of the steps enqueued */
     double box[3];              /**< the box (host copy; the device's is state.d_box) */
     double *h_box;              /**< pinned 3 doubles for box writes */
-    md_rng baro_rng;            /**< barostat random numbers (as md_sim) */
-    double baro_scale;          /**< barostat volume scale (nm^3) */
-    int baro_attempted;         /**< moves since the last adaptation */
-    int baro_accepted;          /**< accepted since the last adaptation */
-    long long baro_total_attempted; /**< moves in the run */
-    long long baro_total_accepted;  /**< accepted in the run */
+    md_barostat baro;           /**< the Monte Carlo barostat's state (md.h's, as md_sim's) */
     int energy_valid;           /**< 1 when the last enqueue computed energies */
 } md_cuda_sim;
 
@@ -4700,8 +4696,7 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
     g.opts.nb_variant = v;
     g.ndof = ref.ndof;
     for (a = 0; a < 3; a++) g.box[a] = ref.box[a];
-    g.baro_rng = ref.baro_rng;
-    g.baro_scale = ref.baro_scale;
+    g.baro = ref.baro;
     g.use_pme = ref.use_pme;
     g.step.desc = ref.desc;
     g.step.n = n;
@@ -4927,14 +4922,13 @@ static md_status md__sim_put_box(md_cuda_sim *s) {
 
 md_status md_cuda_sim_barostat(md_cuda_sim *s) {
     const char *fn = "md_cuda_sim_barostat";
-    const double kT = MD_KB * s->desc.temperature;
     md_energy e0, e1;
-    double V, dV, Vn, sc, box0[3], w;
+    double V, dV, Vn, sc, box0[3];
     md_status r;
     int a, accept;
     if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made");
     V = s->box[0] * s->box[1] * s->box[2];
-    dV = s->baro_scale * 2.0 * (md_rng_uniform(&s->baro_rng) - 0.5);
+    dV = md_barostat_propose(&s->baro);
     Vn = V + dV;
     if (!(Vn > 0.0)) return MD_OK;
     sc = cbrt(Vn / V);
@@ -4955,37 +4949,16 @@ md_status md_cuda_sim_barostat(md_cuda_sim *s) {
     if ((r = md__sim_put_box(s)) != MD_OK || (r = md__sim_mirror(s)) != MD_OK || (r = md__sim_evaluate(s, 1)) != MD_OK)
         return r;
     r = md_cuda_sim_poll(s, &e1, NULL);
-    if (r == MD_OK) {
-        w = md_energy_potential(&e1) - md_energy_potential(&e0) + s->desc.pressure * MD_BAR * dV -
-            s->step.nmol * kT * log(Vn / V);
-        accept = !(w > 0.0 && md_rng_uniform(&s->baro_rng) > exp(-w / kT));
-    } else if (r == MD_ERR_RANGE) {
-        accept = 0;
-    } else {
-        return r;
-    }
+    if (r != MD_OK && r != MD_ERR_RANGE) return r;
+    /* a trial whose energy is not finite (an overlap) counts as rejected, as in md_sim */
+    accept = md_barostat_decide(&s->baro, r == MD_OK ? md_energy_potential(&e1) - md_energy_potential(&e0) : INFINITY, dV,
+                                V, s->step.nmol, MD_KB * s->desc.temperature, s->desc.pressure);
     if (!accept) {
         MD_CUDA_TRY(cudaMemcpyAsync(s->step.d_x, s->step.d_x_save, 3 * (size_t)s->step.n * sizeof(double),
                                     cudaMemcpyDeviceToDevice, s->state.q.stream));
         for (a = 0; a < 3; a++) s->box[a] = box0[a];
         if ((r = md__sim_put_box(s)) != MD_OK || (r = md__sim_mirror(s)) != MD_OK || (r = md__sim_evaluate(s, 1)) != MD_OK)
             return r;
-    }
-    s->baro_attempted++;
-    s->baro_total_attempted++;
-    if (accept) {
-        s->baro_accepted++;
-        s->baro_total_accepted++;
-    }
-    if (s->baro_attempted >= 10) {
-        V = s->box[0] * s->box[1] * s->box[2];
-        if (s->baro_accepted < 0.25 * s->baro_attempted) {
-            s->baro_scale /= 1.1;
-            s->baro_attempted = s->baro_accepted = 0;
-        } else if (s->baro_accepted > 0.75 * s->baro_attempted) {
-            s->baro_scale = fmin(s->baro_scale * 1.1, 0.3 * V);
-            s->baro_attempted = s->baro_accepted = 0;
-        }
     }
     return MD_OK;
 }
@@ -5029,12 +5002,7 @@ md_status md_cuda_sim_checkpoint(md_cuda_sim *s, md_checkpoint *ck) {
     c.step = step;
     c.time_ps = s->time_ps;
     c.seed = s->desc.seed;
-    c.baro_rng = s->baro_rng;
-    c.baro_scale = s->baro_scale;
-    c.baro_attempted = s->baro_attempted;
-    c.baro_accepted = s->baro_accepted;
-    c.baro_total_attempted = s->baro_total_attempted;
-    c.baro_total_accepted = s->baro_total_accepted;
+    c.baro = s->baro;
     *ck = c;
     return MD_OK;
 }
@@ -5071,12 +5039,7 @@ md_status md_cuda_sim_restore(md_cuda_sim *s, const md_checkpoint *ck) {
     s->steps = ck->step;
     s->time_ps = ck->time_ps;
     s->desc.seed = s->step.desc.seed = ck->seed;
-    s->baro_rng = ck->baro_rng;
-    s->baro_scale = ck->baro_scale;
-    s->baro_attempted = ck->baro_attempted;
-    s->baro_accepted = ck->baro_accepted;
-    s->baro_total_attempted = ck->baro_total_attempted;
-    s->baro_total_accepted = ck->baro_total_accepted;
+    s->baro = ck->baro;
     if ((r = md__sim_evaluate(s, 1)) != MD_OK) return r;
     return md_cuda_sim_poll(s, NULL, NULL);
 }

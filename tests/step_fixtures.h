@@ -87,4 +87,34 @@ static inline char *make_psf(int nmeoh, int nwat, double a, double **pos, int *n
     return s;
 }
 
+/* make_psf's system read back with its lattice positions in a cubic box of edge `edge`, and its
+ * topology and LJ table from ff_text (rigid waters; SHAKE on the bonds to hydrogen with hbonds). */
+static inline md_status psf_system(int nmeoh, int nwat, double a, double edge, int hbonds, md_system *sys,
+                                   md_topology *t, md_lj_table *lj) {
+    md_ff_table tab;
+    md_psf_desc pd;
+    md_status st;
+    double *pos = NULL;
+    int n = 0, i;
+    char *psf = make_psf(nmeoh, nwat, a, &pos, &n);
+    if (!psf) return MD_ERR_OUT_OF_MEMORY;
+    if ((st = md_read_ff_table_mem(ff_text, strlen(ff_text), "ff.txt", &tab)) == MD_OK) {
+        if ((st = md_read_psf_mem(psf, strlen(psf), "meoh.psf", sys)) == MD_OK) {
+            for (i = 0; i < n; i++) {
+                sys->xyzq[i].x = (float)pos[3 * i];
+                sys->xyzq[i].y = (float)pos[3 * i + 1];
+                sys->xyzq[i].z = (float)pos[3 * i + 2];
+            }
+            sys->box[0] = sys->box[1] = sys->box[2] = edge;
+            memset(&pd, 0, sizeof pd);
+            pd.constrain_hbonds = hbonds;
+            if ((st = md_topology_from_psf(sys, &tab, &pd, t, lj)) != MD_OK) md_system_free(sys);
+        }
+        md_ff_table_free(&tab);
+    }
+    free(psf);
+    free(pos);
+    return st;
+}
+
 #endif /* STEP_FIXTURES_H */

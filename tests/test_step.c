@@ -986,8 +986,8 @@ static void checkpoint_restart_is_bitwise(void) {
     bytes = 3 * (size_t)ck.n * sizeof(double);
     MD_CHECK(rd.n == ck.n && rd.step == 30 && rd.step == ck.step && rd.time_ps == ck.time_ps && rd.seed == 77);
     MD_CHECK(!memcmp(rd.x, ck.x, bytes) && !memcmp(rd.v, ck.v, bytes) && !memcmp(rd.box, ck.box, sizeof rd.box));
-    MD_CHECK(!memcmp(&rd.baro_rng, &ck.baro_rng, sizeof rd.baro_rng) && rd.baro_scale == ck.baro_scale &&
-             rd.baro_total_attempted == 6 && rd.baro_total_accepted == ck.baro_total_accepted);
+    MD_CHECK(!memcmp(&rd.baro.rng, &ck.baro.rng, sizeof rd.baro.rng) && rd.baro.scale == ck.baro.scale &&
+             rd.baro.total_attempted == 6 && rd.baro.total_accepted == ck.baro.total_accepted);
     MD_CHECK_OK(md_sim_step(&a, 30));
     MD_CHECK_OK(md_sim_restore(&b, &rd));
     MD_CHECK_OK(md_sim_step(&b, 30));
@@ -995,7 +995,7 @@ static void checkpoint_restart_is_bitwise(void) {
     MD_CHECKF(!memcmp(a.x, b.x, bytes), "positions differ after the restart");
     MD_CHECKF(!memcmp(a.v, b.v, bytes), "velocities differ after the restart");
     MD_CHECKF(!memcmp(a.box, b.box, sizeof a.box), "boxes differ: %.17g vs %.17g", a.box[0], b.box[0]);
-    MD_CHECK(a.baro_total_accepted == b.baro_total_accepted && a.baro_scale == b.baro_scale);
+    MD_CHECK(a.baro.total_accepted == b.baro.total_accepted && a.baro.scale == b.baro.scale);
     MD_CHECK(memcmp(a.x, ck.x, bytes) != 0); /* the run moved on from the checkpoint */
     md_checkpoint_free(&ck);
     md_checkpoint_free(&rd);
@@ -1052,8 +1052,8 @@ static void checkpoint_reader_rejects_damage(void) {
     /* a file written by an independent writer (tests/fuzz/make_checkpoint_corpus.py) */
     MD_CHECK_OK(md_checkpoint_read("tests/fuzz/corpus/checkpoint/n3.chk", &out));
     MD_CHECK(out.n == 3 && out.step == 1000 && out.time_ps == 2.0 && out.box[1] == 2.5 && out.seed == 12345);
-    MD_CHECK(out.baro_rng.s[3] == 4 && out.baro_scale == 0.08 && out.baro_attempted == 7 && out.baro_accepted == 3);
-    MD_CHECK(out.baro_total_attempted == 70 && out.x[8] == 0.1 * 8 && out.v[8] == -0.01 * 8);
+    MD_CHECK(out.baro.rng.s[3] == 4 && out.baro.scale == 0.08 && out.baro.attempted == 7 && out.baro.accepted == 3);
+    MD_CHECK(out.baro.total_attempted == 70 && out.x[8] == 0.1 * 8 && out.v[8] == -0.01 * 8);
     md_checkpoint_free(&out);
     MD_CHECK_ERROR(md_checkpoint_read("tests/fuzz/corpus/checkpoint/bad_hash.chk", &out), MD_ERR_PARSE, "hash");
     free(buf);
@@ -1093,9 +1093,9 @@ static void barostat_moves_density_toward_liquid(void) {
         MD_CHECK_OK(md_sim_step(&s, 50));
         rho1 += md_sim_density(&s) / 10;
     }
-    printf("  density %.4f -> %.4f g/cm3 (%lld of %lld volume moves accepted)\n", rho0, rho1, s.baro_total_accepted,
-           s.baro_total_attempted);
-    MD_CHECK(s.baro_total_attempted == 300 && s.baro_total_accepted > 10);
+    printf("  density %.4f -> %.4f g/cm3 (%lld of %lld volume moves accepted)\n", rho0, rho1, s.baro.total_accepted,
+           s.baro.total_attempted);
+    MD_CHECK(s.baro.total_attempted == 300 && s.baro.total_accepted > 10);
     MD_CHECKF(rho1 > rho0 + 0.04 && rho1 > 0.93 && rho1 < 1.08, "density %g -> %g", rho0, rho1);
     MD_CHECKF(md_constraints_max_deviation(&s.cons, s.x, s.box) < 1e-10, "constraints after volume moves: %g",
               md_constraints_max_deviation(&s.cons, s.x, s.box));
@@ -1137,29 +1137,15 @@ static void langevin_is_reproducible_with_a_seed(void) {
  * most 0.2% of the kinetic energy (measured: 0.07%), constraints hold within 1e-9, the bonded
  * energy stays positive and finite. */
 static void flexible_molecules_from_psf(void) {
-    md_ff_table tab;
     md_system sys;
     md_topology t;
     md_lj_table lj;
-    md_psf_desc pd;
     md_sim s;
     md_sim_desc d;
     fit f;
-    double *pos, ke = 0;
-    int n, i, k;
-    char *psf = make_psf(27, 37, 0.37, &pos, &n);
-    MD_CHECK(psf);
-    MD_CHECK_OK(md_read_ff_table_mem(ff_text, strlen(ff_text), "ff.txt", &tab));
-    MD_CHECK_OK(md_read_psf_mem(psf, strlen(psf), "meoh.psf", &sys));
-    for (i = 0; i < n; i++) {
-        sys.xyzq[i].x = (float)pos[3 * i];
-        sys.xyzq[i].y = (float)pos[3 * i + 1];
-        sys.xyzq[i].z = (float)pos[3 * i + 2];
-    }
-    sys.box[0] = sys.box[1] = sys.box[2] = 4 * 0.37 + 0.9;
-    memset(&pd, 0, sizeof pd);
-    pd.constrain_hbonds = 1;
-    MD_CHECK_OK(md_topology_from_psf(&sys, &tab, &pd, &t, &lj));
+    double ke = 0;
+    int k;
+    MD_CHECK_OK(psf_system(27, 37, 0.37, 4 * 0.37 + 0.9, 1, &sys, &t, &lj));
     memset(&d, 0, sizeof d);
     d.dt = 0.001;
     d.thermostat = MD_THERMOSTAT_LANGEVIN;
@@ -1188,13 +1174,7 @@ static void flexible_molecules_from_psf(void) {
     MD_CHECKF(f.dev < 0.002 * ke, "energy wandered by %g kJ/mol (kinetic %g)", f.dev, ke);
     MD_CHECKF(md_constraints_max_deviation(&s.cons, s.x, s.box) < 1e-9, "deviation %g",
               md_constraints_max_deviation(&s.cons, s.x, s.box));
-    md_sim_free(&s);
-    md_system_free(&sys);
-    md_topology_free(&t);
-    md_lj_table_free(&lj);
-    md_ff_table_free(&tab);
-    free(psf);
-    free(pos);
+    free_all(&s, &sys, &t, &lj);
 }
 
 /* What stops a run: an atom far too fast (it would escape the neighbour search), a

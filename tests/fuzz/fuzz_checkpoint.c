@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     md_checkpoint c;
     int i;
     if (md_checkpoint_read_mem(data, size, "fuzz.chk", &c) != MD_OK) return 0;
-    if (c.n < 1 || c.n > MD_DCD_MAX_ATOMS || c.step < 0 || c.baro_accepted > c.baro_attempted) abort();
+    if (c.n < 1 || c.n > MD_DCD_MAX_ATOMS || c.step < 0 || c.baro.accepted > c.baro.attempted) abort();
     for (i = 0; i < 3; i++)
         if (!(c.box[i] > 0) || !isfinite(c.box[i])) abort();
     for (i = 0; i < 3 * c.n; i++)
