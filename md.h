@@ -970,7 +970,13 @@ typedef unsigned long long md_fixed;
 
 /** @brief Float multiply that a CUDA compiler may not fuse into an FMA (__fmul_rn on the
  *  device, a plain product on the host). The shared pair arithmetic uses it for every
- *  product, so host and device round every operation alike. */
+ *  product, so host and device round every operation alike.
+ *
+ *  On the host the compiler must not fuse either: GCC's default for ISO C (-std=c11) and
+ *  clang's default (contraction within one source expression only) keep every product
+ *  rounded, but GCC fuses across inlined calls in C++ and GNU C modes, so C++ (and nvcc's
+ *  host pass) needs -ffp-contract=off for MD_NB_CPU_FIXED to equal the GPU bit for bit.
+ *  The Makefile passes it (tests/gpu_nb_float.cu caught the difference on an H100). */
 MD_HOSTDEV static inline float md__fmul(float a, float b) {
 #if defined(__CUDA_ARCH__)
     return __fmul_rn(a, b);
@@ -1367,7 +1373,7 @@ typedef struct md_nb_params {
     double ewald_beta;      /**< MD_COUL_EWALD: splitting parameter beta (1/nm) (default from
                                  ewald_tolerance) */
     double ewald_tolerance; /**< MD_COUL_EWALD: beta = sqrt(-ln(2 tol)) / rc, OpenMM's rule
-                                 (default 5e-4, beta = 3.12 / nm at rc 0.9 nm) */
+                                 (default 5e-4, beta = 2.92 / nm at rc 0.9 nm) */
     int dispersion_correction; /**< 1: add the long-range LJ dispersion correction to the
                                     energy and the virial (md_nb_dispersion_correction);
                                     0 (default): none */

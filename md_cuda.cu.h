@@ -806,9 +806,6 @@ md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md
  * capture). Spline orders 4, 5 and 6 are compiled (templates); the B-spline weights are
  * md_cuda_pme_bspline(), float arithmetic with every product rounded on its own. */
 
-#ifndef MD_CUDA_PME_DECLARED /* its own guard: the section stays whole wherever it sits */
-/** @brief Defined once the pme section's declarations are in (the section's include guard). */
-#define MD_CUDA_PME_DECLARED
 #include <cufft.h>
 
 /** @brief Fixed-point units per e of a spread grid value (2^32; a grid value is a sum of
@@ -995,7 +992,6 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
         w[0] = md__fmul(md__fmul(div, 1.0f - dr), w[0]);
     }
 }
-#endif /* MD_CUDA_PME_DECLARED */
 
 #endif /* MD_CUDA_CU_H */
 

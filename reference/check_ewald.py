@@ -26,21 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ewald  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-failed = 0
-
-
-def report(name, ok, why=""):
-    global failed
-    print(("PASS %s" % name) if ok else ("FAIL %s: %s" % (name, why)))
-    failed += 0 if ok else 1
-
-
-def meta(path):
-    out = {}
-    for line in open(path):
-        k, *v = line.split()
-        out[k] = v
-    return out
+report = ewald.Report()
+meta = ewald.read_meta
 
 
 def rel(a, b):
@@ -88,7 +75,7 @@ def main():
             y = load("fft1d_%d_out.f64" % n, "f8").view(np.complex128)
             ref = np.fft.fft(x)
             report("fft 1D length %d numpy.fft.fft vs md.h" % n, rel(y, ref) < 1e-12, "rel %.3g" % rel(y, ref))
-    return 1 if failed else 0
+    return 1 if report.failed else 0
 
 
 if __name__ == "__main__":

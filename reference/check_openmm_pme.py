@@ -26,18 +26,12 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ewald  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-failed = 0
-
-
-def report(name, ok, why=""):
-    global failed
-    print(("PASS %s" % name) if ok else ("FAIL %s: %s" % (name, why)))
-    failed += 0 if ok else 1
-
-
-def meta(path):
-    return {line.split()[0]: line.split()[1:] for line in open(path)}
+report = ewald.Report()
+meta = ewald.read_meta
 
 
 def openmm_coulomb(mm, app, u, pdb_path, ffname, alpha, grid):
@@ -100,7 +94,7 @@ def main():
             report(name + ": forces", err <= 1e-5, "max |dF| / max |F| = %.3g" % err)
             print("  %s: direct %.6f vs %.6f, recip+self %.6f vs %.6f kJ/mol, force error %.2g" %
                   (tag, direct, md_direct, recip, md_recip, err))
-    return 1 if failed else 0
+    return 1 if report.failed else 0
 
 
 if __name__ == "__main__":

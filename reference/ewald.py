@@ -97,3 +97,23 @@ def ewald(pos, q, box, alpha, rc, kmax, k2max=0.0, excluded=()):
     W += np.eye(3) * ebg
     e_self = -KC * alpha / math.sqrt(math.pi) * (q * q).sum()
     return {"real": e_real, "recip": e_recip, "self": e_self, "excl": e_excl}, forces, W
+
+
+def read_meta(path):
+    """A dump program's key-value text file: {key: [values as strings]}."""
+    out = {}
+    for line in open(path):
+        k, *v = line.split()
+        out[k] = v
+    return out
+
+
+class Report:
+    """PASS/FAIL lines and a failure count for the check scripts."""
+
+    def __init__(self):
+        self.failed = 0
+
+    def __call__(self, name, ok, why=""):
+        print(("PASS %s" % name) if ok else ("FAIL %s: %s" % (name, why)))
+        self.failed += 0 if ok else 1
