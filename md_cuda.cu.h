@@ -73,7 +73,7 @@
  *   step      md_cuda_sim_create/enqueue/run/poll/download/get_system/checkpoint/
  *             restore/barostat/profile/destroy: the GPU-resident MD step (integrate +
  *             SETTLE/SHAKE + Langevin in one kernel, nonbonded and PME on two streams);
- *             md_cuda_bonded_plan: harmonic bonds and angles (needs section nb)
+ *             md_cuda_bonded_plan: harmonic bonds and angles
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
@@ -1478,6 +1478,270 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
         w[0] = md__fmul(md__fmul(div, 1.0f - dr), w[0]);
     }
 }
+
+/* ======================================================================== */
+/* step: the MD step on the GPU (chapter 08)                                */
+/* ======================================================================== */
+
+/* THE GPU-RESIDENT STEP. md_cuda_sim is md.h's md_sim on the device: the same integrator
+ * (leapfrog in OpenMM's VerletIntegrator / LangevinMiddleIntegrator form), the same Langevin
+ * noise (md_langevin_normals: Philox of (seed, step, atom), so the CPU and the GPU draw the
+ * same numbers), the same SETTLE (md_settle_water, md_settle_velocities: one code for host and
+ * device), SHAKE and RATTLE, centre-of-mass removal and Monte Carlo barostat; the forces are
+ * chapter 06's nonbonded plan, chapter 07's PME plan and a bonded plan, all adding into the MD
+ * state's fixed-point SoA force array. One step, as enqueued by md_cuda_sim_enqueue:
+ *
+ *   integrate   ONE kernel, one thread per unit: a rigid water (SETTLE), a cluster of atoms
+ *               joined by constraints (SHAKE / RATTLE in the thread), or a free atom. Per atom:
+ *               subtract the centre-of-mass velocity of the previous step, kick with F(x) read
+ *               from the fixed-point forces (then zero them for the next evaluation), the
+ *               Langevin part, drift, constrain, the velocity correction, the runaway and NaN
+ *               checks, write the float4 positions (wrapped) the force kernels read; the block
+ *               sums of m v go to a fixed-point accumulator, the last block to finish turns it
+ *               into the centre-of-mass velocity for the next step and advances the step
+ *               counter in device memory (a "last block" reduction: no second launch).
+ *   forces      fork: PME (md_cuda_pme_plan_enqueue) on the PME plan's stream, concurrently
+ *               with the nonbonded plan (md_cuda_nb_enqueue: displacement check, device-gated
+ *               list rebuild, pair kernel) and the bonded kernel on the state's stream; join.
+ *               Both add into one fixed-point force array (order-independent sums, so the
+ *               overlap changes no bit). On the steps the nonbonded plan sorts the atoms (it
+ *               permutes the state's arrays) PME waits for it.
+ *   energies    only when asked (MD_CUDA_SIM_ENERGY on the last step of an enqueue): the
+ *               energy words are zeroed before the forces, the force kernels add their terms,
+ *               and the integrate kernel in kinetic mode adds the kinetic energy of
+ *               v(t) = v(t - dt/2) + dt/2 F/m, constrained, as md_sim_energy does.
+ * Everything per step lives in device memory (positions and velocities in double, the step,
+ * the box, the centre-of-mass velocity), so the enqueue only launches: no allocation, no
+ * synchronisation, no pageable copy, and chapter 09 can capture it as it is. The positions are
+ * kept in double in the caller's atom order (md_cuda_step_plan::d_x, d_v); the state's float4
+ * d_xyzq is their wrapped float mirror in the state's internal order (the nonbonded plan sorts
+ * it; the integrate kernel maps atoms through d_rank).
+ *
+ * THE BAROSTAT needs an energy decision, which is made on the host outside the captured step:
+ * md_cuda_sim_run() enqueues barostat_interval steps, then md_cuda_sim_barostat() evaluates
+ * the energy, scales the molecule centres and the box (a kernel), evaluates again, decides with
+ * the same md_rng as md_sim and, on rejection, restores positions and box (device copies) and
+ * recomputes the forces. Three force evaluations and two synchronisations per attempt, every
+ * barostat_interval steps (OpenMM's GPU barostat decides on the host as well).
+ *
+ * ERRORS a step finds on the device raise flags that md_cuda_sim_poll() reports: an atom that
+ * moved more than max_displacement in one step (it would escape the neighbour list between
+ * checks: the run has exploded), a non-finite position or velocity, SETTLE without a solution,
+ * SHAKE or RATTLE not converged (MD_ERR_RANGE naming the atom); a non-finite energy term;
+ * the nonbonded and PME plans' own flags (capacity overflow: md_cuda_sim_poll grows the plan
+ * and returns MD_ERR_RANGE so the caller may restart from a checkpoint).
+ *
+ * EXAMPLE
+ *       md_cuda_sim g; md_energy e; md_sim_desc d = {0};
+ *       d.thermostat = MD_THERMOSTAT_LANGEVIN;
+ *       md_cuda_sim_create(&g, &sys, &top, &lj, &d, NULL);
+ *       md_cuda_sim_enqueue(&g, 5000, MD_CUDA_SIM_ENERGY);   (launches only)
+ *       md_cuda_sim_poll(&g, &e, NULL);                       (waits; energies of step 5000)
+ *       md_cuda_sim_get_system(&g, &sys);  md_cuda_sim_destroy(&g); */
+
+
+/** @brief Threads per block of the step's kernels. */
+#define MD_CUDA_STEP_BLOCK 64
+/** @brief Most atoms of one constraint cluster (a heavy atom and its hydrogens has 2 to 5);
+ *  larger clusters are rejected at create. */
+#define MD_CUDA_STEP_MAX_CLUSTER 8
+/** @brief `what` bit of md_cuda_sim_enqueue(): the last step computes the energies (potential
+ *  terms of the new positions and the kinetic energy), for md_cuda_sim_poll(). */
+#define MD_CUDA_SIM_ENERGY 1u
+
+/** @brief The harmonic bonds and angles of an md_bonded on the device (chapter 08's bonded
+ *  kernel: one thread per term, md.h's md_bond_f32 / md_angle_f32 arithmetic, forces and
+ *  energy added in fixed point). */
+typedef struct md_cuda_bonded_plan {
+    int nbond;        /**< bonds */
+    int nangle;       /**< angles */
+    int2 *d_bond;     /**< nbond atom pairs (caller numbering) */
+    float2 *d_bondp;  /**< nbond (r0, k) as floats */
+    int4 *d_angle;    /**< nangle (i, j, k, 0), j the vertex */
+    float2 *d_anglep; /**< nangle (theta0, k) as floats */
+} md_cuda_bonded_plan;
+
+/** @brief Upload the terms of @p b (a copy; @p b may be freed afterwards). Synchronous. An empty
+ *  md_bonded gives a plan whose enqueue launches nothing. On failure @p p is zeroed. */
+md_status md_cuda_bonded_plan_create(md_cuda_bonded_plan *p, const md_bonded *b);
+
+/** @brief Enqueue the bonded forces on @p stream: positions @p d_xyzq (float4, the state's
+ *  internal order) of the caller's atoms mapped through @p d_rank (NULL: identity), minimum
+ *  images in the box @p d_box (3 doubles, device); ADDS forces to @p d_force (SoA fixed point,
+ *  @p stride), the energy to @p d_energy (one md_fixed, may be NULL: not computed) and the
+ *  virial to @p d_virial (9 md_fixed, may be NULL). Launches only. */
+md_status md_cuda_bonded_enqueue(const md_cuda_bonded_plan *p, cudaStream_t stream, const float4 *d_xyzq,
+                                 const int *d_rank, const double *d_box, md_fixed *d_force, int stride,
+                                 md_fixed *d_energy, md_fixed *d_virial);
+
+/** @brief Free the plan and zero it; safe on a zeroed plan (waits for the device). */
+void md_cuda_bonded_plan_destroy(md_cuda_bonded_plan *p);
+
+/** @brief Flags words of md_cuda_step_plan::d_flags (the md_cuda_flag layout), read by
+ *  md_cuda_sim_poll(): MD_CUDA_FLAG_RANGE an atom moved more than max_displacement (detail:
+ *  the atom), MD_CUDA_FLAG_NONFINITE a non-finite position or velocity (the atom),
+ *  MD_CUDA_FLAG_OVERFLOW SETTLE without a solution or SHAKE / RATTLE not converged (detail:
+ *  the unit's first atom). */
+typedef struct md_cuda_step_plan {
+    md_sim_desc desc;       /**< resolved settings (md_sim_create's defaults) */
+    int n;                  /**< atoms */
+    int stride;             /**< the state's force stride */
+    int nwater;             /**< SETTLE units */
+    int ncluster;           /**< SHAKE units */
+    int nsingle;            /**< free atoms */
+    int nunit;              /**< nwater + ncluster + nsingle */
+    int nmol;               /**< molecules (barostat) */
+    double mass_o;          /**< SETTLE oxygen mass */
+    double mass_h;          /**< SETTLE hydrogen mass */
+    double doh;             /**< SETTLE O-H distance */
+    double dhh;             /**< SETTLE H-H distance */
+    double total_mass;      /**< sum of the masses (amu) */
+    int4 *d_water;          /**< nwater (O, H1, H2, 0) caller indices */
+    int *d_cstart;          /**< ncluster + 1 offsets into d_catom */
+    int *d_catom;           /**< the clusters' atoms (caller indices) */
+    int *d_kstart;          /**< ncluster + 1 offsets into d_kpair / d_klen */
+    int2 *d_kpair;          /**< constraint atom pairs as positions within their cluster */
+    double *d_klen;         /**< their lengths (nm) */
+    int *d_single;          /**< nsingle caller indices */
+    int *d_mstart;          /**< nmol + 1 offsets into d_matom */
+    int *d_matom;           /**< atoms by molecule */
+    double *d_x;            /**< 3 n positions (nm), caller order, not wrapped */
+    double *d_v;            /**< 3 n velocities (nm/ps): v(t - dt/2) before the centre-of-mass correction */
+    double *d_inv_mass;     /**< n inverse masses */
+    float *d_charge;        /**< n charges (caller order) for the float4 mirror */
+    double *d_x_save;       /**< 3 n positions saved by the barostat */
+    double *d_vcom;         /**< 4 doubles: the centre-of-mass velocity to subtract at the next step, then the
+                                 barostat's scale */
+    md_fixed *d_pacc;       /**< 3 fixed-point momentum sums of the running step (MD_FORCE_FIXED_SCALE units) */
+    unsigned int *d_done;   /**< blocks finished in the running step (the last-block reduction) */
+    unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words (see above) */
+    unsigned long long *h_flags; /**< pinned mirror */
+    double *h_stage;        /**< pinned staging: 6 n + 8 doubles */
+} md_cuda_step_plan;
+
+/** @brief Options of md_cuda_sim_create(); a zero field takes its default. */
+typedef struct md_cuda_sim_opts {
+    md_nb_variant nb_variant;   /**< nonbonded rung (default MD_NB_GPU_CLUSTER_SMEM, or MD_NB_GPU_CLUSTER
+                                     with more than MD_CUDA_NB_SMEM_TYPES types); a CPU rung is an error */
+    md_cuda_nb_opts nb;         /**< the nonbonded plan's options (sort_interval: steps between sorts) */
+    md_cuda_pme_spread spread;  /**< PME spread rung (default MD_CUDA_PME_SPREAD_ATOMIC) */
+    int serial_pme;             /**< 1: PME on the state's stream after the nonbonded kernels (no overlap);
+                                     0 (default): concurrent on the PME plan's stream */
+} md_cuda_sim_opts;
+
+/** @brief A GPU MD run (see the section's manual): the state, the force plans, the step plan,
+ *  the fork/join events and the host-side bookkeeping (step count, barostat). */
+typedef struct md_cuda_sim {
+    md_sim_desc desc;           /**< resolved settings */
+    md_cuda_sim_opts opts;      /**< options, defaults filled in */
+    md_cuda_state state;        /**< the MD state (positions' float mirror, forces, energies, box, step) */
+    md_cuda_nb_plan nb;         /**< nonbonded plan */
+    md_cuda_pme_plan pme;       /**< PME plan (when the Coulomb mode is Ewald) */
+    int use_pme;                /**< 1 with PME */
+    md_cuda_bonded_plan bonded; /**< bonds and angles (rigid ones left out) */
+    md_cuda_step_plan step;     /**< integrator, constraints, thermostat */
+    cudaEvent_t ev_fork;        /**< recorded on the state's stream before PME */
+    cudaEvent_t ev_join;        /**< recorded on PME's stream after it */
+    int ndof;                   /**< degrees of freedom of the temperature (as md_sim) */
+    long long steps;            /**< steps enqueued */
+    long long since_sort;       /**< steps since the last sort of the nonbonded plan */
+    double time_ps;             /**< simulated time (ps) of the steps enqueued */
+    double box[3];              /**< the box (host copy; the device's is state.d_box) */
+    double *h_box;              /**< pinned 3 doubles for box writes */
+    md_barostat baro;           /**< the Monte Carlo barostat's state (md.h's, as md_sim's) */
+    int energy_valid;           /**< 1 when the last enqueue computed energies */
+} md_cuda_sim;
+
+/** @brief Make a GPU run of @p sys with force field @p t, @p lj and settings @p desc (NULL:
+ *  defaults; md_sim_create's rules), @p opts (NULL: defaults), on the current device.
+ *
+ *  As md_sim_create: the initial positions are constrained (against themselves), the
+ *  velocities constrained and their centre-of-mass motion removed (on the host, in double,
+ *  with md.h's md_constraints), then uploaded and the initial forces computed. Synchronous.
+ *  Errors: those of md_sim_create's checks, of the state, nonbonded, PME and bonded plans, a
+ *  constraint cluster above MD_CUDA_STEP_MAX_CLUSTER atoms (MD_ERR_UNSUPPORTED), CUDA errors.
+ *  On failure @p s is zeroed. */
+md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                             const md_sim_desc *desc, const md_cuda_sim_opts *opts);
+
+/** @brief Enqueue @p nsteps steps (see the section's manual); with MD_CUDA_SIM_ENERGY in @p what
+ *  the last one also computes the energies of its new positions. Launches, device copies,
+ *  memsets and event records only. The barostat is not applied here (md_cuda_sim_run). */
+md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what);
+
+/** @brief The second half of a step alone, for code that integrates with a kernel of its own
+ *  (chapter 08's exercise): enqueue the forces of the current positions (nonbonded, PME,
+ *  bonded), ADDED into the state's forces, which the integrate kernel leaves zeroed; with
+ *  MD_CUDA_SIM_ENERGY the energy words are zeroed first and the energies and the kinetic energy
+ *  added (md_cuda_sim_poll reads them). Launches only. */
+md_status md_cuda_sim_enqueue_forces(md_cuda_sim *s, unsigned what);
+
+/** @brief @p nsteps steps with the barostat: enqueues in chunks ending on the multiples of
+ *  barostat_interval and applies md_cuda_sim_barostat() there (without a barostat: one enqueue).
+ *  With MD_CUDA_SIM_ENERGY the last step computes the energies. Synchronises at every barostat
+ *  move. */
+md_status md_cuda_sim_run(md_cuda_sim *s, int nsteps, unsigned what);
+
+/** @brief One Monte Carlo volume move on the device (see the section's manual). Synchronous. */
+md_status md_cuda_sim_barostat(md_cuda_sim *s);
+
+/** @brief The synchronisation point: wait for the streams, check the step's, the nonbonded and
+ *  the PME flags, and (when the last enqueue asked for them) write the energies to @p e (may be
+ *  NULL; MD_ERR_INVALID_ARGUMENT when they were not computed) and the device's step counter
+ *  to @p step (may be NULL). A non-finite energy term is MD_ERR_RANGE naming it. */
+md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step);
+
+/** @brief Copy the run's positions and velocities (double, caller order, centre-of-mass
+ *  correction applied as the next step would) and box to the host: @p x and @p v hold 3 n
+ *  doubles each (either may be NULL). Synchronous. */
+md_status md_cuda_sim_download(md_cuda_sim *s, double *x, double *v, double box[3]);
+
+/** @brief md_sim_get_system's counterpart: positions wrapped into the box (floats), velocities
+ *  and box into @p sys (sys->n must equal the run's). */
+md_status md_cuda_sim_get_system(md_cuda_sim *s, md_system *sys);
+
+/** @brief The run's restartable state as an md_checkpoint (md.h's format; a GPU checkpoint
+ *  restores into md_sim and the reverse). Synchronous. */
+md_status md_cuda_sim_checkpoint(md_cuda_sim *s, md_checkpoint *ck);
+
+/** @brief Continue from @p ck: positions, velocities, box, step, time, seed and barostat state
+ *  set exactly, the forces recomputed. Synchronous. Errors: ck->n differs, non-finite values. */
+md_status md_cuda_sim_restore(md_cuda_sim *s, const md_checkpoint *ck);
+
+/** @brief Kinetic temperature (K) of @p kinetic (kJ/mol) with the run's degrees of freedom. */
+double md_cuda_sim_temperature(const md_cuda_sim *s, double kinetic);
+
+/** @brief Mass density (g/cm^3) in the current box. */
+double md_cuda_sim_density(const md_cuda_sim *s);
+
+/** @brief Where the time of a step goes, measured by md_cuda_sim_profile(): GPU time (s) per
+ *  step of each part, with the parts run one after another (PME not overlapped), and of the
+ *  whole step as md_cuda_sim_enqueue runs it. */
+typedef struct md_cuda_step_profile {
+    int steps;          /**< steps measured */
+    double integrate;   /**< the integrate kernel */
+    double nonbonded;   /**< md_cuda_nb_enqueue: displacement check, list rebuild (when due), pair kernels */
+    double pme_spread;  /**< PME spread (and charge sums) */
+    double pme_forward; /**< cuFFT R2C */
+    double pme_solve;   /**< influence function, energy */
+    double pme_backward;/**< cuFFT C2R */
+    double pme_gather;  /**< forces from the grid */
+    double bonded;      /**< bonds and angles (0 without them) */
+    double parts_sum;   /**< the sum of the parts */
+    double step_serial; /**< elapsed GPU time per step with the parts back to back (event to event
+                             over all steps): parts_sum plus the GPU's idle gaps between launches */
+    double step;        /**< elapsed time per step of md_cuda_sim_enqueue (PME overlapped), event to
+                             event over all steps */
+    double host_enqueue;/**< host wall time per step spent in md_cuda_sim_enqueue */
+} md_cuda_step_profile;
+
+/** @brief Measure @p nsteps steps part by part (events around each kernel group, PME stage by
+ *  stage) and then @p nsteps ordinary steps (see md_cuda_step_profile). The run advances by
+ *  2 @p nsteps steps. Not for capture (it records events between launches and synchronises). */
+md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *out);
+
+/** @brief Wait for the device, free everything and zero the run; safe on a zeroed run. */
+void md_cuda_sim_destroy(md_cuda_sim *s);
 
 #endif /* MD_CUDA_CU_H */
 
@@ -6746,287 +7010,8 @@ md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n,
     return st;
 }
 
-#endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
-#endif /* MD_CUDA_IMPLEMENTATION */
 
-
-
-
-/* ======================================================================== */
-/* step: the MD step on the GPU (chapter 08)                                */
-/* ======================================================================== */
-
-/* THE GPU-RESIDENT STEP. md_cuda_sim is md.h's md_sim on the device: the same integrator
- * (leapfrog in OpenMM's VerletIntegrator / LangevinMiddleIntegrator form), the same Langevin
- * noise (md_langevin_normals: Philox of (seed, step, atom), so the CPU and the GPU draw the
- * same numbers), the same SETTLE (md_settle_water, md_settle_velocities: one code for host and
- * device), SHAKE and RATTLE, centre-of-mass removal and Monte Carlo barostat; the forces are
- * chapter 06's nonbonded plan, chapter 07's PME plan and a bonded plan, all adding into the MD
- * state's fixed-point SoA force array. One step, as enqueued by md_cuda_sim_enqueue:
- *
- *   integrate   ONE kernel, one thread per unit: a rigid water (SETTLE), a cluster of atoms
- *               joined by constraints (SHAKE / RATTLE in the thread), or a free atom. Per atom:
- *               subtract the centre-of-mass velocity of the previous step, kick with F(x) read
- *               from the fixed-point forces (then zero them for the next evaluation), the
- *               Langevin part, drift, constrain, the velocity correction, the runaway and NaN
- *               checks, write the float4 positions (wrapped) the force kernels read; the block
- *               sums of m v go to a fixed-point accumulator, the last block to finish turns it
- *               into the centre-of-mass velocity for the next step and advances the step
- *               counter in device memory (a "last block" reduction: no second launch).
- *   forces      fork: PME (md_cuda_pme_plan_enqueue) on the PME plan's stream, concurrently
- *               with the nonbonded plan (md_cuda_nb_enqueue: displacement check, device-gated
- *               list rebuild, pair kernel) and the bonded kernel on the state's stream; join.
- *               Both add into one fixed-point force array (order-independent sums, so the
- *               overlap changes no bit). On the steps the nonbonded plan sorts the atoms (it
- *               permutes the state's arrays) PME waits for it.
- *   energies    only when asked (MD_CUDA_SIM_ENERGY on the last step of an enqueue): the
- *               energy words are zeroed before the forces, the force kernels add their terms,
- *               and the integrate kernel in kinetic mode adds the kinetic energy of
- *               v(t) = v(t - dt/2) + dt/2 F/m, constrained, as md_sim_energy does.
- * Everything per step lives in device memory (positions and velocities in double, the step,
- * the box, the centre-of-mass velocity), so the enqueue only launches: no allocation, no
- * synchronisation, no pageable copy, and chapter 09 can capture it as it is. The positions are
- * kept in double in the caller's atom order (md_cuda_step_plan::d_x, d_v); the state's float4
- * d_xyzq is their wrapped float mirror in the state's internal order (the nonbonded plan sorts
- * it; the integrate kernel maps atoms through d_rank).
- *
- * THE BAROSTAT needs an energy decision, which is made on the host outside the captured step:
- * md_cuda_sim_run() enqueues barostat_interval steps, then md_cuda_sim_barostat() evaluates
- * the energy, scales the molecule centres and the box (a kernel), evaluates again, decides with
- * the same md_rng as md_sim and, on rejection, restores positions and box (device copies) and
- * recomputes the forces. Three force evaluations and two synchronisations per attempt, every
- * barostat_interval steps (OpenMM's GPU barostat decides on the host as well).
- *
- * ERRORS a step finds on the device raise flags that md_cuda_sim_poll() reports: an atom that
- * moved more than max_displacement in one step (it would escape the neighbour list between
- * checks: the run has exploded), a non-finite position or velocity, SETTLE without a solution,
- * SHAKE or RATTLE not converged (MD_ERR_RANGE naming the atom); a non-finite energy term;
- * the nonbonded and PME plans' own flags (capacity overflow: md_cuda_sim_poll grows the plan
- * and returns MD_ERR_RANGE so the caller may restart from a checkpoint).
- *
- * EXAMPLE
- *       md_cuda_sim g; md_energy e; md_sim_desc d = {0};
- *       d.thermostat = MD_THERMOSTAT_LANGEVIN;
- *       md_cuda_sim_create(&g, &sys, &top, &lj, &d, NULL);
- *       md_cuda_sim_enqueue(&g, 5000, MD_CUDA_SIM_ENERGY);   (launches only)
- *       md_cuda_sim_poll(&g, &e, NULL);                       (waits; energies of step 5000)
- *       md_cuda_sim_get_system(&g, &sys);  md_cuda_sim_destroy(&g); */
-
-/* The section builds on the MD state of section nb (md_cuda_state, md_cuda_nb_plan): it is
- * compiled when that section is in the header (MD_CUDA_STRIDE, its stride macro, is defined). */
-#if defined(MD_CUDA_STRIDE) && !defined(MD_CUDA_STEP_DECLARED) /* its own guard: the section stays whole */
-/** @brief Defined once the step section's declarations are in (its include guard; programs test
- *  it to know the build has the GPU step). */
-#define MD_CUDA_STEP_DECLARED
-
-/** @brief Threads per block of the step's kernels. */
-#define MD_CUDA_STEP_BLOCK 64
-/** @brief Most atoms of one constraint cluster (a heavy atom and its hydrogens has 2 to 5);
- *  larger clusters are rejected at create. */
-#define MD_CUDA_STEP_MAX_CLUSTER 8
-/** @brief `what` bit of md_cuda_sim_enqueue(): the last step computes the energies (potential
- *  terms of the new positions and the kinetic energy), for md_cuda_sim_poll(). */
-#define MD_CUDA_SIM_ENERGY 1u
-
-/** @brief The harmonic bonds and angles of an md_bonded on the device (chapter 08's bonded
- *  kernel: one thread per term, md.h's md_bond_f32 / md_angle_f32 arithmetic, forces and
- *  energy added in fixed point). */
-typedef struct md_cuda_bonded_plan {
-    int nbond;        /**< bonds */
-    int nangle;       /**< angles */
-    int2 *d_bond;     /**< nbond atom pairs (caller numbering) */
-    float2 *d_bondp;  /**< nbond (r0, k) as floats */
-    int4 *d_angle;    /**< nangle (i, j, k, 0), j the vertex */
-    float2 *d_anglep; /**< nangle (theta0, k) as floats */
-} md_cuda_bonded_plan;
-
-/** @brief Upload the terms of @p b (a copy; @p b may be freed afterwards). Synchronous. An empty
- *  md_bonded gives a plan whose enqueue launches nothing. On failure @p p is zeroed. */
-md_status md_cuda_bonded_plan_create(md_cuda_bonded_plan *p, const md_bonded *b);
-
-/** @brief Enqueue the bonded forces on @p stream: positions @p d_xyzq (float4, the state's
- *  internal order) of the caller's atoms mapped through @p d_rank (NULL: identity), minimum
- *  images in the box @p d_box (3 doubles, device); ADDS forces to @p d_force (SoA fixed point,
- *  @p stride), the energy to @p d_energy (one md_fixed, may be NULL: not computed) and the
- *  virial to @p d_virial (9 md_fixed, may be NULL). Launches only. */
-md_status md_cuda_bonded_enqueue(const md_cuda_bonded_plan *p, cudaStream_t stream, const float4 *d_xyzq,
-                                 const int *d_rank, const double *d_box, md_fixed *d_force, int stride,
-                                 md_fixed *d_energy, md_fixed *d_virial);
-
-/** @brief Free the plan and zero it; safe on a zeroed plan (waits for the device). */
-void md_cuda_bonded_plan_destroy(md_cuda_bonded_plan *p);
-
-/** @brief Flags words of md_cuda_step_plan::d_flags (the md_cuda_flag layout), read by
- *  md_cuda_sim_poll(): MD_CUDA_FLAG_RANGE an atom moved more than max_displacement (detail:
- *  the atom), MD_CUDA_FLAG_NONFINITE a non-finite position or velocity (the atom),
- *  MD_CUDA_FLAG_OVERFLOW SETTLE without a solution or SHAKE / RATTLE not converged (detail:
- *  the unit's first atom). */
-typedef struct md_cuda_step_plan {
-    md_sim_desc desc;       /**< resolved settings (md_sim_create's defaults) */
-    int n;                  /**< atoms */
-    int stride;             /**< the state's force stride */
-    int nwater;             /**< SETTLE units */
-    int ncluster;           /**< SHAKE units */
-    int nsingle;            /**< free atoms */
-    int nunit;              /**< nwater + ncluster + nsingle */
-    int nmol;               /**< molecules (barostat) */
-    double mass_o;          /**< SETTLE oxygen mass */
-    double mass_h;          /**< SETTLE hydrogen mass */
-    double doh;             /**< SETTLE O-H distance */
-    double dhh;             /**< SETTLE H-H distance */
-    double total_mass;      /**< sum of the masses (amu) */
-    int4 *d_water;          /**< nwater (O, H1, H2, 0) caller indices */
-    int *d_cstart;          /**< ncluster + 1 offsets into d_catom */
-    int *d_catom;           /**< the clusters' atoms (caller indices) */
-    int *d_kstart;          /**< ncluster + 1 offsets into d_kpair / d_klen */
-    int2 *d_kpair;          /**< constraint atom pairs as positions within their cluster */
-    double *d_klen;         /**< their lengths (nm) */
-    int *d_single;          /**< nsingle caller indices */
-    int *d_mstart;          /**< nmol + 1 offsets into d_matom */
-    int *d_matom;           /**< atoms by molecule */
-    double *d_x;            /**< 3 n positions (nm), caller order, not wrapped */
-    double *d_v;            /**< 3 n velocities (nm/ps): v(t - dt/2) before the centre-of-mass correction */
-    double *d_inv_mass;     /**< n inverse masses */
-    float *d_charge;        /**< n charges (caller order) for the float4 mirror */
-    double *d_x_save;       /**< 3 n positions saved by the barostat */
-    double *d_vcom;         /**< 4 doubles: the centre-of-mass velocity to subtract at the next step, then the
-                                 barostat's scale */
-    md_fixed *d_pacc;       /**< 3 fixed-point momentum sums of the running step (MD_FORCE_FIXED_SCALE units) */
-    unsigned int *d_done;   /**< blocks finished in the running step (the last-block reduction) */
-    unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words (see above) */
-    unsigned long long *h_flags; /**< pinned mirror */
-    double *h_stage;        /**< pinned staging: 6 n + 8 doubles */
-} md_cuda_step_plan;
-
-/** @brief Options of md_cuda_sim_create(); a zero field takes its default. */
-typedef struct md_cuda_sim_opts {
-    md_nb_variant nb_variant;   /**< nonbonded rung (default MD_NB_GPU_CLUSTER_SMEM, or MD_NB_GPU_CLUSTER
-                                     with more than MD_CUDA_NB_SMEM_TYPES types); a CPU rung is an error */
-    md_cuda_nb_opts nb;         /**< the nonbonded plan's options (sort_interval: steps between sorts) */
-    md_cuda_pme_spread spread;  /**< PME spread rung (default MD_CUDA_PME_SPREAD_ATOMIC) */
-    int serial_pme;             /**< 1: PME on the state's stream after the nonbonded kernels (no overlap);
-                                     0 (default): concurrent on the PME plan's stream */
-} md_cuda_sim_opts;
-
-/** @brief A GPU MD run (see the section's manual): the state, the force plans, the step plan,
- *  the fork/join events and the host-side bookkeeping (step count, barostat). */
-typedef struct md_cuda_sim {
-    md_sim_desc desc;           /**< resolved settings */
-    md_cuda_sim_opts opts;      /**< options, defaults filled in */
-    md_cuda_state state;        /**< the MD state (positions' float mirror, forces, energies, box, step) */
-    md_cuda_nb_plan nb;         /**< nonbonded plan */
-    md_cuda_pme_plan pme;       /**< PME plan (when the Coulomb mode is Ewald) */
-    int use_pme;                /**< 1 with PME */
-    md_cuda_bonded_plan bonded; /**< bonds and angles (rigid ones left out) */
-    md_cuda_step_plan step;     /**< integrator, constraints, thermostat */
-    cudaEvent_t ev_fork;        /**< recorded on the state's stream before PME */
-    cudaEvent_t ev_join;        /**< recorded on PME's stream after it */
-    int ndof;                   /**< degrees of freedom of the temperature (as md_sim) */
-    long long steps;            /**< steps enqueued */
-    long long since_sort;       /**< steps since the last sort of the nonbonded plan */
-    double time_ps;             /**< simulated time (ps) of the steps enqueued */
-    double box[3];              /**< the box (host copy; the device's is state.d_box) */
-    double *h_box;              /**< pinned 3 doubles for box writes */
-    md_barostat baro;           /**< the Monte Carlo barostat's state (md.h's, as md_sim's) */
-    int energy_valid;           /**< 1 when the last enqueue computed energies */
-} md_cuda_sim;
-
-/** @brief Make a GPU run of @p sys with force field @p t, @p lj and settings @p desc (NULL:
- *  defaults; md_sim_create's rules), @p opts (NULL: defaults), on the current device.
- *
- *  As md_sim_create: the initial positions are constrained (against themselves), the
- *  velocities constrained and their centre-of-mass motion removed (on the host, in double,
- *  with md.h's md_constraints), then uploaded and the initial forces computed. Synchronous.
- *  Errors: those of md_sim_create's checks, of the state, nonbonded, PME and bonded plans, a
- *  constraint cluster above MD_CUDA_STEP_MAX_CLUSTER atoms (MD_ERR_UNSUPPORTED), CUDA errors.
- *  On failure @p s is zeroed. */
-md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
-                             const md_sim_desc *desc, const md_cuda_sim_opts *opts);
-
-/** @brief Enqueue @p nsteps steps (see the section's manual); with MD_CUDA_SIM_ENERGY in @p what
- *  the last one also computes the energies of its new positions. Launches, device copies,
- *  memsets and event records only. The barostat is not applied here (md_cuda_sim_run). */
-md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what);
-
-/** @brief The second half of a step alone, for code that integrates with a kernel of its own
- *  (chapter 08's exercise): enqueue the forces of the current positions (nonbonded, PME,
- *  bonded), ADDED into the state's forces, which the integrate kernel leaves zeroed; with
- *  MD_CUDA_SIM_ENERGY the energy words are zeroed first and the energies and the kinetic energy
- *  added (md_cuda_sim_poll reads them). Launches only. */
-md_status md_cuda_sim_enqueue_forces(md_cuda_sim *s, unsigned what);
-
-/** @brief @p nsteps steps with the barostat: enqueues in chunks ending on the multiples of
- *  barostat_interval and applies md_cuda_sim_barostat() there (without a barostat: one enqueue).
- *  With MD_CUDA_SIM_ENERGY the last step computes the energies. Synchronises at every barostat
- *  move. */
-md_status md_cuda_sim_run(md_cuda_sim *s, int nsteps, unsigned what);
-
-/** @brief One Monte Carlo volume move on the device (see the section's manual). Synchronous. */
-md_status md_cuda_sim_barostat(md_cuda_sim *s);
-
-/** @brief The synchronisation point: wait for the streams, check the step's, the nonbonded and
- *  the PME flags, and (when the last enqueue asked for them) write the energies to @p e (may be
- *  NULL; MD_ERR_INVALID_ARGUMENT when they were not computed) and the device's step counter
- *  to @p step (may be NULL). A non-finite energy term is MD_ERR_RANGE naming it. */
-md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step);
-
-/** @brief Copy the run's positions and velocities (double, caller order, centre-of-mass
- *  correction applied as the next step would) and box to the host: @p x and @p v hold 3 n
- *  doubles each (either may be NULL). Synchronous. */
-md_status md_cuda_sim_download(md_cuda_sim *s, double *x, double *v, double box[3]);
-
-/** @brief md_sim_get_system's counterpart: positions wrapped into the box (floats), velocities
- *  and box into @p sys (sys->n must equal the run's). */
-md_status md_cuda_sim_get_system(md_cuda_sim *s, md_system *sys);
-
-/** @brief The run's restartable state as an md_checkpoint (md.h's format; a GPU checkpoint
- *  restores into md_sim and the reverse). Synchronous. */
-md_status md_cuda_sim_checkpoint(md_cuda_sim *s, md_checkpoint *ck);
-
-/** @brief Continue from @p ck: positions, velocities, box, step, time, seed and barostat state
- *  set exactly, the forces recomputed. Synchronous. Errors: ck->n differs, non-finite values. */
-md_status md_cuda_sim_restore(md_cuda_sim *s, const md_checkpoint *ck);
-
-/** @brief Kinetic temperature (K) of @p kinetic (kJ/mol) with the run's degrees of freedom. */
-double md_cuda_sim_temperature(const md_cuda_sim *s, double kinetic);
-
-/** @brief Mass density (g/cm^3) in the current box. */
-double md_cuda_sim_density(const md_cuda_sim *s);
-
-/** @brief Where the time of a step goes, measured by md_cuda_sim_profile(): GPU time (s) per
- *  step of each part, with the parts run one after another (PME not overlapped), and of the
- *  whole step as md_cuda_sim_enqueue runs it. */
-typedef struct md_cuda_step_profile {
-    int steps;          /**< steps measured */
-    double integrate;   /**< the integrate kernel */
-    double nonbonded;   /**< md_cuda_nb_enqueue: displacement check, list rebuild (when due), pair kernels */
-    double pme_spread;  /**< PME spread (and charge sums) */
-    double pme_forward; /**< cuFFT R2C */
-    double pme_solve;   /**< influence function, energy */
-    double pme_backward;/**< cuFFT C2R */
-    double pme_gather;  /**< forces from the grid */
-    double bonded;      /**< bonds and angles (0 without them) */
-    double parts_sum;   /**< the sum of the parts */
-    double step_serial; /**< elapsed GPU time per step with the parts back to back (event to event
-                             over all steps): parts_sum plus the GPU's idle gaps between launches */
-    double step;        /**< elapsed time per step of md_cuda_sim_enqueue (PME overlapped), event to
-                             event over all steps */
-    double host_enqueue;/**< host wall time per step spent in md_cuda_sim_enqueue */
-} md_cuda_step_profile;
-
-/** @brief Measure @p nsteps steps part by part (events around each kernel group, PME stage by
- *  stage) and then @p nsteps ordinary steps (see md_cuda_step_profile). The run advances by
- *  2 @p nsteps steps. Not for capture (it records events between launches and synchronises). */
-md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *out);
-
-/** @brief Wait for the device, free everything and zero the run; safe on a zeroed run. */
-void md_cuda_sim_destroy(md_cuda_sim *s);
-
-#endif /* MD_CUDA_STEP_DECLARED */
-
-#if defined(MD_CUDA_IMPLEMENTATION) && defined(MD_CUDA_STEP_DECLARED) && !defined(MD_CUDA_STEP_IMPLEMENTED)
-#define MD_CUDA_STEP_IMPLEMENTED
-
+/* ---- step ---- */
 /* ---- step: bonded ---- */
 
 /* The minimum-image float difference x_i - x_j in the box of edges L, inverses iL. */
@@ -8284,4 +8269,5 @@ md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *
     return r;
 }
 
-#endif /* MD_CUDA_STEP_IMPLEMENTED */
+#endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
+#endif /* MD_CUDA_IMPLEMENTATION */

@@ -34,7 +34,6 @@
 #include "step_fixtures.h"
 #include <vector>
 
-#ifdef MD_CUDA_STEP_DECLARED
 static int sanitize;
 
 #define NEED_GPU()                                                                                 \
@@ -404,16 +403,7 @@ static void registry_names_step_kernels(void) {
     MD_CHECKF(found == 2, "%d of the step's kernels registered", found);
 }
 
-#else
-/* This build's md_cuda.cu.h has no MD state (section nb), so no step section either. */
-static void step_section_present(void) { MD_SKIP("md_cuda.cu.h has no step section (it needs section nb's MD state)"); }
-#endif
-
 int main(void) {
-#ifndef MD_CUDA_STEP_DECLARED
-    MD_RUN(step_section_present);
-    return md_test_summary();
-#else
     const char *san = getenv("MD_SANITIZE");
     sanitize = san && san[0] == '1';
     MD_RUN(bonded_vs_cpu);
@@ -426,5 +416,4 @@ int main(void) {
     MD_RUN(barostat);
     MD_RUN(registry_names_step_kernels);
     return md_test_summary();
-#endif
 }

@@ -33,7 +33,7 @@
 #endif
 #include "md_cuda.cu.h"
 
-#if defined(__CUDACC__) && defined(MD_CUDA_STEP_DECLARED)
+#ifdef __CUDACC__
 #define EXERCISE_BLOCK 128
 
 /* Kick and drift, one thread per atom: the new positions go to xn (3 n doubles). */
@@ -106,4 +106,4 @@ static md_status exercise_integrate(md_cuda_sim *s, double *xn) {
     MD_CUDA_TRY_LAUNCH("exercise_finish_kernel");
     return MD_OK;
 }
-#endif /* __CUDACC__ && MD_CUDA_STEP_DECLARED */
+#endif /* __CUDACC__ */

@@ -47,18 +47,6 @@
 #include "ladder.h"
 #include <float.h>
 
-/* The GPU rows and modes need md_cuda.cu.h's step section (which needs its nb section). */
-#if defined(__CUDACC__) && defined(MD_CUDA_STEP_DECLARED)
-#define CH08_GPU 1
-#endif
-
-#ifndef CH08_GPU
-#ifdef __CUDACC__
-#define NO_GPU_BUILD "md_cuda.cu.h has no step section in this build (it needs section nb's MD state)"
-#else
-#define NO_GPU_BUILD "nvcc not found (this build has the CPU row only)"
-#endif
-#endif
 #define CHECK_STEPS 10
 #define RACE_STEPS 2000
 
@@ -73,7 +61,7 @@ static md_status water_box(md_system *s, md_topology *t, md_lj_table *lj, md_wat
     return md_build_water_box(s, t, lj, &d);
 }
 
-#ifdef CH08_GPU
+#ifdef __CUDACC__
 /* A water box read from a PDB (HOH residues), charges from the model, velocities at 300 K. */
 static md_status read_box(const char *path, md_system *s, md_topology *t, md_lj_table *lj) {
     md_status st = md_read_pdb(path, s);
@@ -111,7 +99,7 @@ static md_sim_desc race_desc(int openmm_lj) {
 
 static double ns_per_day(double dt_ps, double s_per_step) { return dt_ps * 1e-3 * 86400.0 / s_per_step; }
 
-#ifdef CH08_GPU
+#ifdef __CUDACC__
 /* GPU time per step of `steps` steps (median of reps runs), CUDA events on the run's stream. */
 static md_status time_gpu(md_cuda_sim *g, int steps, int reps, int exercise, double *xn, double *s_per_step) {
     cudaEvent_t a, b;
@@ -156,7 +144,7 @@ static int run_ladder(const ladder_opts *o, int steps) {
     double t0, t_cpu, *x_ref = NULL;
     char title[320], dev[300] = "cpu";
     int failed;
-#ifdef CH08_GPU
+#ifdef __CUDACC__
     md_cuda_device_info info;
     if (md_cuda_available() && md_cuda_get_device_info(0, &info) == MD_OK) snprintf(dev, sizeof dev, "%s", info.name);
 #endif
@@ -189,7 +177,7 @@ static int run_ladder(const ladder_opts *o, int steps) {
     md_sim_free(&c);
     ladder_row(&l, "cpu_step", s.n, t_cpu, s.n, NAN, NAN, 0.0);
     printf("    %.3f ns/day\n", ns_per_day(0.002, t_cpu));
-#ifdef CH08_GPU
+#ifdef __CUDACC__
     if (!md_cuda_available()) {
         printf("SKIP GPU rows: %s\n", md_last_error());
     } else {
@@ -283,7 +271,7 @@ static int run_ladder(const ladder_opts *o, int steps) {
     }
 #else
     (void)steps;
-    printf("SKIP GPU rows: %s\n", NO_GPU_BUILD);
+    printf("SKIP GPU rows: nvcc not found (this build has the CPU row only)\n");
 #endif
     failed = ladder_end(&l);
     free(x_ref);
@@ -322,7 +310,7 @@ static int write_pdbs(const char *prefix) {
     return 0;
 }
 
-#ifdef CH08_GPU
+#ifdef __CUDACC__
 /* The race: md.h's step on the PDB's box with OpenMM's settings; one JSON line. */
 static int race(const char *pdb, int steps, int reps) {
     md_system s;
@@ -548,13 +536,13 @@ int main(int argc, char **argv) {
     }
     if (steps == 0) steps = o.quick ? 100 : 500;
     if (pdb_prefix) return write_pdbs(pdb_prefix);
-#ifdef CH08_GPU
+#ifdef __CUDACC__
     if (drift_ps > 0) return drift(race_pdb, drift_ps);
     if (validate_ps > 0) return validate(validate_ps);
     if (race_pdb) return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5);
 #else
     if (drift_ps > 0 || validate_ps > 0 || race_pdb) {
-        printf("SKIP --race, --drift, --validate: %s\n", NO_GPU_BUILD);
+        printf("SKIP --race, --drift, --validate: nvcc not found (GPU modes)\n");
         return 0;
     }
 #endif

@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef MD_CUDA_STEP_DECLARED
 static int usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--molecules N | --pdb FILE] [--model tip3p|spce] [--equil PS] [--ps PS] [--npt]\n"
@@ -238,9 +237,3 @@ done:
     md_lj_table_free(&lj);
     return rc;
 }
-#else
-int main(void) {
-    printf("SKIP: md_cuda.cu.h has no step section in this build (it needs section nb's MD state)\n");
-    return 0;
-}
-#endif
