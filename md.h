@@ -2820,6 +2820,11 @@ MDDEF md_status md_sim_compute_forces(md_sim *s);
  *  energy of v(t) = v(t - dt/2) + dt/2 F / m, constrained (see the manual), into @p e. */
 MDDEF md_status md_sim_energy(md_sim *s, md_energy *e);
 
+/** @brief The name of the first energy term of @p e that is not finite ("lj", "lj_dispersion",
+ *  "lj14", "coul_real", "coul14", "coul_excl", "coul_recip", "coul_self", "bonded", "kinetic"),
+ *  or NULL when every one is: how a run notices that it has exploded. */
+MDDEF const char *md_energy_nonfinite_term(const md_energy *e);
+
 /** @brief Kinetic temperature (K) of a kinetic energy @p kinetic (kJ/mol) with s->ndof degrees
  *  of freedom. */
 MDDEF double md_sim_temperature(const md_sim *s, double kinetic);
@@ -10150,7 +10155,8 @@ static void md__sim_wrap(md_sim *s) {
     }
 }
 
-static const char *md__energy_bad_term(const md_energy *e) {
+MDDEF const char *md_energy_nonfinite_term(const md_energy *e) {
+    if (!e) return "e";
     if (!isfinite(e->lj)) return "lj";
     if (!isfinite(e->lj_dispersion)) return "lj_dispersion";
     if (!isfinite(e->lj14)) return "lj14";
@@ -10160,6 +10166,7 @@ static const char *md__energy_bad_term(const md_energy *e) {
     if (!isfinite(e->coul_recip)) return "coul_recip";
     if (!isfinite(e->coul_self)) return "coul_self";
     if (!isfinite(e->bonded)) return "bonded";
+    if (!isfinite(e->kinetic)) return "kinetic";
     return NULL;
 }
 
@@ -10174,7 +10181,7 @@ MDDEF md_status md_sim_compute_forces(md_sim *s) {
     if ((st = md_nb_compute(MD_NB_CPU_VERLET, &s->nb, s->top, s->lj, s->xyzq, s->box, s->f, &e)) != MD_OK) return st;
     if (s->use_pme && (st = md_pme_compute(&s->pme, s->xyzq, s->n, s->box, s->f, &e)) != MD_OK) return st;
     if ((st = md_bonded_compute(&s->bonded, s->x, s->n, s->box, s->f, &e)) != MD_OK) return st;
-    if ((bad = md__energy_bad_term(&e)) != NULL)
+    if ((bad = md_energy_nonfinite_term(&e)) != NULL)
         return md_set_error(MD_ERR_RANGE, fn, 0, "energy", "term %s is not finite at step %lld", bad, s->step);
     e.kinetic = 0.0;
     s->energy = e;

@@ -7958,9 +7958,8 @@ md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step) {
         if (!s->energy_valid)
             return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "e",
                                 "the last enqueue computed no energies (pass MD_CUDA_SIM_ENERGY)");
-        if ((bad = md__energy_bad_term(&en)) != NULL || !isfinite(en.kinetic))
-            return md_set_error(MD_ERR_RANGE, fn, 0, "energy", "term %s is not finite at step %lld", bad ? bad : "kinetic",
-                                s->steps);
+        if ((bad = md_energy_nonfinite_term(&en)) != NULL)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "energy", "term %s is not finite at step %lld", bad, s->steps);
         *e = en;
     }
     if (step) *step = (long long)s->state.h_energy[MD_CUDA_E_COUNT];
