@@ -77,9 +77,11 @@
  *   graph     md_cuda_graph_capture, md_cuda_graph_walk, the comparator registry
  *             (md_cuda_graph_register, MD_CUDA_GRAPH_RULES, md_cuda_graph_rules),
  *             md_cuda_graph_compare, md_cuda_graph_cache_capture/launch/destroy,
- *             md_cuda_graph_kernel_node/_set (arguments set per launch),
- *             md_cuda_graph_cond_handle/node/from_word, md_cuda_graph_loop (IF and WHILE
- *             nodes decided on the device): CUDA graphs of enqueues (chapter 09)
+ *             md_cuda_graph_family, md_cuda_graph_kernel_diff, md_cuda_graph_exec_set_kernels,
+ *             md_cuda_graph_kernel_node/_set (arguments set per launch), md_cuda_graph_add_child,
+ *             md_cuda_graph_cond_handle/node/from_word, md_cuda_graph_loop, md_cuda_graph_run_if
+ *             (IF and WHILE nodes decided on the device), md_cuda_timestamp_enqueue: CUDA graphs
+ *             of enqueues (chapter 09)
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
@@ -1775,8 +1777,10 @@ void md_cuda_sim_destroy(md_cuda_sim *s);
  *               added into a capture, whose arguments are then set on the executable graph
  *               (cudaGraphExecKernelNodeSetParams) without capturing again.
  *   conditional md_cuda_graph_cond_handle, md_cuda_graph_cond_node, md_cuda_graph_cond_from_word,
- *               md_cuda_graph_loop: IF and WHILE nodes whose condition a kernel sets on the
- *               device (cudaGraphSetConditional), so one host launch runs a whole loop.
+ *               md_cuda_graph_loop, md_cuda_graph_run_if: IF and WHILE nodes whose condition a
+ *               kernel sets on the device (cudaGraphSetConditional), so one host launch runs a
+ *               whole loop; md_cuda_graph_add_child puts a graph captured before into a capture
+ *               (a multi-stream step into a WHILE body).
  *
  * Captures use cudaStreamCaptureModeThreadLocal: other threads may go on calling CUDA. A graph
  * holds kernel arguments by value: a pointer argument keeps pointing at the buffer it was
@@ -2025,6 +2029,15 @@ md_status md_cuda_graph_kernel_node(cudaStream_t stream, const void *func, const
  *  errors. */
 md_status md_cuda_graph_kernel_node_set(cudaGraphExec_t exec, cudaGraphNode_t node, const void *func, dim3 grid,
                                         dim3 block, unsigned int smem, void **args, int nargs);
+
+/** @brief In a capture on @p stream: add a copy of graph @p child (cudaGraphAddNode, a child-graph
+ *  node that clones it) after the work captured so far; the work captured after it depends on
+ *  it. A step captured once (with all the streams it forks to) thus becomes one node of another
+ *  capture, e.g. the body of a WHILE loop (md_cuda_graph_loop), whose capture runs on a stream of
+ *  its own that the step's other streams could not join. @p child must not contain conditional
+ *  nodes. Writes the node to @p node (may be NULL). Errors: NULL @p child, @p stream not
+ *  capturing (MD_ERR_INVALID_ARGUMENT), CUDA errors. */
+md_status md_cuda_graph_add_child(cudaStream_t stream, cudaGraph_t child, cudaGraphNode_t *node);
 
 /** @brief In a capture on @p stream: create a conditional handle on the graph being captured
  *  (cudaGraphConditionalHandleCreate). With @p assign_default non-zero, every launch of the graph
@@ -9598,6 +9611,28 @@ static md_status md__graph_need_capture(const char *fn, cudaStream_t stream, cud
     if (cs != cudaStreamCaptureStatusActive)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "stream",
                             "is not capturing: conditional nodes exist only in graphs (md_cuda_graph_capture)");
+    return MD_OK;
+}
+
+md_status md_cuda_graph_add_child(cudaStream_t stream, cudaGraph_t child, cudaGraphNode_t *node) {
+    const char *fn = "md_cuda_graph_add_child";
+    cudaGraph_t g;
+    const cudaGraphNode_t *deps;
+    const cudaGraphEdgeData *edges;
+    size_t ndeps;
+    cudaGraphNode_t n = NULL;
+    md_status st;
+    if (node) *node = NULL;
+    if (!child) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "child", "is NULL");
+    if ((st = md__graph_need_capture(fn, stream, &g, &deps, &edges, &ndeps)) != MD_OK) return st;
+    {
+        cudaGraphNodeParams p = {};
+        p.type = cudaGraphNodeTypeGraph;
+        p.graph.graph = child;
+        p.graph.ownership = cudaGraphChildGraphOwnershipClone;
+        if ((st = md__graph_capture_add(stream, g, deps, edges, ndeps, &p, &n)) != MD_OK) return st;
+    }
+    if (node) *node = n;
     return MD_OK;
 }
 

@@ -259,6 +259,7 @@ static void graph_calls_check_arguments(void) {
     MD_CHECK_ERROR(md_cuda_graph_run_if((cudaStream_t)0, (cudaStream_t)0, &count, NULL, NULL), MD_ERR_INVALID_ARGUMENT, "body");
     MD_CHECK_ERROR(md_cuda_graph_kernel_diff(NULL, NULL, NULL, NULL, 0, NULL), MD_ERR_INVALID_ARGUMENT, "is NULL");
     MD_CHECK_ERROR(md_cuda_graph_exec_set_kernels(NULL, NULL, NULL, 0), MD_ERR_INVALID_ARGUMENT, "exec");
+    MD_CHECK_ERROR(md_cuda_graph_add_child((cudaStream_t)0, NULL, NULL), MD_ERR_INVALID_ARGUMENT, "child");
     md_cuda_graph_cache_destroy(&c);
     MD_CHECK(c.exec == NULL && c.policy == MD_CUDA_GRAPH_POLICY_COMPARE);
 }
@@ -1197,18 +1198,32 @@ static void if_node_taken_as_host_says(void) {
     (void)cudaStreamDestroy(s);
 }
 
+/* A WHILE body that is a step captured before: md_cuda_graph_add_child puts a copy of it into the
+ * body's capture. */
+typedef struct child_ctx {
+    cudaGraph_t step;
+} child_ctx;
+
+static md_status child_body(void *ctx, cudaStream_t s) { return md_cuda_graph_add_child(s, ((child_ctx *)ctx)->step, NULL); }
+
 /* The whole run in one graph launch: a WHILE loop of `steps` passes whose body is the IF-node
  * step. The loop runs exactly `steps` passes, rebuilds at exactly the stream's steps, and the
  * trajectory is bitwise the stream's. Launched again in two halves (steps/2 twice, by capturing
- * the loop with n = steps/2): the same again. */
+ * the loop with n = steps/2): the same again. Then the body is the stream step captured once
+ * and added as a child graph (md_cuda_graph_add_child): the same again; outside a capture
+ * md_cuda_graph_add_child is refused. */
 static void while_loop_of_steps_matches_stream(void) {
+    static const char *const names[3] = {"", " in halves", " of a child-graph step"};
     toy_check c;
+    child_ctx cc;
     int half;
     NEED_GPU();
     MD_CHECK_OK(toy_check_make(&c));
-    for (half = 0; half < 2; half++) {
+    MD_CHECK_OK(md_cuda_graph_capture(c.t.s, toy_step_stream, &c.t, &cc.step));
+    MD_CHECK_ERROR(md_cuda_graph_add_child(c.t.s, cc.step, NULL), MD_ERR_INVALID_ARGUMENT, "not capturing");
+    for (half = 0; half < 3; half++) {
         md_cuda_graph_cache g;
-        const long long n = half ? c.t.steps / 2 : c.t.steps;
+        const long long n = half == 1 ? c.t.steps / 2 : c.t.steps;
         int launch;
         memset(&g, 0, sizeof g);
         MD_CHECK_OK(toy_reset(&c.t));
@@ -1218,7 +1233,8 @@ static void while_loop_of_steps_matches_stream(void) {
             md_status st;
             cudaError_t e;
             MD_CHECK(cudaStreamBeginCapture(c.t.s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-            st = md_cuda_graph_loop(c.t.s, c.t.body, c.t.d_count, n, c.t.d_flags, toy_step_if, &c.t);
+            st = half < 2 ? md_cuda_graph_loop(c.t.s, c.t.body, c.t.d_count, n, c.t.d_flags, toy_step_if, &c.t)
+                          : md_cuda_graph_loop(c.t.s, c.t.body, c.t.d_count, n, c.t.d_flags, child_body, &cc);
             e = cudaStreamEndCapture(c.t.s, &graph);
             MD_CHECK_OK(st);
             MD_CHECK(e == cudaSuccess);
@@ -1226,15 +1242,16 @@ static void while_loop_of_steps_matches_stream(void) {
             MD_CHECK(cudaGraphInstantiate(&g.exec, graph, 0) == cudaSuccess);
             g.graph = graph;
         }
-        for (launch = 0; launch < (half ? 2 : 1); launch++) MD_CHECK_OK(md_cuda_graph_cache_launch(&g, c.t.s));
+        for (launch = 0; launch < (half == 1 ? 2 : 1); launch++) MD_CHECK_OK(md_cuda_graph_cache_launch(&g, c.t.s));
         MD_CHECK_OK(toy_read(&c.t, &c.got));
         md_cuda_graph_cache_destroy(&g);
         MD_CHECKF(c.got.count == n, "the loop ran %lld passes, want %lld", c.got.count, n);
         MD_CHECKF(memcmp(c.got.log, c.ref.log, (size_t)c.t.steps * sizeof(int)) == 0,
-                  "loop%s: rebuilds at other steps than the stream's (%d vs %d)", half ? " in halves" : "",
-                  toy_rebuilds(&c.t, &c.got), toy_rebuilds(&c.t, &c.ref));
-        MD_CHECKF(toy_same(&c.t, &c.got, &c.ref), "loop%s: trajectory differs from the stream's", half ? " in halves" : "");
+                  "loop%s: rebuilds at other steps than the stream's (%d vs %d)", names[half], toy_rebuilds(&c.t, &c.got),
+                  toy_rebuilds(&c.t, &c.ref));
+        MD_CHECKF(toy_same(&c.t, &c.got, &c.ref), "loop%s: trajectory differs from the stream's", names[half]);
     }
+    (void)cudaGraphDestroy(cc.step);
     toy_check_free(&c);
 }
 
