@@ -1,23 +1,26 @@
 /* Chapter 09: CUDA graphs of the MD step. The same molecular-dynamics step, launched five ways:
  *
- *   stream    every kernel launched on the state's stream, as the step's enqueue leaves them
+ *   stream    every kernel launched on the run's streams, as chapter 08's md_cuda_sim_enqueue
+ *             leaves them
  *   capture   the step captured into a graph (cudaStreamBeginCapture / EndCapture) and
  *             instantiated; captured and instantiated anew whenever the kind of step changes
- *   dynamic   one executable graph per topology, captured once before the run; when the kind of
- *             step changes, the kernel nodes that differ get their parameters
- *             (cudaGraphExecKernelNodeSetParams); no capture during the run
+ *   dynamic   captured once per kind before the run, one executable graph per topology; kinds
+ *             that share a topology share the executable, and at a change between them the
+ *             kernel nodes that differ get their parameters (cudaGraphExecKernelNodeSetParams);
+ *             no capture and no instantiation during the run
  *   compare   captured anew whenever the kind of step changes, like capture, but compared with
- *             the kept graph through the comparator registry: identical (launch as it is),
- *             updatable (cudaGraphExecUpdate) or instantiated anew; re-instantiations avoided
- *             are counted
+ *             the last graph of that kind through the comparator registry: identical (launch as
+ *             it is), updatable (cudaGraphExecUpdate) or instantiated anew; re-instantiations
+ *             avoided are counted
  *   loop      one graph per energy-output interval: the sort step, a WHILE node that runs the
- *             plain steps on the device, the energy step: one host launch per interval
+ *             plain steps on the device (their body: a plain step captured before, as a child
+ *             graph), the energy step: one host launch per interval
  *
- * The step: chapter 06's velocity Verlet NVE step (md_cuda_vv_enqueue: kick-drift, zero,
- * nonbonded forces with the device-gated list rebuild, kick) with the cluster-pair rung, on
- * liquid argon (FCC lattice melted from 180 K, dt 4 fs, cutoff 0.9 nm + buffer 0.1 nm) of
- * 4,000, 23,328 and 97,556 atoms. Chapter 08's step (water, PME, SETTLE, thermostat) takes its
- * place when it exists: only the "step" section below changes.
+ * The step: chapter 08's GPU-resident step (md_cuda_sim: one integrate kernel with SETTLE and
+ * the Langevin thermostat, the cluster-pair nonbonded plan with its device-gated list rebuild,
+ * PME on a second stream) on TIP3P water boxes of 1,350, 7,856 and 31,922 molecules (4,050,
+ * 23,568 and 95,766 atoms; the latter two chapter 06's 6.2 and 9.9 nm boxes), 2 fs, Langevin
+ * 300 K at 1/ps, PME tolerance 5e-4, cutoff 0.9 nm. Only the section "the step" below knows it.
  *
  * An interval is K steps (--interval K, default 100): step 0 sorts the atoms (kind sort), steps
  * 1 .. K-2 compute forces only (plain), step K-1 also energies (energy); after it the host
@@ -41,11 +44,11 @@
  *
  *   build/chapters/09_cuda_graphs [--quick] [--json FILE] [--intervals N] [--interval K]
  *                                 [--sizes A,B,C] [--results FILE.csv] [--timeline FILE.csv]
- *   --sizes      FCC cells per edge of the systems (4 N^3 atoms; default 10,18,29)
+ *   --sizes      water molecules of the systems (default 1350,7856,31922)
  *   --results    one CSV line per rung and system with every number of the tables
  *   --timeline   the host's launch calls and the GPU's step spans of the stamped run (rungs
  *                stream and loop) for tutorials/scripts/plot_graph_timeline.py
- * --quick: the 4,000-atom system, K = 20, 2 intervals, every rung checked. */
+ * --quick: the 4,050-atom system, K = 20, 2 intervals, every rung checked. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "exercise.cu"
@@ -69,16 +72,13 @@ static double thread_cpu_s(void) {
 }
 
 /* ======================================================================== */
-/* the step: chapter 06's NVE step on the GPU state                         */
+/* the step: chapter 08's GPU-resident step                                 */
 /* ======================================================================== */
 
 enum { KIND_SORT, KIND_PLAIN, KIND_ENERGY, NKIND };
-static const unsigned kind_what[NKIND] = {MD_CUDA_NB_SORT, 0u, MD_CUDA_NB_ENERGY};
 
 typedef struct sim {
-    md_cuda_state st;
-    md_cuda_nb_plan plan;
-    double dt;
+    md_cuda_sim g;
     int kind;              /* the kind of step sim_step enqueues */
     cudaStream_t body;     /* the loop rung's WHILE body is captured on it */
     /* the stamped run */
@@ -91,84 +91,73 @@ typedef struct sim {
 /* The kind of step j of an interval of K steps. */
 static int kind_of(int j, int K) { return j == 0 ? KIND_SORT : j == K - 1 ? KIND_ENERGY : KIND_PLAIN; }
 
-/* One step of kind m->kind enqueued on s: md_cuda_vv_enqueue launches on the state's stream, so
- * for another stream (the loop's body) the state's stream is s while it enqueues. */
+/* One step of kind m->kind on the run's stream (s must be it: md_cuda_sim_enqueue launches on
+ * the state's stream and forks PME onto its own). The run sorts when its count of steps since
+ * the last sort reaches the sort interval: the count is set so that exactly the sort steps sort. */
 static md_status sim_step(void *ctx, cudaStream_t s) {
     sim *m = (sim *)ctx;
-    const cudaStream_t own = m->st.q.stream;
     md_status st;
+    if (s != m->g.state.q.stream)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "sim_step", 0, "s", "is not the run's stream");
+    m->g.since_sort = m->kind == KIND_SORT ? m->g.nb.opts.sort_interval - 1 : -(1LL << 40);
     if (m->stamp && (st = md_cuda_timestamp_enqueue(s, m->d_times, m->d_next, m->cap)) != MD_OK) return st;
-    m->st.q.stream = s;
-    st = md_cuda_vv_enqueue(&m->st, &m->plan, m->dt, 1, kind_what[m->kind]);
-    m->st.q.stream = own;
-    if (st != MD_OK) return st;
+    if ((st = md_cuda_sim_enqueue(&m->g, 1, m->kind == KIND_ENERGY ? MD_CUDA_SIM_ENERGY : 0u)) != MD_OK) return st;
     if (m->stamp && (st = md_cuda_timestamp_enqueue(s, m->d_times, m->d_next, m->cap)) != MD_OK) return st;
     return MD_OK;
 }
 
+/* The poll at the end of an interval: the energies of its last step (an energy step, also when
+ * a graph enqueued it), the device's flags; the list builds so far in *rebuilds. */
+static md_status sim_poll(sim *m, md_energy *e, long long *rebuilds) {
+    md_status st;
+    m->g.energy_valid = 1;
+    if ((st = md_cuda_sim_poll(&m->g, e, NULL)) != MD_OK) return st;
+    if (rebuilds) *rebuilds = m->g.nb.stats.rebuilds;
+    return MD_OK;
+}
+
 static void sim_free(sim *m) {
-    md_cuda_nb_plan_destroy(&m->plan);
-    md_cuda_state_destroy(&m->st);
+    md_cuda_sim_destroy(&m->g);
     if (m->body) (void)cudaStreamDestroy(m->body);
     md_cuda_free(m->d_times);
     md_cuda_free(m->d_next);
     memset(m, 0, sizeof *m);
 }
 
-/* A state and a cluster-pair plan for the system (no automatic sorts: the interval decides),
- * the forces of the first positions, and the stamp buffer (cap stamps). */
-static md_status sim_make(sim *m, const md_system *sys, const md_topology *top, const md_lj_table *lj, long long cap) {
-    md_nb_params params;
-    md_cuda_nb_opts opts;
-    md_energy e;
+/* A run of the system (Langevin 300 K at 1/ps, 2 fs, PME; the nonbonded plan sorts every K
+ * steps) and the stamp buffer (cap stamps). */
+static md_status sim_make(sim *m, const md_system *sys, const md_topology *top, const md_lj_table *lj, int K, long long cap) {
+    md_sim_desc d;
+    md_cuda_sim_opts o;
     md_status st;
     memset(m, 0, sizeof *m);
-    memset(&params, 0, sizeof params);
-    memset(&opts, 0, sizeof opts);
-    params.coul = MD_COUL_NONE; /* argon has no charges */
-    opts.sort_interval = -1;
-    m->dt = 0.004;
+    memset(&d, 0, sizeof d);
+    memset(&o, 0, sizeof o);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.seed = LADDER_SEED;
+    o.nb.sort_interval = K;
     m->kind = KIND_PLAIN;
     m->cap = cap;
     MD_CUDA_TRY(cudaStreamCreateWithFlags(&m->body, cudaStreamNonBlocking));
-    if ((st = md_cuda_state_create(&m->st, sys->n)) != MD_OK || (st = md_cuda_state_upload(&m->st, sys, top, lj)) != MD_OK ||
-        (st = md_cuda_nb_plan_create(&m->plan, &m->st, MD_NB_GPU_CLUSTER, &params, &opts)) != MD_OK ||
+    if ((st = md_cuda_sim_create(&m->g, sys, top, lj, &d, &o)) != MD_OK ||
         (st = md_cuda_alloc((void **)&m->d_times, (size_t)(cap > 0 ? cap : 1), sizeof(unsigned long long), "stamps")) != MD_OK ||
-        (st = md_cuda_alloc((void **)&m->d_next, 1, sizeof(long long), "stamp count")) != MD_OK ||
-        (st = md_cuda_vv_enqueue(&m->st, &m->plan, m->dt, 0, 0u)) != MD_OK || /* the forces of the start */
-        (st = md_cuda_nb_plan_poll(&m->plan, &m->st, &e)) != MD_OK)
+        (st = md_cuda_alloc((void **)&m->d_next, 1, sizeof(long long), "stamp count")) != MD_OK)
         return st;
     return MD_OK;
 }
 
-/* The comparator rules of the step's kernels. In chapter 06's code the nonbonded kernels are
- * launched without rules, so the chapter registers them here, found by name in the launch
- * registry (the stream rung's first steps registered them): each cluster-pair and each
- * excluded-pair kernel takes one struct of buffers and capacities (must match: a grow changes
- * both), and the instantiations of one kernel with and without energies form a family, so an
- * energy step's graph updates a plain step's. Chapter 08's step registers its kernels beside
- * their launches (MD_CUDA_GRAPH_RULES). */
-static md_status register_step_comparators(void) {
-    int i, n = md_cuda_kernel_count();
-    for (i = 0; i < n; i++) {
-        const void *f = NULL;
-        const char *name = NULL, *fam = NULL;
-        md_cuda_kernel_rules r;
-        char rules[MD_CUDA_GRAPH_MAX_PARAMS + 1];
-        md_status st;
-        if ((st = md_cuda_kernel_at(i, &f, &name)) != MD_OK) return st;
-        if (strstr(name, "nb_cluster_kernel")) fam = "nb_cluster";
-        else if (strstr(name, "nb_bonded_kernel")) fam = "nb_bonded";
-        else continue;
-        if ((st = md_cuda_graph_rules(f, &r)) != MD_OK) return st;
-        if (r.nparams < 0) continue;
-        memset(rules, 'M', (size_t)r.nparams);
-        rules[r.nparams] = '\0';
-        if ((st = md_cuda_graph_register(f, rules, MD_CUDA_PARAM_MUST_MATCH)) != MD_OK ||
-            (st = md_cuda_graph_family(f, fam)) != MD_OK)
-            return st;
-    }
-    return MD_OK;
+/* The positions and velocities of the run (3 n doubles each), for the bitwise comparison. */
+static md_status sim_download(sim *m, double *x, double *v) { return md_cuda_sim_download(&m->g, x, v, NULL); }
+
+/* The system: a TIP3P box of `molecules` (the benchmark boxes at their edges, others at the
+ * density), velocities from the builder. */
+static md_status sim_system(int molecules, md_system *sys, md_topology *top, md_lj_table *lj) {
+    md_water_desc w;
+    memset(&w, 0, sizeof w);
+    w.molecules = molecules;
+    w.edge = molecules == 7856 ? 6.2 : molecules == 31922 ? 9.9 : 0.0;
+    w.seed = LADDER_SEED;
+    return md_build_water_box(sys, top, lj, &w);
 }
 
 /* ======================================================================== */
@@ -183,94 +172,122 @@ typedef struct host_span {
 typedef struct runner {
     int rung, K;
     sim *m;
-    md_cuda_graph_cache cache[2];   /* capture: [0]; compare: [0] the sort step, [1] the other steps */
-    int cur[2];                     /* the kind each cache holds (-1: none) */
-    cudaGraph_t g[NKIND];           /* dynamic: one capture of each kind */
-    cudaGraphExec_t e_sort, e_step; /* dynamic: executables of the sort step and of the plain step */
-    cudaGraphNode_t dn[2][16];      /* dynamic: the kernel nodes that differ, plain [0] and energy [1] */
-    int ndn, step_kind;             /* dynamic: their number; the kind e_step holds */
-    long long *d_count;             /* loop: passes of the WHILE node */
-    md_cuda_graph_cache loop;       /* loop: the interval graph */
-    long long set_calls;            /* dynamic: md_cuda_graph_exec_set_kernels calls */
-    host_span *spans;               /* stamped run: the host's launch calls */
+    md_cuda_graph_cache cache[NKIND]; /* capture: [0], one graph; compare: one per kind */
+    int cur;                          /* capture: the kind cache[0] holds; compare: the kind of the last step (-1: none) */
+    cudaGraph_t g[NKIND];             /* dynamic: one capture of each kind; loop: [KIND_PLAIN], the WHILE body */
+    int owner[NKIND];                 /* dynamic: the kind whose executable a kind runs on */
+    int holds[NKIND];                 /* dynamic: the kind an owner's executable holds the parameters of */
+    cudaGraphExec_t exec[NKIND];      /* dynamic: the executables, by owner */
+    cudaGraphNode_t in_a[NKIND][16];  /* dynamic: kind k's differing nodes in its owner's graph ... */
+    cudaGraphNode_t in_b[NKIND][16];  /* ... and in its own graph */
+    int ndiff[NKIND];                 /* dynamic: their number */
+    int nexec;                        /* dynamic: executables made */
+    long long set_calls;              /* dynamic: md_cuda_graph_exec_set_kernels calls */
+    long long *d_count;               /* loop: passes of the WHILE node */
+    md_cuda_graph_cache loop;         /* loop: the interval graph */
+    host_span *spans;                 /* stamped run: the host's launch calls */
     int nspans, cap_spans;
 } runner;
 
 static void runner_free(runner *r) {
     int k;
-    md_cuda_graph_cache_destroy(&r->cache[0]);
-    md_cuda_graph_cache_destroy(&r->cache[1]);
-    md_cuda_graph_cache_destroy(&r->loop);
-    for (k = 0; k < NKIND; k++)
+    for (k = 0; k < NKIND; k++) {
+        md_cuda_graph_cache_destroy(&r->cache[k]);
         if (r->g[k]) (void)cudaGraphDestroy(r->g[k]);
-    if (r->e_sort) (void)cudaGraphExecDestroy(r->e_sort);
-    if (r->e_step) (void)cudaGraphExecDestroy(r->e_step);
+        if (r->exec[k]) (void)cudaGraphExecDestroy(r->exec[k]);
+    }
+    md_cuda_graph_cache_destroy(&r->loop);
     md_cuda_free(r->d_count);
     md_free(r->spans);
     memset(r, 0, sizeof *r);
 }
 
-static md_status loop_body(void *ctx, cudaStream_t s) {
-    sim *m = (sim *)ctx;
-    m->kind = KIND_PLAIN;
-    return sim_step(m, s);
-}
+/* The loop rung's WHILE body: the plain step captured before (with the streams it forks to), as
+ * a child graph. */
+static md_status loop_body(void *ctx, cudaStream_t s) { return md_cuda_graph_add_child(s, ((runner *)ctx)->g[KIND_PLAIN], NULL); }
 
-/* The loop rung's interval: the sort step, K - 2 plain steps in a WHILE node (a raised device
- * flag ends it early; the poll then reports the flag), the energy step. */
+/* The loop rung's interval: the sort step, K - 2 plain steps in a WHILE node (a raised flag of
+ * the step ends it early; the poll then reports the flag), the energy step. */
 static md_status loop_interval(void *ctx, cudaStream_t s) {
     runner *r = (runner *)ctx;
     sim *m = r->m;
     md_status st;
     m->kind = KIND_SORT;
     if ((st = sim_step(m, s)) != MD_OK ||
-        (st = md_cuda_graph_loop(s, m->body, r->d_count, r->K - 2, m->st.q.d_flags, loop_body, m)) != MD_OK)
+        (st = md_cuda_graph_loop(s, m->body, r->d_count, r->K - 2, m->g.step.d_flags, loop_body, r)) != MD_OK)
         return st;
     m->kind = KIND_ENERGY;
     return sim_step(m, s);
 }
 
-/* What a rung prepares before its run: the dynamic rung captures one step of each kind, makes
- * the two executables and finds the nodes that differ between a plain and an energy step; the
- * loop rung captures its interval graph. */
+/* What a rung prepares before its run. dynamic: one capture per kind; a kind whose graph has the
+ * topology of an earlier kind's runs on that kind's executable, with the kernel nodes that differ
+ * (md_cuda_graph_kernel_diff); the others get executables of their own. loop: the plain step's
+ * graph, then the interval graph around it. */
 static md_status runner_setup(runner *r, sim *m, int rung, int K) {
-    const cudaStream_t s = m->st.q.stream;
+    const cudaStream_t s = m->g.state.q.stream;
     md_status st;
-    int k;
+    int k, j;
     memset(r, 0, sizeof *r);
     r->rung = rung;
     r->K = K;
     r->m = m;
-    r->cur[0] = r->cur[1] = -1;
-    r->cache[0].policy = r->cache[1].policy =
-        rung == R_CAPTURE ? MD_CUDA_GRAPH_POLICY_REINSTANTIATE : MD_CUDA_GRAPH_POLICY_COMPARE;
+    r->cur = -1;
+    for (k = 0; k < NKIND; k++)
+        r->cache[k].policy = rung == R_CAPTURE ? MD_CUDA_GRAPH_POLICY_REINSTANTIATE : MD_CUDA_GRAPH_POLICY_COMPARE;
     r->cap_spans = 4 * K + 8;
     if (!(r->spans = (host_span *)md_alloc_array((size_t)r->cap_spans, sizeof *r->spans))) return MD_ERR_OUT_OF_MEMORY;
     if (rung == R_DYNAMIC) {
         for (k = 0; k < NKIND; k++) {
             m->kind = k;
             if ((st = md_cuda_graph_capture(s, sim_step, m, &r->g[k])) != MD_OK) return st;
+            r->owner[k] = k;
+            for (j = 0; j < k; j++)
+                if (r->owner[j] == j && md_cuda_graph_kernel_diff(r->g[j], r->g[k], r->in_a[k], r->in_b[k], 16, &r->ndiff[k]) == MD_OK) {
+                    r->owner[k] = j; /* the same topology: kind k runs on kind j's executable */
+                    break;
+                }
+            md_clear_error();
+            if (r->owner[k] == k) {
+                MD_CUDA_TRY(cudaGraphInstantiate(&r->exec[k], r->g[k], 0));
+                MD_CUDA_TRY(cudaGraphUpload(r->exec[k], s));
+                r->holds[k] = k;
+                r->nexec++;
+            }
         }
-        MD_CUDA_TRY(cudaGraphInstantiate(&r->e_sort, r->g[KIND_SORT], 0));
-        MD_CUDA_TRY(cudaGraphInstantiate(&r->e_step, r->g[KIND_PLAIN], 0));
-        MD_CUDA_TRY(cudaGraphUpload(r->e_sort, s));
-        MD_CUDA_TRY(cudaGraphUpload(r->e_step, s));
-        if ((st = md_cuda_graph_kernel_diff(r->g[KIND_PLAIN], r->g[KIND_ENERGY], r->dn[0], r->dn[1], 16, &r->ndn)) != MD_OK)
-            return st;
-        r->step_kind = KIND_PLAIN;
     }
     if (rung == R_LOOP) {
+        m->kind = KIND_PLAIN;
         if ((st = md_cuda_alloc((void **)&r->d_count, 1, sizeof(long long), "loop count")) != MD_OK ||
+            (st = md_cuda_graph_capture(s, sim_step, m, &r->g[KIND_PLAIN])) != MD_OK ||
             (st = md_cuda_graph_cache_capture(&r->loop, s, loop_interval, r)) != MD_OK)
             return st;
     }
     return MD_OK;
 }
 
+/* dynamic: make the executable of owner o hold kind k's parameters: undo the kind it holds (its
+ * nodes back to the owner's own graph's), then set kind k's. */
+static md_status dynamic_switch(runner *r, int o, int k) {
+    const int h = r->holds[o];
+    md_status st;
+    if (h == k) return MD_OK;
+    if (h != o) {
+        if ((st = md_cuda_graph_exec_set_kernels(r->exec[o], r->in_a[h], r->in_a[h], r->ndiff[h])) != MD_OK) return st;
+        r->set_calls++;
+    }
+    if (k != o) {
+        if ((st = md_cuda_graph_exec_set_kernels(r->exec[o], r->in_a[k], r->in_b[k], r->ndiff[k])) != MD_OK) return st;
+        r->set_calls++;
+    }
+    r->holds[o] = k;
+    return MD_OK;
+}
+
 /* Step j of the interval as rung r launches it (the host's work only; nothing waits). */
 static md_status runner_step(runner *r, int j) {
     sim *m = r->m;
-    const cudaStream_t s = m->st.q.stream;
+    const cudaStream_t s = m->g.state.q.stream;
     const int kind = kind_of(j, r->K);
     md_status st;
     switch (r->rung) {
@@ -279,27 +296,20 @@ static md_status runner_step(runner *r, int j) {
         return sim_step(m, s);
     case R_CAPTURE:
     case R_COMPARE: {
-        const int c = r->rung == R_COMPARE && kind != KIND_SORT; /* compare: one cache per topology */
-        if (r->cur[c] != kind) {
+        const int c = r->rung == R_COMPARE ? kind : 0; /* compare: the last graph of the same kind */
+        if (r->cur != kind) {
             m->kind = kind;
             if ((st = md_cuda_graph_cache_capture(&r->cache[c], s, sim_step, m)) != MD_OK) return st;
-            r->cur[c] = kind;
+            r->cur = kind;
         }
         return md_cuda_graph_cache_launch(&r->cache[c], s);
     }
-    case R_DYNAMIC:
-        if (kind == KIND_SORT) {
-            MD_CUDA_TRY(cudaGraphLaunch(r->e_sort, s));
-            return MD_OK;
-        }
-        if (kind != r->step_kind) {
-            const int to = kind == KIND_ENERGY;
-            if ((st = md_cuda_graph_exec_set_kernels(r->e_step, r->dn[0], r->dn[to], r->ndn)) != MD_OK) return st;
-            r->step_kind = kind;
-            r->set_calls++;
-        }
-        MD_CUDA_TRY(cudaGraphLaunch(r->e_step, s));
+    case R_DYNAMIC: {
+        const int o = r->owner[kind];
+        if ((st = dynamic_switch(r, o, kind)) != MD_OK) return st;
+        MD_CUDA_TRY(cudaGraphLaunch(r->exec[o], s));
         return MD_OK;
+    }
     case R_LOOP:
         return j == 0 ? md_cuda_graph_cache_launch(&r->loop, s) : MD_OK; /* the whole interval at once */
     }
@@ -308,7 +318,7 @@ static md_status runner_step(runner *r, int j) {
 
 /* One interval: its K steps' launches (their CPU time added to *cpu_s, each call logged when
  * log is set), then the poll. */
-static md_status runner_interval(runner *r, md_energy *e, double *cpu_s, int log) {
+static md_status runner_interval(runner *r, md_energy *e, long long *rebuilds, double *cpu_s, int log) {
     const double c0 = thread_cpu_s();
     md_status st;
     int j;
@@ -323,7 +333,20 @@ static md_status runner_interval(runner *r, md_energy *e, double *cpu_s, int log
         }
     }
     *cpu_s += thread_cpu_s() - c0;
-    return md_cuda_nb_plan_poll(&r->m->plan, &r->m->st, e);
+    return sim_poll(r->m, e, rebuilds);
+}
+
+/* The counters of a runner's caches, summed. */
+static void runner_counts(const runner *r, long long c[5]) {
+    int k;
+    memset(c, 0, 5 * sizeof c[0]);
+    for (k = 0; k < NKIND; k++) {
+        c[0] += r->cache[k].captures;
+        c[1] += r->cache[k].instantiations;
+        c[2] += r->cache[k].updates;
+        c[3] += r->cache[k].identical;
+        c[4] += r->cache[k].refused;
+    }
 }
 
 /* ======================================================================== */
@@ -334,12 +357,12 @@ typedef struct rung_result {
     int ran, bitwise;
     double wall_s, cpu_s, steps;
     double gpu_step_us, gpu_gap_us, busy;
-    long long captures, instantiations, updates, identical, refused, set_calls, launches;
+    long long captures, instantiations, updates, identical, refused, set_calls, executables;
     long long rebuilds; /* neighbour-list builds on the device over the whole run (the poll's count) */
 } rung_result;
 
 typedef struct trajectory {
-    md_system end;     /* positions and velocities after the run */
+    double *x, *v;     /* positions and velocities after the run, 3 n each */
     md_energy *e;      /* the energies of every interval */
 } trajectory;
 
@@ -349,40 +372,37 @@ typedef struct run_opts {
     int natoms;
 } run_opts;
 
-/* The timed run of rung `rung`: a fresh state, one warm-up interval, `intervals` timed ones. */
+/* The timed run of rung `rung`: a fresh run, one warm-up interval, `intervals` timed ones. */
 static md_status timed_run(const md_system *sys, const md_topology *top, const md_lj_table *lj, int rung,
                            const run_opts *o, rung_result *res, trajectory *tr) {
     sim m;
     runner r;
-    double wall = 0.0, cpu = 0.0, t0;
+    double cpu = 0.0, t0;
+    long long c0[5], c1[5], d0;
     md_status st;
     int i;
     memset(&r, 0, sizeof r);
-    if ((st = sim_make(&m, sys, top, lj, 0)) != MD_OK) goto done;
-    if (rung != R_STREAM && (st = register_step_comparators()) != MD_OK) goto done;
-    if ((st = runner_setup(&r, &m, rung, o->K)) != MD_OK) goto done;
-    if ((st = runner_interval(&r, &tr->e[0], &cpu, 0)) != MD_OK) goto done; /* warm-up */
+    if ((st = sim_make(&m, sys, top, lj, o->K, 0)) != MD_OK || (st = runner_setup(&r, &m, rung, o->K)) != MD_OK ||
+        (st = runner_interval(&r, &tr->e[0], NULL, &cpu, 0)) != MD_OK) /* warm-up */
+        goto done;
     cpu = 0.0;
-    {
-        long long c0 = r.cache[0].captures + r.cache[1].captures, i0 = r.cache[0].instantiations + r.cache[1].instantiations,
-                  u0 = r.cache[0].updates + r.cache[1].updates, s0 = r.cache[0].identical + r.cache[1].identical,
-                  f0 = r.cache[0].refused + r.cache[1].refused, d0 = r.set_calls;
-        t0 = mono_s();
-        for (i = 1; i <= o->intervals; i++)
-            if ((st = runner_interval(&r, &tr->e[i], &cpu, 0)) != MD_OK) goto done;
-        wall = mono_s() - t0;
-        res->captures = r.cache[0].captures + r.cache[1].captures - c0;
-        res->instantiations = r.cache[0].instantiations + r.cache[1].instantiations - i0;
-        res->updates = r.cache[0].updates + r.cache[1].updates - u0;
-        res->identical = r.cache[0].identical + r.cache[1].identical - s0;
-        res->refused = r.cache[0].refused + r.cache[1].refused - f0;
-        res->set_calls = r.set_calls - d0;
-    }
-    res->wall_s = wall;
+    runner_counts(&r, c0);
+    d0 = r.set_calls;
+    t0 = mono_s();
+    for (i = 1; i <= o->intervals; i++)
+        if ((st = runner_interval(&r, &tr->e[i], &res->rebuilds, &cpu, 0)) != MD_OK) goto done;
+    res->wall_s = mono_s() - t0;
+    runner_counts(&r, c1);
+    res->captures = c1[0] - c0[0];
+    res->instantiations = c1[1] - c0[1];
+    res->updates = c1[2] - c0[2];
+    res->identical = c1[3] - c0[3];
+    res->refused = c1[4] - c0[4];
+    res->set_calls = r.set_calls - d0;
+    res->executables = rung == R_DYNAMIC ? r.nexec : rung == R_STREAM ? 0 : rung == R_LOOP ? 1 : -1;
     res->cpu_s = cpu;
     res->steps = (double)o->intervals * o->K;
-    if ((st = md_cuda_state_download(&m.st, &tr->end, NULL, NULL)) != MD_OK) goto done;
-    res->rebuilds = m.plan.stats.rebuilds;
+    if ((st = sim_download(&m, tr->x, tr->v)) != MD_OK) goto done;
     res->ran = 1;
 done:
     runner_free(&r);
@@ -403,24 +423,29 @@ static md_status stamped_run(const md_system *sys, const md_topology *top, const
     double cpu = 0.0, h0, span = 0.0, gap = 0.0;
     md_status st;
     int j;
+    cudaError_t ce;
     memset(&r, 0, sizeof r);
-    if ((st = sim_make(&m, sys, top, lj, cap)) != MD_OK) goto done;
-    if (rung != R_STREAM && (st = register_step_comparators()) != MD_OK) goto done;
+    if ((st = sim_make(&m, sys, top, lj, o->K, cap)) != MD_OK) goto done;
     m.stamp = 1;
-    if ((st = runner_setup(&r, &m, rung, o->K)) != MD_OK) goto done;
-    if ((st = runner_interval(&r, &e, &cpu, 0)) != MD_OK) goto done;
+    if ((st = runner_setup(&r, &m, rung, o->K)) != MD_OK || (st = runner_interval(&r, &e, NULL, &cpu, 0)) != MD_OK) goto done;
     if (!(h = (unsigned long long *)md_alloc_array((size_t)cap, sizeof *h))) {
         st = MD_ERR_OUT_OF_MEMORY;
         goto done;
     }
-    /* stamp 0: the alignment stamp */
-    MD_CUDA_TRY(cudaMemsetAsync(m.d_next, 0, sizeof(long long), m.st.q.stream));
-    MD_CUDA_TRY(cudaStreamSynchronize(m.st.q.stream));
+    /* stamp 0: the alignment stamp, on the idle GPU */
+    if ((ce = cudaMemsetAsync(m.d_next, 0, sizeof(long long), m.g.state.q.stream)) != cudaSuccess ||
+        (ce = cudaStreamSynchronize(m.g.state.q.stream)) != cudaSuccess) {
+        st = md_cuda_error(ce, "stamp reset", __FILE__, __LINE__);
+        goto done;
+    }
     h0 = mono_s();
-    if ((st = md_cuda_timestamp_enqueue(m.st.q.stream, m.d_times, m.d_next, cap)) != MD_OK) goto done;
+    if ((st = md_cuda_timestamp_enqueue(m.g.state.q.stream, m.d_times, m.d_next, cap)) != MD_OK) goto done;
     r.nspans = 0;
-    if ((st = runner_interval(&r, &e, &cpu, 1)) != MD_OK) goto done;
-    MD_CUDA_TRY(cudaMemcpy(h, m.d_times, (size_t)cap * sizeof *h, cudaMemcpyDeviceToHost));
+    if ((st = runner_interval(&r, &e, NULL, &cpu, 1)) != MD_OK) goto done;
+    if ((ce = cudaMemcpy(h, m.d_times, (size_t)cap * sizeof *h, cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        st = md_cuda_error(ce, "cudaMemcpy(stamps)", __FILE__, __LINE__);
+        goto done;
+    }
     for (j = 0; j < o->K; j++) {
         span += (double)(h[2 + 2 * j] - h[1 + 2 * j]);
         if (j + 1 < o->K) gap += (double)(h[1 + 2 * (j + 1)] - h[2 + 2 * j]);
@@ -445,44 +470,39 @@ done:
 
 /* 1 if two runs left bitwise the same positions, velocities and energies. */
 static int same_trajectory(const trajectory *a, const trajectory *b, int n, int nint) {
-    return memcmp(a->end.xyzq, b->end.xyzq, (size_t)n * sizeof *a->end.xyzq) == 0 &&
-           memcmp(a->end.vel, b->end.vel, (size_t)n * sizeof *a->end.vel) == 0 &&
+    return memcmp(a->x, b->x, 3 * (size_t)n * sizeof *a->x) == 0 && memcmp(a->v, b->v, 3 * (size_t)n * sizeof *a->v) == 0 &&
            memcmp(a->e, b->e, (size_t)nint * sizeof *a->e) == 0;
 }
 
-static int run_system(const ladder_opts *lo, int cells, const run_opts *ro_in, const char *device, FILE *results) {
+static int run_system(const ladder_opts *lo, int molecules, const run_opts *ro_in, const char *device, FILE *results) {
     md_system sys;
     md_topology top;
     md_lj_table lj;
-    md_fcc_desc fcc;
     run_opts ro = *ro_in;
     trajectory tr[NRUNG];
     rung_result res[NRUNG];
     ladder l;
     char title[256];
-    int k, failed = 0;
+    int k;
     const int nint = ro.intervals + 1;
-    memset(&fcc, 0, sizeof fcc);
     memset(tr, 0, sizeof tr);
     memset(res, 0, sizeof res);
-    fcc.cells = cells;
-    fcc.temperature = 180.0;
-    fcc.seed = LADDER_SEED;
-    if (md_build_lj_fluid(&sys, &top, &lj, &fcc) != MD_OK) {
+    if (sim_system(molecules, &sys, &top, &lj) != MD_OK) {
         printf("FAIL system: %s\n", md_last_error());
         return 1;
     }
     ro.natoms = sys.n;
     snprintf(title, sizeof title,
-             "\nChapter 09: the NVE step of %d argon atoms (%.3f nm box), %d steps per interval "
+             "\nChapter 09: chapter 08's step on %d TIP3P molecules (%d atoms, %.3f nm box), %d steps per interval "
              "(sort, %d plain, energy), %d timed intervals",
-             sys.n, sys.box[0], ro.K, ro.K - 2, ro.intervals);
+             molecules, sys.n, sys.box[0], ro.K, ro.K - 2, ro.intervals);
     ladder_begin(&l, lo, "09_cuda_graphs", title, "steps/s", "atoms", device);
     for (k = 0; k < NRUNG; k++) {
         double err;
         int ok;
         if (!ladder_selected(&l, rung_name[k]) && k != R_STREAM) continue;
-        if (md_system_alloc(&tr[k].end, sys.n) != MD_OK ||
+        if (!(tr[k].x = (double *)md_alloc_array(3 * (size_t)sys.n, sizeof(double))) ||
+            !(tr[k].v = (double *)md_alloc_array(3 * (size_t)sys.n, sizeof(double))) ||
             !(tr[k].e = (md_energy *)md_alloc_array((size_t)nint, sizeof *tr[k].e))) {
             ladder_row_error(&l, rung_name[k], md_last_error());
             continue;
@@ -498,35 +518,40 @@ static int run_system(const ladder_opts *lo, int cells, const run_opts *ro_in, c
                                            res[k].rebuilds == res[R_STREAM].rebuilds);
         err = k == R_STREAM ? NAN : (res[k].bitwise ? 0.0 : INFINITY);
         ok = ladder_row(&l, rung_name[k], sys.n, res[k].wall_s / res[k].steps, 1.0, NAN, err, 0.0);
-        printf("    host %.2f us/step | GPU %.2f us/step, idle %.2f us between steps (%.0f%% busy) | %lld capt %lld inst %lld "
-               "upd %lld same %lld set | %lld list builds\n",
-               1e6 * res[k].cpu_s / res[k].steps, res[k].gpu_step_us, res[k].gpu_gap_us, 100.0 * res[k].busy, res[k].captures,
-               res[k].instantiations, res[k].updates, res[k].identical, res[k].set_calls, res[k].rebuilds);
+        printf("    host %.2f us/step | GPU %.2f us/step, idle %.2f us between steps (%.0f%% busy) | %lld list builds\n",
+               1e6 * res[k].cpu_s / res[k].steps, res[k].gpu_step_us, res[k].gpu_gap_us, 100.0 * res[k].busy,
+               res[k].rebuilds);
+        if (k == R_CAPTURE || k == R_COMPARE)
+            printf("    %lld captures: %lld instantiated, %lld updated, %lld identical (re-instantiations avoided: %lld; "
+                   "%lld refused by cudaGraphExecUpdate)\n",
+                   res[k].captures, res[k].instantiations, res[k].updates, res[k].identical,
+                   res[k].updates + res[k].identical, res[k].refused);
+        if (k == R_DYNAMIC)
+            printf("    %lld executables for the %d kinds of step, %lld parameter sets, no capture in the run\n",
+                   res[k].executables, NKIND, res[k].set_calls);
         if (!ok && !res[k].bitwise)
             printf("    FAIL %s: trajectory, energies or list builds (%lld, stream %lld) differ from the stream rung's\n",
                    rung_name[k], res[k].rebuilds, res[R_STREAM].rebuilds);
-        if (k == R_COMPARE)
-            printf("    re-instantiations avoided: %lld of %lld captures (%lld refused by cudaGraphExecUpdate)\n",
-                   res[k].updates + res[k].identical, res[k].captures, res[k].refused);
         if (results)
-            fprintf(results, "%d,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%lld,%lld,%lld,%lld,%lld,%d\n", sys.n, rung_name[k], ro.K,
-                    res[k].steps / res[k].wall_s, 1e6 * res[k].wall_s / res[k].steps, 1e6 * res[k].cpu_s / res[k].steps,
-                    res[k].gpu_step_us, res[k].gpu_gap_us, res[k].busy, res[k].captures, res[k].instantiations,
-                    res[k].updates, res[k].identical, res[k].set_calls, res[k].bitwise);
+            fprintf(results, "%d,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%lld,%lld,%lld,%lld,%lld,%lld,%d\n", sys.n, rung_name[k],
+                    ro.K, res[k].steps / res[k].wall_s, 1e6 * res[k].wall_s / res[k].steps,
+                    1e6 * res[k].cpu_s / res[k].steps, res[k].gpu_step_us, res[k].gpu_gap_us, res[k].busy, res[k].captures,
+                    res[k].instantiations, res[k].updates, res[k].identical, res[k].set_calls, res[k].rebuilds,
+                    res[k].bitwise);
     }
     if (res[R_STREAM].ran && res[R_LOOP].ran)
         printf("    loop over stream: %.2fx the steps/s, %.1f -> %.2f host us/step\n",
                res[R_STREAM].wall_s / res[R_LOOP].wall_s, 1e6 * res[R_STREAM].cpu_s / res[R_STREAM].steps,
                1e6 * res[R_LOOP].cpu_s / res[R_LOOP].steps);
-    failed += ladder_end(&l);
     for (k = 0; k < NRUNG; k++) {
-        md_system_free(&tr[k].end);
+        md_free(tr[k].x);
+        md_free(tr[k].v);
         md_free(tr[k].e);
     }
     md_system_free(&sys);
     md_topology_free(&top);
     md_lj_table_free(&lj);
-    return failed;
+    return ladder_end(&l);
 }
 
 /* ======================================================================== */
@@ -624,7 +649,7 @@ out:
 
 static const char *usage =
     "Chapter 09 options: --intervals N (timed intervals, default 10) --interval K (steps per interval, default 100)\n"
-    "  --sizes A,B,C (FCC cells per edge, default 10,18,29) --results FILE.csv --timeline FILE.csv";
+    "  --sizes A,B,C (water molecules, default 1350,7856,31922) --results FILE.csv --timeline FILE.csv";
 
 int main(int argc, char **argv) {
     ladder_opts lo;
@@ -632,7 +657,7 @@ int main(int argc, char **argv) {
     char device[300], *rest[64];
     const char *results_path = NULL, *timeline_path = NULL, *sizes = NULL;
     FILE *results = NULL;
-    int cells[8], ncells = 0, i, nrest = 0, rc, failed = 0;
+    int cells[8], ncells = 0, i, nrest = 0, rc, failed = 0; /* cells: the systems' water molecules */
     memset(&ro, 0, sizeof ro);
     ro.K = 0;
     ro.intervals = 0;
@@ -658,19 +683,19 @@ int main(int argc, char **argv) {
         const char *p = sizes;
         while (*p && ncells < 8) {
             cells[ncells] = atoi(p);
-            if (cells[ncells] < 4 || cells[ncells] > 60) {
-                fprintf(stderr, "%s: --sizes wants FCC cells per edge in 4..60, got '%s'\n", argv[0], sizes);
+            if (cells[ncells] < 300 || cells[ncells] > 2000000) {
+                fprintf(stderr, "%s: --sizes wants water molecules in 300..2000000, got '%s'\n", argv[0], sizes);
                 return 2;
             }
             ncells++;
             p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p);
         }
     } else if (lo.quick) {
-        cells[ncells++] = 10;
+        cells[ncells++] = 1350;
     } else {
-        cells[ncells++] = 10;
-        cells[ncells++] = 18;
-        cells[ncells++] = 29;
+        cells[ncells++] = 1350;
+        cells[ncells++] = 7856;
+        cells[ncells++] = 31922;
     }
     (void)cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync); /* before the context: waits sleep, host CPU time is launch work */
     (void)cudaGetLastError();
@@ -684,7 +709,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         fprintf(results, "atoms,rung,interval,steps_per_s,us_per_step,host_us_per_step,gpu_us_per_step,gpu_idle_us_per_step,"
-                         "gpu_busy,captures,instantiations,updates,identical,set_calls,bitwise\n");
+                         "gpu_busy,captures,instantiations,updates,identical,set_calls,list_builds,bitwise\n");
     }
     if (timeline_path) {
         if (!(ro.timeline = fopen(timeline_path, "w"))) {
