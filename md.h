@@ -739,6 +739,8 @@ typedef enum md_rdf_variant {
                                 in shared memory */
     MD_RDF_GPU_PASSES,     /**< GPU: the shared-histogram kernel in passes over bin ranges, for
                                 histograms larger than shared memory */
+    MD_RDF_GPU_CELL,       /**< GPU: a GPU cell list (cells >= rmax, CUB radix sort) so only pairs
+                                in neighbouring cells are visited; one shared histogram per block */
     MD_RDF_VARIANT_COUNT   /**< number of rungs */
 } md_rdf_variant;
 
@@ -4709,7 +4711,7 @@ MDDEF md_status md_dcs(md_dcs_variant variant, const md_float4 *xyzq, int n, md_
 /* ---- rdf ---- */
 
 static const char *const md__rdf_names[MD_RDF_VARIANT_COUNT + 1] = {
-    "cpu_simple", "cpu_private", "gpu_global", "gpu_shared", "gpu_warp", "gpu_passes", "unknown"};
+    "cpu_simple", "cpu_private", "gpu_global", "gpu_shared", "gpu_warp", "gpu_passes", "gpu_cell", "unknown"};
 
 MDDEF const char *md_rdf_variant_name(md_rdf_variant variant) {
     if ((int)variant < 0 || variant >= MD_RDF_VARIANT_COUNT) return "unknown";

@@ -60,6 +60,11 @@
  *             frame, one call), md_cuda_rdf_plan_gather, md_cuda_rdf_geom_set,
  *             md_cuda_rdf_bin (the pair rule), md_cuda_rdf_max_bins: radial distribution
  *             functions, the GPU rungs
+ *   nb        md_cuda_state (the MD state API: create/upload/zero/download/poll/destroy,
+ *             md_cuda_energy_term), md_cuda_cell_list (GPU cell lists, CUB radix sort),
+ *             md_cuda_nb_plan_create/enqueue/poll/grow/destroy (nonbonded forces: tiles,
+ *             full and half Verlet lists, cluster pairs), md_cuda_vv_enqueue (NVE),
+ *             md_cuda_hold_stream (timing one kernel of a queued batch)
  *   pme       md_cuda_pme_plan_create/destroy/set_spread/upload/enqueue/enqueue_own/
  *             sync/read, the stages md_cuda_pme_enqueue_spread/forward/solve/backward/
  *             gather, md_cuda_pme (one call), md_cuda_pme_locate, md_cuda_pme_bspline:
@@ -726,6 +731,7 @@ typedef struct md_cuda_rdf_plan {
     long long boxes_cap;       /**< frames md_cuda_rdf_plan::boxes holds */
     long long launches;        /**< counting launches of the last enqueued frame (the overflow tests read it) */
     int passes;                /**< bin-range passes per launch of the last enqueued frame */
+    void *cell;                /**< MD_RDF_GPU_CELL's buffers (cell lists of A and B), made by create */
 } md_cuda_rdf_plan;
 
 /** @brief Make a plan for frames of @p natoms atoms, selections A (@p sel_a, @p na) and B
@@ -782,6 +788,486 @@ md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md
                                   const double box[3], md_cuda_rdf_geom *g);
 
 /* ======================================================================== */
+/* nb: the MD state, GPU cell lists, nonbonded forces, velocity Verlet      */
+/* ======================================================================== */
+
+/* THE MD STATE AND THE NONBONDED LADDER (chapter 06; chapters 07-10 build on the state).
+ *
+ * md_cuda_state holds one system on the device, made once with a capacity in atoms:
+ *   d_xyzq        float4 (x, y, z nm, q e) per atom, in the state's INTERNAL order;
+ *   d_vel_invmass float4 (vx, vy, vz nm/ps, 1/m 1/amu);
+ *   d_type        LJ type per atom;  d_order[i] = caller index of internal slot i,
+ *                 d_rank[c] = internal slot of caller atom c;
+ *   d_force       md_fixed forces in SoA layout: x at d_force[i], y at d_force[stride + i],
+ *                 z at d_force[2 stride + i]; stride = capacity rounded up to a multiple of 32;
+ *                 units MD_FORCE_FIXED_SCALE per kJ mol^-1 nm^-1;
+ *   d_box         3 doubles (nm) in device memory, so a captured kernel's arguments stay
+ *                 valid when the box changes;
+ *   d_step        the step counter (long long) in device memory;
+ *   d_energy      MD_CUDA_E_COUNT md_fixed terms indexed by md_cuda_energy_term (units
+ *                 MD_ENERGY_FIXED_SCALE per kJ/mol), copied to pinned memory and turned into
+ *                 an md_energy only by md_cuda_state_poll() / md_cuda_nb_plan_poll().
+ * The internal order starts as the caller's (md_cuda_state_upload) and changes only when a
+ * nonbonded plan sorts the atoms spatially (md_cuda_nb_enqueue with a sort: every per-atom
+ * array is permuted together and every atom is wrapped into the box); md_cuda_state_download
+ * gives positions, velocities and forces back in the caller's order. A capability that keeps
+ * per-atom data of its own between calls maps it through d_rank (topology indices stay in
+ * the caller's numbering and are mapped at use).
+ *
+ * Every capability (this nonbonded plan, chapter 07's PME plan) enqueues on the state's
+ * stream, reads d_xyzq, n, d_box, and ADDS into d_force (SoA, stride) and d_energy; the
+ * state zeroes both at the start of an evaluation (md_cuda_state_zero). No enqueue
+ * allocates, synchronises, copies to or from pageable memory or writes __constant__
+ * memory; every kernel goes through MD_CUDA_LAUNCH. The one exception to the launch rule
+ * is CUB (cub::DeviceRadixSort, cub::DeviceScan), a library whose kernels launch
+ * themselves; its status is checked like any CUDA call.
+ *
+ * A problem found on the device (a non-finite coordinate, a capacity exceeded, a box too
+ * small for the cutoff, a fixed-point overflow) raises a flag in the state's queue; the
+ * poll reports it. After a capacity overflow the host calls md_cuda_nb_plan_grow() (outside
+ * any graph) and evaluates again.
+ *
+ * Nonbonded rungs (md.h's md_nb_variant), one plan per rung, all on the same state:
+ *   MD_NB_GPU_TILES         all pairs in shared-memory tiles (the n-body pattern); each pair
+ *                           computed twice, only the i force written
+ *   MD_NB_GPU_FULL_LIST     full Verlet list (ELL, column-major), thread per atom, each pair
+ *                           twice, only the i force written, no atomics, masks instead of
+ *                           branches in the inner loop
+ *   MD_NB_GPU_HALF_LIST     half Verlet list, thread per atom, 64-bit atomics for the j forces
+ *   MD_NB_GPU_CLUSTER       cluster pairs: i-clusters of MD_CUDA_NB_CI atoms, j-clusters of
+ *                           warp / MD_CUDA_NB_CI atoms, super-clusters of MD_CUDA_NB_SUPER
+ *                           i-clusters per warp, exclusions as bitmasks, j forces reduced with
+ *                           warp shuffles; LJ table read through L1
+ *   MD_NB_GPU_CLUSTER_SMEM  the same with the LJ table in shared memory
+ * The first three use md.h's float pair arithmetic (md_nb_pair_f32) and convert every pair
+ * term with md_fixed_from_float(), so their raw fixed-point forces, energies and virial are
+ * bitwise equal to md_nb_compute(MD_NB_CPU_FIXED) on the same float coordinates. The cluster
+ * rungs compute with rsqrtf and a polynomial Ewald kernel (md_cuda_nb_pair_fast), sum a
+ * thread's terms in float and convert once per atom per tile: they agree with the CPU to float
+ * rounding (tests/gpu_nb.cu states the tolerance) and are bitwise repeatable run to run (the
+ * pair list is built in a fixed order; sums across threads are fixed point). Excluded pairs
+ * (the Ewald exclusion correction), the 1-4 pairs, the self energy and the dispersion
+ * correction are added by one exact kernel shared by every rung.
+ *
+ * Neighbour search. A sort (CUB radix sort of a cell key; cells >= cutoff + buffer, and within
+ * a cell serpentine sub-columns along z, see md_cuda_cell_list) orders the atoms by cell; the
+ * cluster rungs cut each cell's atoms into i- and j-clusters. A cluster-pair entry is listed
+ * when the clusters' bounding boxes are within cutoff + buffer; the first evaluation after a
+ * build prunes every entry to the i-clusters with an atom pair within cutoff + buffer (the
+ * kernel computes those distances anyway), which the later evaluations skip. The list is rebuilt on the device: every
+ * evaluation starts with a displacement kernel that sets a rebuild flag in device memory
+ * when some atom moved more than half the buffer (minimum image) from where it was at the
+ * last build, or the box changed; the rebuild kernels run every evaluation and return at
+ * once unless the flag is set, so no host decision is in the per-step path. The sort itself
+ * (CUB launches cannot read a device flag) is a host decision: done on the first evaluation
+ * after an upload or after another plan sorted the state, when `what` has MD_CUDA_NB_SORT, and
+ * every md_cuda_nb_opts::sort_interval steps in md_cuda_vv_enqueue. Between sorts the clusters
+ * keep their atoms and only their bounding boxes and the lists are rebuilt: atoms that left
+ * their cell are found because the search widens by the largest distance any atom has moved
+ * out of its cell (the "escape", measured at each rebuild). Correctness never depends on the
+ * sort, only the cluster efficiency does. Chapter 09 turns the flag into a conditional node.
+ *
+ * Warp size. The cluster tile is MD_CUDA_NB_CI i atoms x (W / MD_CUDA_NB_CI) j atoms for a
+ * warp of W lanes, read from the device (cudaDevAttrWarpSize) at plan create; every shape,
+ * mask width and reduction follows from W, so a 64- or 128-lane warp needs only another
+ * instantiation (md_cuda_nb_opts::warp also selects a smaller virtual warp, 8 or 16, on the
+ * same GPU: tests/gpu_nb.cu checks that build).
+ *
+ * EXAMPLE (one evaluation, then an NVE run)
+ *       md_cuda_state s; md_cuda_nb_plan p; md_energy e;
+ *       md_cuda_state_create(&s, sys.n);
+ *       md_cuda_state_upload(&s, &sys, &top, &lj);
+ *       md_cuda_nb_plan_create(&p, &s, MD_NB_GPU_CLUSTER, &params, NULL);
+ *       md_cuda_state_zero(&s);
+ *       md_cuda_nb_enqueue(&p, &s, MD_CUDA_NB_ENERGY);
+ *       if (md_cuda_nb_plan_poll(&p, &s, &e) != MD_OK) ...    (md_cuda_nb_plan_grow on overflow)
+ *       md_cuda_vv_enqueue(&s, &p, 0.002, 1000, MD_CUDA_NB_ENERGY);
+ *       md_cuda_nb_plan_poll(&p, &s, &e);  md_cuda_state_download(&s, &sys, NULL);
+ *       md_cuda_nb_plan_destroy(&p); md_cuda_state_destroy(&s);
+ * Run: build/tests/gpu_nb (checks), build/chapters/06_nonbonded (the timed ladder),
+ * build/examples/lj_fluid (NVE with a DCD). */
+
+/** @brief Indices of md_cuda_state::d_energy: every energy term and the virial, in fixed point
+ *  (MD_ENERGY_FIXED_SCALE units per kJ/mol), the one list every GPU capability adds into.
+ *  The fields of md.h's md_energy in order, then the nine virial entries W_ab (row-major). */
+typedef enum md_cuda_energy_term {
+    MD_CUDA_E_LJ = 0,         /**< md_energy::lj */
+    MD_CUDA_E_LJ_DISPERSION,  /**< md_energy::lj_dispersion */
+    MD_CUDA_E_LJ14,           /**< md_energy::lj14 */
+    MD_CUDA_E_COUL_REAL,      /**< md_energy::coul_real */
+    MD_CUDA_E_COUL14,         /**< md_energy::coul14 */
+    MD_CUDA_E_COUL_EXCL,      /**< md_energy::coul_excl */
+    MD_CUDA_E_COUL_RECIP,     /**< md_energy::coul_recip (chapter 07's PME) */
+    MD_CUDA_E_COUL_SELF,      /**< md_energy::coul_self */
+    MD_CUDA_E_BONDED,         /**< md_energy::bonded */
+    MD_CUDA_E_KINETIC,        /**< md_energy::kinetic */
+    MD_CUDA_E_VIRIAL_XX,      /**< md_energy::virial[0] (W_xx); XY .. ZZ follow in row-major order */
+    MD_CUDA_E_VIRIAL_XY,      /**< md_energy::virial[1] */
+    MD_CUDA_E_VIRIAL_XZ,      /**< md_energy::virial[2] */
+    MD_CUDA_E_VIRIAL_YX,      /**< md_energy::virial[3] */
+    MD_CUDA_E_VIRIAL_YY,      /**< md_energy::virial[4] */
+    MD_CUDA_E_VIRIAL_YZ,      /**< md_energy::virial[5] */
+    MD_CUDA_E_VIRIAL_ZX,      /**< md_energy::virial[6] */
+    MD_CUDA_E_VIRIAL_ZY,      /**< md_energy::virial[7] */
+    MD_CUDA_E_VIRIAL_ZZ,      /**< md_energy::virial[8] */
+    MD_CUDA_E_COUNT           /**< number of terms */
+} md_cuda_energy_term;
+
+/** @brief Turn @p terms (MD_CUDA_E_COUNT raw fixed-point sums) into an md_energy. */
+void md_cuda_energy_from_fixed(const md_fixed *terms, md_energy *e);
+
+/** @brief Round @p capacity up to the force stride of a state: a multiple of 32. */
+#define MD_CUDA_STRIDE(capacity) ((((capacity) + 31) / 32) * 32)
+
+/** @brief One system on the device (see the section's manual): coordinates, velocities, types,
+ *  fixed-point forces and energies, the box and the step, in the state's internal order, with
+ *  the force-field data the nonbonded plans read. Made once with a capacity. */
+typedef struct md_cuda_state {
+    md_cuda_queue q;         /**< the state's stream and device flags (every capability enqueues here) */
+    int capacity;            /**< most atoms */
+    int stride;              /**< force SoA stride: MD_CUDA_STRIDE(capacity) */
+    int n;                   /**< atoms uploaded (0 until md_cuda_state_upload) */
+    float4 *d_xyzq;          /**< capacity positions (nm) and charges (e), internal order */
+    float4 *d_vel_invmass;   /**< capacity velocities (nm/ps) and inverse masses (1/amu) */
+    int *d_type;             /**< capacity LJ types */
+    int *d_order;            /**< internal slot -> caller index */
+    int *d_rank;             /**< caller index -> internal slot */
+    md_fixed *d_force;       /**< 3 stride fixed-point forces, SoA (x, then y, then z) */
+    double *d_box;           /**< 3 box edges (nm) */
+    long long *d_step;       /**< step counter */
+    md_fixed *d_energy;      /**< MD_CUDA_E_COUNT fixed-point energy terms and virial */
+    md_fixed *h_energy;      /**< pinned mirror of d_energy as of the last poll */
+    int ntypes;              /**< LJ types of the uploaded table */
+    float2 *d_lj;            /**< ntypes^2 (c6, c12) as floats, (float)c6 and (float)c12 of the md_lj_table */
+    int *d_excl_start;       /**< capacity + 1 CSR offsets of the exclusions (caller numbering) */
+    int *d_excl;             /**< excluded partners (caller numbering, ascending per atom) */
+    int max_excl;            /**< most exclusions of one atom */
+    int nexcl_pairs;         /**< excluded pairs i < j */
+    int2 *d_excl_pairs;      /**< the excluded pairs i < j (caller numbering) */
+    int npair14;             /**< scaled 1-4 pairs */
+    int2 *d_pair14;          /**< the 1-4 pairs a < b (caller numbering) */
+    float2 *d_pair14_lj;     /**< their (c6, c12) times fudge_lj, each rounded once to float */
+    float fudge_qq;          /**< Coulomb scale of the 1-4 pairs, as float */
+    double sum_q2;           /**< sum of q^2 (e^2), for the Ewald self energy */
+    double disp_c6;          /**< mean c6 over the N (N + 1) / 2 pairs i <= j (dispersion correction) */
+    double disp_c12;         /**< mean c12 over the same pairs */
+    double box[3];           /**< box of the last upload (nm) */
+    long long epoch;         /**< host count of changes of the internal order (uploads and sorts) */
+    long long ff_epoch;      /**< host count of uploads (force field and charges may have changed) */
+    int forces_valid;        /**< 1 once d_force holds the forces of the current positions (md_cuda_vv_enqueue) */
+    int cap_topo;            /**< allocated entries of the exclusion and pair arrays */
+    void *h_stage;           /**< pinned staging buffer for uploads and downloads */
+    size_t stage_bytes;      /**< its size */
+    void *d_scratch;         /**< device scratch for downloads: capacity x 64 bytes */
+} md_cuda_state;
+
+/** @brief Make a state for up to @p capacity atoms on the current device: its queue, every
+ *  per-atom buffer, the box, step and energy words (zeroed), pinned staging. On failure
+ *  @p s is zeroed. */
+md_status md_cuda_state_create(md_cuda_state *s, int capacity);
+
+/** @brief Copy a system into the state, in the caller's order: positions from sys->xyzq (x, y,
+ *  z), charges from t->charge, velocities from sys->vel, inverse masses from t->mass, LJ types
+ *  from t->lj_type, the box from sys->box; the LJ table (as floats), the exclusions, the 1-4
+ *  pairs and their fudge factors; the step counter is set to 0. Synchronous (it may grow the
+ *  topology arrays): not for the per-step path.
+ *
+ *  Errors: sys->n != t->n, n above the capacity (MD_ERR_RANGE, field n), a topology that fails
+ *  md_topology_check against @p lj, a mass not finite and > 0, a box edge not finite and > 0,
+ *  a non-finite coordinate or velocity. On failure the state keeps its previous contents. */
+md_status md_cuda_state_upload(md_cuda_state *s, const md_system *sys, const md_topology *t, const md_lj_table *lj);
+
+/** @brief Enqueue the zeroing of the forces and of every energy term (the start of an evaluation). */
+md_status md_cuda_state_zero(md_cuda_state *s);
+
+/** @brief Enqueue the kinetic energy sum m v^2 / 2 of every atom, added into MD_CUDA_E_KINETIC. */
+md_status md_cuda_state_enqueue_kinetic(md_cuda_state *s);
+
+/** @brief Wait for the state's stream and copy back, in the caller's order: positions (and
+ *  charges) into sys->xyzq and velocities into sys->vel (when @p sys is not NULL; sys->n must
+ *  equal s->n), forces (kJ mol^-1 nm^-1, x y z per atom) into @p force (when not NULL), and
+ *  the raw fixed-point forces (x y z per atom, as md_nb_plan::fixed_force) into @p fixed_force
+ *  (when not NULL). Device flags are not checked here (poll them). */
+md_status md_cuda_state_download(md_cuda_state *s, md_system *sys, double *force, md_fixed *fixed_force);
+
+/** @brief The synchronisation point: wait for the stream, copy the energy terms, the step and
+ *  the flags; a raised flag becomes MD_ERR_RANGE naming it. On success writes @p e (may be NULL)
+ *  and @p step (may be NULL). md_cuda_nb_plan_poll() words a plan's flags more precisely. */
+md_status md_cuda_state_poll(md_cuda_state *s, md_energy *e, long long *step);
+
+/** @brief Wait for the stream, free everything and zero the state; safe on a zeroed state. */
+void md_cuda_state_destroy(md_cuda_state *s);
+
+/* ---- GPU cell lists (the nonbonded plans and the RDF's cell rung) ---- */
+
+/** @brief The geometry of a cell grid over an orthorhombic box, as kernels read it (device
+ *  memory, written by md_cuda_cell_list_enqueue from the device box). */
+typedef struct md_cuda_cell_grid {
+    int dim[3];      /**< cells along x, y, z */
+    int ncell;       /**< dim[0] dim[1] dim[2] */
+    float cell[3];   /**< cell edges (nm) */
+    float inv_cell[3]; /**< their inverses */
+    float box[3];    /**< (float) box edges */
+    float inv_box[3];/**< (float)(1 / box) */
+    int columns;     /**< the sort's sub-columns per cell edge in x and y (md_cuda_cell_list::sub_bits 12) */
+} md_cuda_cell_grid;
+
+/** @brief Atoms sorted by cell on the device: cub::DeviceRadixSort of a 32-bit key (cell index,
+ *  then optionally a position within the cell), then the first sorted position of every cell.
+ *  Cells are at least min_cell on every edge; if the grid would have more than the capacity of
+ *  cells, the longest dimension is halved until it fits (cells only grow).
+ *
+ *  With sub_bits 12 the atoms of a cell are ordered like GROMACS's grid columns: the cell is cut
+ *  into columns x columns sub-columns in x and y (columns chosen so a sub-column is about
+ *  as wide as a cluster of 6 atoms at the system's density), visited in a serpentine, and each
+ *  sub-column is traversed along z, up and down alternately (6-bit column index, 6-bit z).
+ *  Consecutive atoms are then close in space, so clusters cut from the sorted order are compact
+ *  (measured on the 23,568-atom water box: cluster efficiency 0.24 against 0.20 for a Morton
+ *  order of sub-cells, tests/gpu_nb.cu prints it). */
+typedef struct md_cuda_cell_list {
+    int cap_atoms;            /**< most atoms */
+    int cap_cells;            /**< most cells */
+    int sub_bits;             /**< 12: the key orders the atoms within a cell by sub-columns; 0: not */
+    int key_bits;             /**< bits the radix sort looks at */
+    md_cuda_cell_grid *d_grid;/**< the grid of the last build */
+    unsigned int *d_key;      /**< cap_atoms keys of the input order */
+    unsigned int *d_key_sorted; /**< the keys sorted */
+    int *d_idx;               /**< cap_atoms input indices 0..n-1 (the sort's values) */
+    int *d_idx_sorted;        /**< input index of every sorted position */
+    int *d_cell_start;        /**< cap_cells + 1: cell c holds sorted positions cell_start[c] .. cell_start[c+1]-1 */
+    void *d_temp;             /**< CUB temporary storage */
+    size_t temp_bytes;        /**< its size */
+} md_cuda_cell_list;
+
+/** @brief Allocate a cell list for @p cap_atoms atoms and @p cap_cells cells (1 .. 2^(31-sub_bits));
+ *  @p sub_bits is 0 or 12. On failure @p cl is zeroed. */
+md_status md_cuda_cell_list_create(md_cuda_cell_list *cl, int cap_atoms, int cap_cells, int sub_bits);
+
+/** @brief Enqueue a build for @p n atoms at @p d_xyz (only x, y, z are read; any position, it is
+ *  wrapped into the box for binning) in the box @p d_box (3 doubles, device) with cells of at
+ *  least @p min_cell nm, on @p stream. A non-finite coordinate raises MD_CUDA_FLAG_NONFINITE in
+ *  @p d_flags (an md_cuda_queue's flags block; its detail is d_order[i] when @p d_order is not
+ *  NULL, else i); a box edge not finite and > 0 raises MD_CUDA_FLAG_RANGE. */
+md_status md_cuda_cell_list_enqueue(md_cuda_cell_list *cl, const float4 *d_xyz, int n, const double *d_box,
+                                    double min_cell, cudaStream_t stream, unsigned long long *d_flags,
+                                    const int *d_order);
+
+/** @brief Free a cell list and zero it; safe on a zeroed one. */
+void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
+
+/* ---- the nonbonded plan ---- */
+
+/** @brief Atoms per i-cluster of the cluster rungs. */
+#define MD_CUDA_NB_CI 8
+/** @brief i-clusters per super-cluster: one warp keeps their i forces in registers over its
+ *  whole j list, so each j cluster's forces are reduced and written once per super-cluster. */
+#define MD_CUDA_NB_SUPER 8
+/** @brief Threads per block of the nonbonded kernels. */
+#define MD_CUDA_NB_BLOCK 128
+/** @brief Degree of the polynomials of the cluster rungs' Ewald kernel (md_cuda_nb_fast). */
+#define MD_CUDA_NB_EWALD_DEGREE 11
+/** @brief Largest fit error of those polynomials (relative to their value at 0) that
+ *  md_cuda_nb_plan_create accepts for a cluster rung. */
+#define MD_CUDA_NB_EWALD_MAX_FIT_ERROR 2e-6
+/** @brief Most LJ types MD_NB_GPU_CLUSTER_SMEM keeps in shared memory (64^2 float2 = 32 KB). */
+#define MD_CUDA_NB_SMEM_TYPES 64
+
+/** @brief `what` bit of md_cuda_nb_enqueue: add the energies (else only forces). */
+#define MD_CUDA_NB_ENERGY 1u
+/** @brief `what` bit: add the virial (and the energies with it). */
+#define MD_CUDA_NB_VIRIAL 2u
+/** @brief `what` bit: sort the atoms spatially before this evaluation (and rebuild the list). */
+#define MD_CUDA_NB_SORT 4u
+/** @brief `what` bit: rebuild the list at this evaluation whatever the displacements. */
+#define MD_CUDA_NB_REBUILD 8u
+/** @brief `what` bit: count the pairs within the cutoff (md_cuda_nb_stats::pairs_in_cutoff) and
+ *  add the energies; MD_NB_GPU_CLUSTER with 32-lane warps only, costs a little time. Virtual
+ *  warps of 8 or 16 lanes always add energies and virial. */
+#define MD_CUDA_NB_COUNT 16u
+
+/** @brief Float constants of the cluster rungs' pair arithmetic (md_cuda_nb_pair_fast), made
+ *  by md_cuda_nb_plan_create from the resolved parameters.
+ *
+ *  Coulomb for every mode in one formula, with k = MD_COULOMB folded into the charges and
+ *  t = 2 r^2 / rc^2 - 1 in [-1, 1] inside the cutoff: F/r = qq (1/r^3 - G(t)), E = qq (1/r - E(t)),
+ *  G and E polynomials of degree MD_CUDA_NB_EWALD_DEGREE. Ewald: G = beta^3 g(z), E = beta e(z) with
+ *  z = beta^2 r^2, e(z) = erf(sqrt z) / sqrt z and g(z) = -2 de/dz = (e(z) - 2/sqrt(pi) exp(-z)) / z
+ *  (so erfc(beta r) / r = 1/r - beta e), fitted at plan create by Chebyshev interpolation on
+ *  [0, (beta rc)^2]; reaction field: G = 2 k_rf, E = c_rf - k_rf r^2 (exact, degree 0 and 1);
+ *  plain cutoff: both 0. LJ: F/r = ir6 (c12' ir6 - c6') / r^2 with the table scaled,
+ *  c6' = 6 c6, c12' = 12 c12; E = c12 (ir12 - sh12) - c6 (ir6 - sh6). */
+typedef struct md_cuda_nb_fast {
+    float rc2;      /**< cutoff squared (nm^2) */
+    float rl2;      /**< cutoff + buffer, squared (nm^2): the prune radius */
+    float t_scale;  /**< 2 / rc^2: t = t_scale r^2 - 1 */
+    float sh6;      /**< LJ potential shift 1/rc^6 (0 for a plain cutoff) */
+    float sh12;     /**< LJ potential shift 1/rc^12 */
+    float kc;       /**< Coulomb constant applied to the i charges (0: no Coulomb) */
+    float g[MD_CUDA_NB_EWALD_DEGREE + 1]; /**< G(t) coefficients, constant term first */
+    float e[MD_CUDA_NB_EWALD_DEGREE + 1]; /**< E(t) coefficients, constant term first */
+} md_cuda_nb_fast;
+
+/** @brief One pair of a cluster rung: F/r (kJ mol^-1 nm^-2) from r^2, 1/r (rsqrtf on the
+ *  device), the product @p qq of the k-scaled i charge and the j charge, and the pair's scaled
+ *  (6 c6, 12 c12); with @p energy the LJ and Coulomb energies are written too. Host and device
+ *  share it, so the host test measures its accuracy. */
+static inline __host__ __device__ float md_cuda_nb_pair_fast(const md_cuda_nb_fast *c, float r2, float rinv, float qq,
+                                                             float c6s, float c12s, int energy, float *elj,
+                                                             float *ec) {
+    const float rinv2 = rinv * rinv, ir6 = rinv2 * rinv2 * rinv2;
+    const float t = fmaf(c->t_scale, r2, -1.0f);
+    float g = c->g[MD_CUDA_NB_EWALD_DEGREE], frl, frc;
+    int k;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (k = MD_CUDA_NB_EWALD_DEGREE - 1; k >= 0; k--) g = fmaf(g, t, c->g[k]);
+    frl = ir6 * fmaf(c12s, ir6, -c6s);
+    frc = qq * (rinv * rinv2 - g);
+    if (energy) {
+        float e = c->e[MD_CUDA_NB_EWALD_DEGREE];
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+        for (k = MD_CUDA_NB_EWALD_DEGREE - 1; k >= 0; k--) e = fmaf(e, t, c->e[k]);
+        *elj = fmaf(c12s * (1.0f / 12.0f), fmaf(ir6, ir6, -c->sh12), -(c6s * (1.0f / 6.0f)) * (ir6 - c->sh6));
+        *ec = qq * (rinv - e);
+    }
+    return fmaf(frl, rinv2, frc);
+}
+
+/** @brief Options of a nonbonded plan; a zero field takes its default. */
+typedef struct md_cuda_nb_opts {
+    int warp;                /**< cluster rungs: (virtual) warp size 8, 16 or 32 (default: the device's) */
+    int max_neighbors;       /**< Verlet rungs: list width per atom (default: from the density, x 1.5) */
+    long long list_capacity; /**< cluster rungs: cluster-pair entries (default: from the density) */
+    long long excl_capacity; /**< cluster rungs: entries with an exclusion mask (default: 4 per i-cluster + 1024) */
+    int chunk;               /**< cluster rungs: entries per work item (default: so that about 16 warps per SM have work) */
+    int sort_interval;       /**< md_cuda_vv_enqueue: sort every this many steps (default 100; negative: never) */
+    int time_kernel;         /**< 1: record CUDA events around the pair kernel; the poll writes its time to
+                                  md_cuda_nb_stats::kernel_s (0, default: no events) */
+} md_cuda_nb_opts;
+
+/** @brief Counters of a plan, read by md_cuda_nb_plan_poll. */
+typedef struct md_cuda_nb_stats {
+    long long rebuilds;        /**< list builds on the device so far */
+    long long sorts;           /**< spatial sorts enqueued so far */
+    long long evaluations;     /**< md_cuda_nb_enqueue calls so far */
+    long long entries;         /**< cluster-pair entries (cluster rungs) or list pairs (Verlet rungs) of the last build */
+    long long work_items;      /**< cluster rungs: work items of the last build */
+    long long masked_entries;  /**< cluster rungs: entries with an exclusion mask */
+    long long computed_pairs;  /**< pairs a kernel computes per evaluation, padding included: cluster rungs, lanes x
+                                    i-cluster steps of the pruned list (of the fresh list before the first evaluation);
+                                    Verlet rungs, list entries (each pair twice in the full list) */
+    long long computed_unpruned; /**< cluster rungs: lanes x steps of the list as built, before the prune */
+    double kernel_s;           /**< seconds of the last pair kernel (md_cuda_nb_opts::time_kernel; else 0) */
+    long long pairs_in_cutoff; /**< pairs within the cutoff at the last MD_CUDA_NB_COUNT evaluation (cluster rungs) */
+    double escape;             /**< largest distance (nm) an atom was outside its cell at the last build */
+} md_cuda_nb_stats;
+
+/** @brief A nonbonded plan: one rung, its parameters, its neighbour-search buffers, made once
+ *  for a state (its capacity) and used for every evaluation. */
+typedef struct md_cuda_nb_plan {
+    md_nb_variant variant;     /**< the rung */
+    md_nb_params params;       /**< resolved parameters */
+    md_nb_coeffs coeffs;       /**< md.h's float constants (exact rungs) */
+    md_cuda_nb_fast fast;      /**< the cluster rungs' constants */
+    double fit_error;          /**< cluster rungs: the Ewald polynomials' fit error (relative) */
+    md_cuda_nb_opts opts;      /**< options, defaults filled in */
+    int warp;                  /**< cluster rungs: warp size W of the kernels */
+    int cj;                    /**< cluster rungs: atoms per j-cluster, W / MD_CUDA_NB_CI */
+    int capacity;              /**< atoms (the state's capacity) */
+    int stride;                /**< the state's stride */
+    int cap_ic;                /**< most i-clusters */
+    int cap_sc;                /**< most super-clusters */
+    long long cap_entries;     /**< cluster-pair entries */
+    long long cap_items;       /**< work items */
+    long long cap_excl;        /**< exclusion-mask entries */
+    int max_nb;                /**< Verlet rungs: list width */
+    int excl_width;            /**< columns of d_exl: the most exclusions of one atom when the plan was made */
+    int chunk;                 /**< entries per work item */
+    int sm_count;              /**< multiprocessors of the device */
+    long long sorted_epoch;    /**< the state's epoch this plan last sorted (or indexed) at; -1 never */
+    long long ff_epoch;        /**< the state's ff_epoch the scaled LJ table was made at; -1 never */
+    long long steps_since_sort;/**< md_cuda_vv_enqueue steps since the last sort */
+    md_cuda_nb_stats stats;    /**< counters as of the last md_cuda_nb_plan_poll */
+    md_cuda_cell_list cells;   /**< the cell list of the sort */
+    int *d_ic_count;           /**< cap_cells + 1 i-clusters per cell (scan input) */
+    int *d_ic_start;           /**< cap_cells + 1 first i-cluster of every cell (scan output; last = total) */
+    int *d_sc_count;           /**< cap_cells + 1 super-clusters per cell */
+    int *d_sc_start;           /**< cap_cells + 1 first super-cluster of every cell (last = total) */
+    void *d_scan_temp;         /**< CUB scan temporary storage */
+    size_t scan_temp_bytes;    /**< its size */
+    int2 *d_ci;                /**< cap_ic (first atom, atom count) per i-cluster */
+    int *d_ci_cell;            /**< cap_ic cell of every i-cluster */
+    int4 *d_sc;                /**< cap_sc (first i-cluster, i-clusters, cell, 0) per super-cluster */
+    float4 *d_bb;              /**< 2 cap_ic (MD_CUDA_NB_CI / cj) bounding boxes (lo, hi) per j-cluster */
+    float4 *d_ref;             /**< capacity positions at the last build (displacement check) */
+    int *d_exn;                /**< capacity exclusion counts (internal order) */
+    int *d_exl;                /**< max_excl x stride exclusion partners (internal slots, ascending, column-major) */
+    int4 *d_entries;           /**< cap_entries (first j atom, imask | shift << 8 | minimg << 13 | j atoms << 14, mask slot
+                                    or -1, j-cluster) */
+    int4 *d_items;             /**< cap_items (super-cluster, first entry, end entry, 0) */
+    unsigned int *d_masks;     /**< cap_excl x MD_CUDA_NB_SUPER exclusion masks (bit jj * CI + ii: pair computed) */
+    int *d_nb;                 /**< Verlet rungs: max_nb x stride neighbours (column-major) */
+    int *d_nbn;                /**< Verlet rungs: capacity neighbour counts */
+    float2 *d_lj_scaled;       /**< cluster rungs: ntypes^2 (6 c6, 12 c12) */
+    int lj_ntypes;             /**< types of d_lj_scaled */
+    float4 *d_tmp4;            /**< capacity x 2 float4 scratch for the permutation */
+    int *d_tmpi;               /**< capacity x 3 int scratch */
+    md_fixed *d_tmpf;          /**< 3 stride scratch forces */
+    cudaEvent_t ev[2];         /**< events around the pair kernel (md_cuda_nb_opts::time_kernel) */
+    long long *d_ctl;          /**< device control words (see md_cuda.cu.h: MD__NB_CTL_*) */
+    long long *h_ctl;          /**< pinned mirror of d_ctl as of the last poll */
+} md_cuda_nb_plan;
+
+/** @brief Make a plan of rung @p variant (a GPU rung of md_nb_variant) for state @p s (uploaded:
+ *  its box sizes the cell grid and the list estimates) with @p params (NULL: defaults) and
+ *  @p opts (NULL: defaults).
+ *
+ *  Errors: a CPU rung (MD_ERR_UNSUPPORTED), a state with no atoms, parameters md_nb_params_resolve
+ *  rejects, cutoff + buffer above half the shortest box edge (MD_ERR_RANGE, field cutoff), a
+ *  cluster rung with MD_LJ_FORCE_SWITCH or with an Ewald fit error above
+ *  MD_CUDA_NB_EWALD_MAX_FIT_ERROR (MD_ERR_UNSUPPORTED), MD_NB_GPU_CLUSTER_SMEM with more than
+ *  MD_CUDA_NB_SMEM_TYPES types, a warp size without an instantiation, CUDA errors. On failure
+ *  @p p is zeroed. */
+md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_variant variant,
+                                 const md_nb_params *params, const md_cuda_nb_opts *opts);
+
+/** @brief Enqueue one nonbonded evaluation on the state's stream: (a sort when needed, see the
+ *  section manual,) the displacement check, the device-gated list rebuild, the pair kernel and
+ *  the exact kernel of excluded and 1-4 pairs, self energy and dispersion correction. Forces
+ *  are ADDED into s->d_force and, with MD_CUDA_NB_ENERGY / MD_CUDA_NB_VIRIAL in @p what, energies
+ *  and virial into s->d_energy (call md_cuda_state_zero first). Launches only; host errors
+ *  (a plan of another state's capacity, no atoms) are returned at once. */
+md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what);
+
+/** @brief The state's poll (md_cuda_state_poll) plus the plan's counters (p->stats) and
+ *  messages that name what went wrong: which capacity overflowed and what it needs (call
+ *  md_cuda_nb_plan_grow), a box too small for cutoff + buffer, a fixed-point overflow. */
+md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *e);
+
+/** @brief After a poll that reported a capacity overflow: reallocate every capacity the last
+ *  build needed more of (with 25% headroom) and make the next evaluation rebuild. Synchronous;
+ *  call it outside any graph. Writes 1 to @p grown (may be NULL) if something was grown. */
+md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown);
+
+/** @brief Wait for the stream, free the plan and zero it; safe on a zeroed plan. */
+void md_cuda_nb_plan_destroy(md_cuda_nb_plan *p);
+
+/** @brief Enqueue a kernel that keeps the GPU busy for about @p microseconds (one thread spinning on
+ *  the SM clock): enqueued before a batch of launches, it lets the host queue the whole batch
+ *  while the GPU waits, so events around one kernel of the batch time that kernel alone, not the
+ *  host's launch latency (chapter 06 and bench/nb_cluster time the pair kernel this way). */
+md_status md_cuda_hold_stream(cudaStream_t stream, double microseconds);
+
+/** @brief Enqueue @p nsteps velocity Verlet (NVE) steps on the state with plan @p p and time step
+ *  @p dt (ps): v += F/m dt/2; x += v dt; zero; forces (md_cuda_nb_enqueue with @p what); v +=
+ *  F/m dt/2; kinetic energy (into MD_CUDA_E_KINETIC); step += 1. The first call after an upload
+ *  evaluates the forces first. Sorts every md_cuda_nb_opts::sort_interval steps. Positions and
+ *  velocities stay float on the device; the forces are the fixed-point sums converted once per
+ *  atom per kick. Launches only (poll to read the energies). */
+md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, int nsteps, unsigned what);
 /* pme: particle-mesh Ewald on the GPU (cuFFT)                              */
 /* ======================================================================== */
 
@@ -2925,6 +3411,11 @@ md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
         *max_bins = INT_MAX;
         return MD_OK;
     }
+    if (variant == MD_RDF_GPU_CELL) { /* one shared histogram per block, nothing else */
+        MD_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        *max_bins = optin / (int)sizeof(unsigned int);
+        return MD_OK;
+    }
     if (variant != MD_RDF_GPU_SHARED && variant != MD_RDF_GPU_WARP)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_max_bins", 0, "variant", "%s is not a GPU rung",
                             md_rdf_variant_name(variant));
@@ -2934,6 +3425,10 @@ md_status md_cuda_rdf_max_bins(md_rdf_variant variant, int *max_bins) {
     *max_bins = (int)(avail / sizeof(unsigned int) / (variant == MD_RDF_GPU_WARP ? MD_CUDA_RDF_BLOCK / 32 : 1));
     return MD_OK;
 }
+
+/* MD_RDF_GPU_CELL's buffers (the region "rdf: the cell-list rung" below). */
+static void md__rdf_cell_free(void *v);
+static md_status md__rdf_cell_create(md_cuda_rdf_plan *p);
 
 void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p) {
     if (!p) return;
@@ -2946,6 +3441,7 @@ void md_cuda_rdf_plan_destroy(md_cuda_rdf_plan *p) {
     md_cuda_free(p->d_h64);
     md_cuda_free_pinned(p->h_h64);
     md_free(p->boxes);
+    md__rdf_cell_free(p->cell);
     memset(p, 0, sizeof *p);
 }
 
@@ -3023,6 +3519,7 @@ md_status md_cuda_rdf_plan_create(md_cuda_rdf_plan *p, int natoms, const int *se
         st = md_cuda_error(e, "cudaFuncSetAttribute(md__rdf_kernel)", __FILE__, __LINE__);
         goto fail;
     }
+    if ((st = md__rdf_cell_create(&t)) != MD_OK) goto fail;
     *p = t;
     return MD_OK;
 fail:
@@ -3113,6 +3610,162 @@ static cudaError_t md__rdf_drop(md_cuda_rdf_plan *p) {
     return cudaMemsetAsync(p->d_h64, 0, (size_t)p->nbins * sizeof(unsigned long long), p->queue.stream);
 }
 
+/* ---- rdf: the cell-list rung (MD_RDF_GPU_CELL) ---- */
+
+/* The buffers of MD_RDF_GPU_CELL, made by md_cuda_rdf_plan_create: a GPU cell list
+ * (md_cuda_cell_list, cells >= rmax) of A and one of B (A != B), their positions in cell order,
+ * and the frame's box in device memory. At most natoms + 64 cells: the grid coarsens past that,
+ * which keeps every cell >= rmax. */
+struct md__rdf_cell {
+    md_cuda_cell_list ca, cb;
+    float4 *sa, *sb;
+    double *d_box;
+};
+
+static void md__rdf_cell_free(void *v) {
+    md__rdf_cell *c = (md__rdf_cell *)v;
+    if (!c) return;
+    md_cuda_cell_list_destroy(&c->ca);
+    md_cuda_cell_list_destroy(&c->cb);
+    md_cuda_free(c->sa);
+    md_cuda_free(c->sb);
+    md_cuda_free(c->d_box);
+    md_free(c);
+}
+
+/* The frame's box into device memory, in stream order (kernel arguments are copied at launch,
+ * so frames enqueued one after another each get their own box). */
+__global__ void md__rdf_cell_box_kernel(double *box, double x, double y, double z) {
+    box[0] = x;
+    box[1] = y;
+    box[2] = z;
+}
+
+/* Positions in cell order: out[k] = in[idx_sorted[k]]. */
+__global__ void md__rdf_cell_gather_kernel(const float4 *__restrict__ in, const int *__restrict__ idx, int n,
+                                           float4 *__restrict__ out) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) out[k] = in[idx[k]];
+}
+
+/* The distinct cells within one cell of c along an axis of dim cells (fewer than 3 when dim < 3). */
+static __device__ __forceinline__ int md__rdf_axis_cells(int c, int dim, int out[3]) {
+    int m = 0;
+    for (int o = -1; o <= 1; o++) {
+        const int v = ((c + o) % dim + dim) % dim;
+        int dup = 0;
+        for (int k = 0; k < m; k++) dup |= out[k] == v;
+        if (!dup) out[m++] = v;
+    }
+    return m;
+}
+
+/* One thread per A atom in cell order; B atoms of the neighbouring cells. A = B: each unordered
+ * pair once (a neighbour cell after the own cell: all its atoms; the own cell: later positions;
+ * cells before: none). A != B: every B atom whose index differs. One shared 32-bit histogram
+ * per block (a block visits far fewer than 2^32 pairs), added into the 64-bit totals. The pair
+ * rule is md_cuda_rdf_bin, so the counts are md_rdf_accumulate's. */
+__global__ void __launch_bounds__(256) md__rdf_cell_kernel(md_cuda_rdf_geom g, int na, int same,
+                                                           const float4 *__restrict__ sa, const float4 *__restrict__ sb,
+                                                           const unsigned *__restrict__ key_a,
+                                                           const int *__restrict__ start_b,
+                                                           const md_cuda_cell_grid *__restrict__ gp,
+                                                           unsigned long long *__restrict__ h64) {
+    extern __shared__ unsigned int md__rdf_cell_hist[];
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int k = threadIdx.x; k < g.nbins; k += blockDim.x) md__rdf_cell_hist[k] = 0u;
+    __syncthreads();
+    if (i < na) {
+        const md_cuda_cell_grid cg = *gp;
+        const float4 a = sa[i];
+        const int c = (int)key_a[i], ia = __float_as_int(a.w);
+        const int cx = c % cg.dim[0], cy = (c / cg.dim[0]) % cg.dim[1], cz = c / (cg.dim[0] * cg.dim[1]);
+        int nx[3], ny[3], nz[3];
+        const int mx = md__rdf_axis_cells(cx, cg.dim[0], nx), my = md__rdf_axis_cells(cy, cg.dim[1], ny),
+                  mz = md__rdf_axis_cells(cz, cg.dim[2], nz);
+        for (int u = 0; u < mz; u++)
+            for (int v = 0; v < my; v++)
+                for (int w = 0; w < mx; w++) {
+                    const int cell = (nz[u] * cg.dim[1] + ny[v]) * cg.dim[0] + nx[w];
+                    int j = start_b[cell];
+                    const int j1 = start_b[cell + 1];
+                    if (same) {
+                        if (cell < c) continue;
+                        if (cell == c) j = i + 1;
+                        for (; j < j1; j++) {
+                            const int k = md_cuda_rdf_bin(&g, a, sb[j]);
+                            if (k >= 0) atomicAdd(&md__rdf_cell_hist[k], 1u);
+                        }
+                    } else {
+                        for (; j < j1; j++) {
+                            const float4 b = sb[j];
+                            const int k = md_cuda_rdf_bin(&g, a, b);
+                            if (k >= 0 && __float_as_int(b.w) != ia) atomicAdd(&md__rdf_cell_hist[k], 1u);
+                        }
+                    }
+                }
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < g.nbins; k += blockDim.x)
+        if (md__rdf_cell_hist[k]) atomicAdd(&h64[k], (unsigned long long)md__rdf_cell_hist[k]);
+}
+
+static md_status md__rdf_cell_create(md_cuda_rdf_plan *p) {
+    md__rdf_cell *c = (md__rdf_cell *)md_alloc_array(1, sizeof(md__rdf_cell));
+    md_status st;
+    int optin = 0;
+    cudaError_t e;
+    if (!c) return MD_ERR_OUT_OF_MEMORY;
+    memset(c, 0, sizeof *c);
+    if ((st = md_cuda_cell_list_create(&c->ca, p->na, p->na + 64, 0)) != MD_OK ||
+        (!p->same && (st = md_cuda_cell_list_create(&c->cb, p->nb, p->na + 64, 0)) != MD_OK) ||
+        (st = md_cuda_alloc((void **)&c->sa, (size_t)p->na, sizeof(float4), "rdf cell A")) != MD_OK ||
+        (!p->same && (st = md_cuda_alloc((void **)&c->sb, (size_t)p->nb, sizeof(float4), "rdf cell B")) != MD_OK) ||
+        (st = md_cuda_alloc((void **)&c->d_box, 3, sizeof(double), "rdf cell box")) != MD_OK) {
+        md__rdf_cell_free(c);
+        return st;
+    }
+    /* as the other shared-histogram kernels: all the shared memory a block may opt in to */
+    if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, p->queue.device)) != cudaSuccess ||
+        (optin > 48 * 1024 &&
+         (e = cudaFuncSetAttribute(md__rdf_cell_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin)) != cudaSuccess)) {
+        md__rdf_cell_free(c);
+        return md_cuda_error(e, "cudaFuncSetAttribute(md__rdf_cell_kernel)", __FILE__, __LINE__);
+    }
+    p->cell = c;
+    return MD_OK;
+}
+
+/* MD_RDF_GPU_CELL's counting for one frame, after the gather: A (and B) sorted into cells of at
+ * least rmax (1 + 1e-5) with md_cuda_cell_list, then the neighbouring-cell count into the totals. */
+static md_status md__rdf_cell_count(md_cuda_rdf_plan *p, const md_cuda_rdf_geom *g, const md_rdf *r,
+                                    const double box[3]) {
+    const cudaStream_t s = p->queue.stream;
+    md__rdf_cell *c = (md__rdf_cell *)p->cell;
+    const double min_cell = r->rmax * (1.0 + 1e-5);
+    const size_t smem = (size_t)p->nbins * sizeof(unsigned int);
+    md_status st;
+    if (!c) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_plan_enqueue", 0, "p", "has no cell lists");
+    MD_CUDA_LAUNCH(md__rdf_cell_box_kernel, 1, 1, 0, s, c->d_box, box[0], box[1], box[2]);
+    if ((st = md_cuda_cell_list_enqueue(&c->ca, (const float4 *)p->d_a, p->na, c->d_box, min_cell, s, NULL, NULL)) != MD_OK)
+        return st;
+    MD_CUDA_LAUNCH(md__rdf_cell_gather_kernel, (p->na + 255) / 256, 256, 0, s, (const float4 *)p->d_a,
+                   c->ca.d_idx_sorted, p->na, c->sa);
+    if (!p->same) {
+        if ((st = md_cuda_cell_list_enqueue(&c->cb, (const float4 *)p->d_b, p->nb, c->d_box, min_cell, s, NULL, NULL)) !=
+            MD_OK)
+            return st;
+        MD_CUDA_LAUNCH(md__rdf_cell_gather_kernel, (p->nb + 255) / 256, 256, 0, s, (const float4 *)p->d_b,
+                       c->cb.d_idx_sorted, p->nb, c->sb);
+    }
+    MD_CUDA_LAUNCH(md__rdf_cell_kernel, (p->na + 255) / 256, 256, smem, s, *g, p->na, p->same, c->sa,
+                   p->same ? c->sa : c->sb, c->ca.d_key_sorted, p->same ? c->ca.d_cell_start : c->cb.d_cell_start,
+                   c->ca.d_grid, p->d_h64);
+    p->launches = 1;
+    p->passes = 1;
+    return MD_OK;
+}
+
 md_status md_cuda_rdf_plan_enqueue(md_rdf_variant variant, md_cuda_rdf_plan *p, const md_rdf *r,
                                    const md_float4 *d_xyz, const double box[3]) {
     const char *fn = "md_cuda_rdf_plan_enqueue";
@@ -3143,7 +3796,8 @@ md_status md_cuda_rdf_plan_enqueue(md_rdf_variant variant, md_cuda_rdf_plan *p, 
         p->boxes = b;
         p->boxes_cap = cap;
     }
-    if ((st = md__rdf_enqueue_gather(p, d_xyz, &g)) != MD_OK || (st = md__rdf_count(p, mode, bin_step, &g)) != MD_OK) {
+    if ((st = md__rdf_enqueue_gather(p, d_xyz, &g)) != MD_OK ||
+        (st = variant == MD_RDF_GPU_CELL ? md__rdf_cell_count(p, &g, r, box) : md__rdf_count(p, mode, bin_step, &g)) != MD_OK) {
         (void)md__rdf_drop(p); /* part of this frame may be in the totals: the batch is lost */
         return st;
     }
@@ -3188,6 +3842,2477 @@ md_status md_cuda_rdf_accumulate(md_rdf_variant variant, md_cuda_rdf_plan *p, md
     md_status st = md_cuda_rdf_plan_enqueue(variant, p, r, d_xyz, box);
     if (st != MD_OK) return st;
     return md_cuda_rdf_plan_sync(p, r);
+}
+
+/* ---- nb: the MD state ---- */
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+void md_cuda_energy_from_fixed(const md_fixed *t, md_energy *e) {
+    const double sc = MD_ENERGY_FIXED_SCALE;
+    int k;
+    if (!t || !e) return;
+    e->lj = md_fixed_to_double(t[MD_CUDA_E_LJ], sc);
+    e->lj_dispersion = md_fixed_to_double(t[MD_CUDA_E_LJ_DISPERSION], sc);
+    e->lj14 = md_fixed_to_double(t[MD_CUDA_E_LJ14], sc);
+    e->coul_real = md_fixed_to_double(t[MD_CUDA_E_COUL_REAL], sc);
+    e->coul14 = md_fixed_to_double(t[MD_CUDA_E_COUL14], sc);
+    e->coul_excl = md_fixed_to_double(t[MD_CUDA_E_COUL_EXCL], sc);
+    e->coul_recip = md_fixed_to_double(t[MD_CUDA_E_COUL_RECIP], sc);
+    e->coul_self = md_fixed_to_double(t[MD_CUDA_E_COUL_SELF], sc);
+    e->bonded = md_fixed_to_double(t[MD_CUDA_E_BONDED], sc);
+    e->kinetic = md_fixed_to_double(t[MD_CUDA_E_KINETIC], sc);
+    for (k = 0; k < 9; k++) e->virial[k] = md_fixed_to_double(t[MD_CUDA_E_VIRIAL_XX + k], sc);
+}
+
+/* The (virtual) warp of W lanes a thread belongs to: its lanes in the hardware warp. */
+template <int W>
+static __device__ __forceinline__ unsigned md__vmask(void) {
+    if (W >= 32) return 0xffffffffu;
+    return ((1u << (W & 31)) - 1u) << ((threadIdx.x & 31) & ~(W - 1));
+}
+
+/* A fixed-point value from a double times a scale (host-computed constants added on the device). */
+static __device__ __forceinline__ md_fixed md__fixed_from_double(double v, double scale) {
+    double s = v * scale;
+    if (!(s > -9.2e18 && s < 9.2e18)) return MD_FIXED_INVALID;
+    return (md_fixed)__double2ll_rn(s);
+}
+
+/* Sum a 64-bit value over a warp of W lanes (order independent: integers). */
+template <int W>
+static __device__ __forceinline__ md_fixed md__warp_sum_fixed(md_fixed v, unsigned mask) {
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o, W);
+    return v;
+}
+
+template <int W>
+static __device__ __forceinline__ float md__warp_sum_float(float v, unsigned mask) {
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o, W);
+    return v;
+}
+
+/* Out-of-order gather for downloads: caller slot order[i] gets internal slot i. */
+__global__ void md__state_gather_kernel(const float4 *__restrict__ xyzq, const float4 *__restrict__ vel,
+                                        const md_fixed *__restrict__ f, const int *__restrict__ order, int n,
+                                        int stride, float4 *__restrict__ oxyzq, float4 *__restrict__ ovel,
+                                        md_fixed *__restrict__ of) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x, c;
+    if (i >= n) return;
+    c = order[i];
+    oxyzq[c] = xyzq[i];
+    ovel[c] = vel[i];
+    of[3 * (size_t)c] = f[i];
+    of[3 * (size_t)c + 1] = f[stride + i];
+    of[3 * (size_t)c + 2] = f[2 * (size_t)stride + i];
+}
+
+/* The kinetic energy m v^2 / 2 of velocity v (with 1/m in v.w; 1/m = 0: a frozen atom, 0). */
+static __device__ __forceinline__ float md__kinetic(float4 v) {
+    return v.w > 0.0f ? 0.5f * (v.x * v.x + v.y * v.y + v.z * v.z) / v.w : 0.0f;
+}
+
+/* Add a block's kinetic energies (one per thread, 256 threads) to MD_CUDA_E_KINETIC: summed in
+ * float per block, converted once. Every thread of the block calls it. */
+static __device__ __forceinline__ void md__kinetic_block_add(float ke, md_fixed *energy) {
+    __shared__ float part[8];
+    ke = md__warp_sum_float<32>(ke, 0xffffffffu);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ke;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int w = 0; w < 8; w++) s += part[w];
+        atomicAdd(&energy[MD_CUDA_E_KINETIC], md_fixed_from_float(s, (float)MD_ENERGY_FIXED_SCALE));
+    }
+}
+
+/* Kinetic energy of every atom into MD_CUDA_E_KINETIC. */
+__global__ void __launch_bounds__(256) md__kinetic_kernel(const float4 *__restrict__ vel, int n, md_fixed *energy) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    md__kinetic_block_add(i < n ? md__kinetic(vel[i]) : 0.0f, energy);
+}
+
+void md_cuda_state_destroy(md_cuda_state *s) {
+    if (!s) return;
+    if (s->q.stream) (void)cudaStreamSynchronize(s->q.stream);
+    md_cuda_free(s->d_xyzq);
+    md_cuda_free(s->d_vel_invmass);
+    md_cuda_free(s->d_type);
+    md_cuda_free(s->d_order);
+    md_cuda_free(s->d_rank);
+    md_cuda_free(s->d_force);
+    md_cuda_free(s->d_box);
+    md_cuda_free(s->d_step);
+    md_cuda_free(s->d_energy);
+    md_cuda_free_pinned(s->h_energy);
+    md_cuda_free(s->d_lj);
+    md_cuda_free(s->d_excl_start);
+    md_cuda_free(s->d_excl);
+    md_cuda_free(s->d_excl_pairs);
+    md_cuda_free(s->d_pair14);
+    md_cuda_free(s->d_pair14_lj);
+    md_cuda_free_pinned(s->h_stage);
+    md_cuda_free(s->d_scratch);
+    md_cuda_queue_destroy(&s->q);
+    memset(s, 0, sizeof *s);
+}
+
+md_status md_cuda_state_create(md_cuda_state *s, int capacity) {
+    const char *fn = "md_cuda_state_create";
+    md_cuda_state t;
+    md_status st;
+    size_t cap;
+    if (!s) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is NULL");
+    memset(s, 0, sizeof *s);
+    if (capacity < 1 || capacity > (1 << 30))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "capacity", "must be in 1..%d (got %d)", 1 << 30, capacity);
+    memset(&t, 0, sizeof t);
+    t.capacity = capacity;
+    t.stride = MD_CUDA_STRIDE(capacity);
+    cap = (size_t)capacity;
+    t.stage_bytes = cap * 64 + 4096;
+    if ((st = md_cuda_queue_create(&t.q)) != MD_OK) return st;
+    if ((st = md_cuda_alloc((void **)&t.d_xyzq, cap, sizeof(float4), "state xyzq")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_vel_invmass, cap, sizeof(float4), "state velocities")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_type, cap, sizeof(int), "state types")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_order, cap, sizeof(int), "state order")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_rank, cap, sizeof(int), "state rank")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_force, 3 * (size_t)t.stride, sizeof(md_fixed), "state forces")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_box, 3, sizeof(double), "state box")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_step, 1, sizeof(long long), "state step")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_energy, MD_CUDA_E_COUNT, sizeof(md_fixed), "state energy")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_energy, MD_CUDA_E_COUNT + 1, sizeof(md_fixed), "energy mirror")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_excl_start, cap + 1, sizeof(int), "state exclusion offsets")) != MD_OK ||
+        (st = md_cuda_alloc_pinned(&t.h_stage, t.stage_bytes, 1, "state staging")) != MD_OK ||
+        (st = md_cuda_alloc(&t.d_scratch, cap, 64, "state scratch")) != MD_OK)
+        goto fail;
+    {
+        cudaError_t e;
+        if ((e = cudaMemsetAsync(t.d_force, 0, 3 * (size_t)t.stride * sizeof(md_fixed), t.q.stream)) != cudaSuccess ||
+            (e = cudaMemsetAsync(t.d_energy, 0, MD_CUDA_E_COUNT * sizeof(md_fixed), t.q.stream)) != cudaSuccess ||
+            (e = cudaMemsetAsync(t.d_box, 0, 3 * sizeof(double), t.q.stream)) != cudaSuccess ||
+            (e = cudaMemsetAsync(t.d_step, 0, sizeof(long long), t.q.stream)) != cudaSuccess ||
+            (e = cudaStreamSynchronize(t.q.stream)) != cudaSuccess) {
+            st = md_cuda_error(e, "cudaMemsetAsync(state)", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    memset(t.h_energy, 0, (MD_CUDA_E_COUNT + 1) * sizeof(md_fixed));
+    *s = t;
+    return MD_OK;
+fail:
+    md_cuda_state_destroy(&t);
+    return st;
+}
+
+/* Copy host bytes to the device through the pinned staging buffer (synchronous). */
+static md_status md__state_put(md_cuda_state *s, void *d, const void *h, size_t bytes) {
+    const unsigned char *src = (const unsigned char *)h;
+    unsigned char *dst = (unsigned char *)d;
+    while (bytes > 0) {
+        size_t k = bytes < s->stage_bytes ? bytes : s->stage_bytes;
+        memcpy(s->h_stage, src, k);
+        MD_CUDA_TRY(cudaMemcpyAsync(dst, s->h_stage, k, cudaMemcpyHostToDevice, s->q.stream));
+        MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
+        src += k;
+        dst += k;
+        bytes -= k;
+    }
+    return MD_OK;
+}
+
+/* Grow a device array to at least `count` elements (upload only: it may synchronise). */
+static md_status md__state_grow(void **d, size_t count, size_t size, const char *what) {
+    md_cuda_free(*d);
+    *d = NULL;
+    return md_cuda_alloc(d, count ? count : 1, size, what);
+}
+
+md_status md_cuda_state_upload(md_cuda_state *s, const md_system *sys, const md_topology *t, const md_lj_table *lj) {
+    const char *fn = "md_cuda_state_upload";
+    md_status st;
+    int n, i, k, nt, maxex = 0, nexcl = 0, npairs = 0;
+    float4 *x = NULL, *v = NULL;
+    int *ty = NULL, *ord = NULL;
+    int2 *ep = NULL, *p14 = NULL;
+    float2 *tab = NULL, *p14lj = NULL;
+    double q2 = 0.0, s6 = 0.0, s12 = 0.0, *count = NULL;
+    if (!s || !s->d_xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made (md_cuda_state_create)");
+    if (!sys || !t || !lj || !sys->xyzq || !sys->vel)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/t/lj", "is NULL or empty");
+    n = sys->n;
+    if (n != t->n) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has %d atoms, the system %d", t->n, n);
+    if (n < 1 || n > s->capacity)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms do not fit the state's capacity %d", n, s->capacity);
+    if ((st = md_topology_check(t, lj, fn)) != MD_OK) return st;
+    for (k = 0; k < 3; k++)
+        if (!(sys->box[k] > 0.0) || !isfinite(sys->box[k]))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "box", "edges must be finite and > 0 (got %g %g %g)", sys->box[0],
+                                sys->box[1], sys->box[2]);
+    for (i = 0; i < n; i++) {
+        char field[32];
+        if (!(t->mass[i] > 0.0f) || !isfinite(t->mass[i])) {
+            snprintf(field, sizeof field, "mass[%d]", i);
+            return md_set_error(MD_ERR_RANGE, fn, 0, field, "must be finite and > 0 (got %g)", t->mass[i]);
+        }
+        if (!isfinite(sys->xyzq[i].x) || !isfinite(sys->xyzq[i].y) || !isfinite(sys->xyzq[i].z)) {
+            snprintf(field, sizeof field, "xyzq[%d]", i);
+            return md_set_error(MD_ERR_RANGE, fn, 0, field, "is not finite");
+        }
+        if (!isfinite(sys->vel[i].x) || !isfinite(sys->vel[i].y) || !isfinite(sys->vel[i].z)) {
+            snprintf(field, sizeof field, "vel[%d]", i);
+            return md_set_error(MD_ERR_RANGE, fn, 0, field, "is not finite");
+        }
+        nexcl = t->excl_start[i + 1];
+        if (t->excl_start[i + 1] - t->excl_start[i] > maxex) maxex = t->excl_start[i + 1] - t->excl_start[i];
+    }
+    nt = lj->ntypes;
+    x = (float4 *)md_alloc_array((size_t)n, sizeof(float4));
+    v = (float4 *)md_alloc_array((size_t)n, sizeof(float4));
+    ty = (int *)md_alloc_array((size_t)n, sizeof(int));
+    ord = (int *)md_alloc_array((size_t)n, sizeof(int));
+    tab = (float2 *)md_alloc_array((size_t)nt * (size_t)nt, sizeof(float2));
+    ep = (int2 *)md_alloc_array((size_t)nexcl / 2 + 1, sizeof(int2));
+    p14 = (int2 *)md_alloc_array((size_t)t->npair14 + 1, sizeof(int2));
+    p14lj = (float2 *)md_alloc_array((size_t)t->npair14 + 1, sizeof(float2));
+    count = (double *)md_alloc_array((size_t)nt, sizeof(double));
+    if (!x || !v || !ty || !ord || !tab || !ep || !p14 || !p14lj || !count) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot stage %d atoms", n);
+        goto done;
+    }
+    for (k = 0; k < nt; k++) count[k] = 0.0;
+    for (i = 0; i < n; i++) {
+        x[i] = make_float4(sys->xyzq[i].x, sys->xyzq[i].y, sys->xyzq[i].z, t->charge[i]);
+        v[i] = make_float4(sys->vel[i].x, sys->vel[i].y, sys->vel[i].z, (float)(1.0 / (double)t->mass[i]));
+        ty[i] = t->lj_type[i];
+        ord[i] = i;
+        q2 += (double)t->charge[i] * t->charge[i];
+        count[t->lj_type[i]] += 1.0;
+        for (k = t->excl_start[i]; k < t->excl_start[i + 1]; k++)
+            if (t->excl[k] > i) ep[npairs++] = make_int2(i, t->excl[k]);
+    }
+    for (k = 0; k < nt * nt; k++) tab[k] = make_float2((float)lj->c6[k], (float)lj->c12[k]);
+    for (k = 0; k < t->npair14; k++) {
+        int a = t->pair14[2 * k], b = t->pair14[2 * k + 1];
+        size_t tb = (size_t)t->lj_type[a] * (size_t)nt + (size_t)t->lj_type[b];
+        p14[k] = make_int2(a, b);
+        p14lj[k] = make_float2((float)(t->fudge_lj * lj->c6[tb]), (float)(t->fudge_lj * lj->c12[tb]));
+    }
+    /* the means of md_nb_dispersion_correction (OpenMM's convention: pairs i <= j) */
+    for (i = 0; i < nt; i++) {
+        if (count[i] == 0.0) continue;
+        for (k = i; k < nt; k++) {
+            double pairs = i == k ? count[i] * (count[i] + 1.0) / 2.0 : count[i] * count[k];
+            s6 += pairs * lj->c6[(size_t)i * nt + k];
+            s12 += pairs * lj->c12[(size_t)i * nt + k];
+        }
+    }
+    /* device arrays sized by the topology */
+    MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
+    if (nt * nt > s->ntypes * s->ntypes || !s->d_lj) {
+        if ((st = md__state_grow((void **)&s->d_lj, (size_t)nt * nt, sizeof(float2), "state LJ table")) != MD_OK) goto done;
+    }
+    if (nexcl + 1 > s->cap_topo || npairs + 1 > s->cap_topo || t->npair14 + 1 > s->cap_topo || !s->d_excl) {
+        int c = nexcl + 1;
+        if (t->npair14 + 1 > c) c = t->npair14 + 1;
+        if ((st = md__state_grow((void **)&s->d_excl, (size_t)c, sizeof(int), "state exclusions")) != MD_OK ||
+            (st = md__state_grow((void **)&s->d_excl_pairs, (size_t)c, sizeof(int2), "state excluded pairs")) != MD_OK ||
+            (st = md__state_grow((void **)&s->d_pair14, (size_t)c, sizeof(int2), "state 1-4 pairs")) != MD_OK ||
+            (st = md__state_grow((void **)&s->d_pair14_lj, (size_t)c, sizeof(float2), "state 1-4 LJ")) != MD_OK) {
+            s->cap_topo = 0;
+            goto done;
+        }
+        s->cap_topo = c;
+    }
+    if ((st = md__state_put(s, s->d_xyzq, x, (size_t)n * sizeof(float4))) != MD_OK ||
+        (st = md__state_put(s, s->d_vel_invmass, v, (size_t)n * sizeof(float4))) != MD_OK ||
+        (st = md__state_put(s, s->d_type, ty, (size_t)n * sizeof(int))) != MD_OK ||
+        (st = md__state_put(s, s->d_order, ord, (size_t)n * sizeof(int))) != MD_OK ||
+        (st = md__state_put(s, s->d_rank, ord, (size_t)n * sizeof(int))) != MD_OK ||
+        (st = md__state_put(s, s->d_box, sys->box, 3 * sizeof(double))) != MD_OK ||
+        (st = md__state_put(s, s->d_lj, tab, (size_t)nt * nt * sizeof(float2))) != MD_OK ||
+        (st = md__state_put(s, s->d_excl_start, t->excl_start, ((size_t)n + 1) * sizeof(int))) != MD_OK ||
+        (nexcl > 0 && (st = md__state_put(s, s->d_excl, t->excl, (size_t)nexcl * sizeof(int))) != MD_OK) ||
+        (npairs > 0 && (st = md__state_put(s, s->d_excl_pairs, ep, (size_t)npairs * sizeof(int2))) != MD_OK) ||
+        (t->npair14 > 0 && (st = md__state_put(s, s->d_pair14, p14, (size_t)t->npair14 * sizeof(int2))) != MD_OK) ||
+        (t->npair14 > 0 && (st = md__state_put(s, s->d_pair14_lj, p14lj, (size_t)t->npair14 * sizeof(float2))) != MD_OK))
+        goto done;
+    {
+        cudaError_t e;
+        if ((e = cudaMemsetAsync(s->d_step, 0, sizeof(long long), s->q.stream)) != cudaSuccess ||
+            (e = cudaStreamSynchronize(s->q.stream)) != cudaSuccess) {
+            st = md_cuda_error(e, "cudaMemsetAsync(step)", __FILE__, __LINE__);
+            goto done;
+        }
+    }
+    s->n = n;
+    s->ntypes = nt;
+    s->max_excl = maxex;
+    s->nexcl_pairs = npairs;
+    s->npair14 = t->npair14;
+    s->fudge_qq = (float)t->fudge_qq;
+    s->sum_q2 = q2;
+    s->disp_c6 = s6 / ((double)n * ((double)n + 1.0) / 2.0);
+    s->disp_c12 = s12 / ((double)n * ((double)n + 1.0) / 2.0);
+    for (k = 0; k < 3; k++) s->box[k] = sys->box[k];
+    s->epoch++;
+    s->ff_epoch++;
+    s->forces_valid = 0;
+    st = MD_OK;
+done:
+    md_free(x);
+    md_free(v);
+    md_free(ty);
+    md_free(ord);
+    md_free(tab);
+    md_free(ep);
+    md_free(p14);
+    md_free(p14lj);
+    md_free(count);
+    return st;
+}
+
+md_status md_cuda_state_zero(md_cuda_state *s) {
+    if (!s || !s->d_force)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_state_zero", 0, "s", "is not made (md_cuda_state_create)");
+    MD_CUDA_TRY(cudaMemsetAsync(s->d_force, 0, 3 * (size_t)s->stride * sizeof(md_fixed), s->q.stream));
+    MD_CUDA_TRY(cudaMemsetAsync(s->d_energy, 0, MD_CUDA_E_COUNT * sizeof(md_fixed), s->q.stream));
+    return MD_OK;
+}
+
+md_status md_cuda_state_enqueue_kinetic(md_cuda_state *s) {
+    if (!s || !s->d_force || s->n < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_state_enqueue_kinetic", 0, "s", "has no atoms (upload first)");
+    MD_CUDA_LAUNCH(md__kinetic_kernel, (s->n + 255) / 256, 256, 0, s->q.stream, s->d_vel_invmass, s->n, s->d_energy);
+    return MD_OK;
+}
+
+md_status md_cuda_state_download(md_cuda_state *s, md_system *sys, double *force, md_fixed *fixed_force) {
+    const char *fn = "md_cuda_state_download";
+    float4 *ox, *ov;
+    md_fixed *of;
+    unsigned char *h;
+    size_t n;
+    int i;
+    if (!s || !s->d_xyzq || s->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "has no atoms (upload first)");
+    if (sys && (sys->n != s->n || !sys->xyzq || !sys->vel))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "has %d atoms, the state %d", sys->n, s->n);
+    n = (size_t)s->n;
+    ox = (float4 *)s->d_scratch;
+    ov = ox + n;
+    of = (md_fixed *)(ov + n);
+    MD_CUDA_LAUNCH(md__state_gather_kernel, (s->n + 255) / 256, 256, 0, s->q.stream, s->d_xyzq, s->d_vel_invmass,
+                   s->d_force, s->d_order, s->n, s->stride, ox, ov, of);
+    MD_CUDA_TRY(cudaMemcpyAsync(s->h_stage, s->d_scratch, n * 56, cudaMemcpyDeviceToHost, s->q.stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
+    h = (unsigned char *)s->h_stage;
+    if (sys) {
+        const float4 *hx = (const float4 *)h, *hv = hx + n;
+        for (i = 0; i < s->n; i++) {
+            sys->xyzq[i].x = hx[i].x;
+            sys->xyzq[i].y = hx[i].y;
+            sys->xyzq[i].z = hx[i].z;
+            sys->xyzq[i].w = hx[i].w;
+            sys->vel[i].x = hv[i].x;
+            sys->vel[i].y = hv[i].y;
+            sys->vel[i].z = hv[i].z;
+        }
+    }
+    {
+        const md_fixed *hf = (const md_fixed *)(h + n * 32);
+        if (force)
+            for (i = 0; i < 3 * s->n; i++) force[i] = md_fixed_to_double(hf[i], MD_FORCE_FIXED_SCALE);
+        if (fixed_force) memcpy(fixed_force, hf, 3 * n * sizeof(md_fixed));
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_state_poll(md_cuda_state *s, md_energy *e, long long *step) {
+    const char *fn = "md_cuda_state_poll";
+    md_status st;
+    if (!s || !s->d_energy) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made (md_cuda_state_create)");
+    MD_CUDA_TRY(cudaMemcpyAsync(s->h_energy, s->d_energy, MD_CUDA_E_COUNT * sizeof(md_fixed), cudaMemcpyDeviceToHost,
+                                s->q.stream));
+    MD_CUDA_TRY(cudaMemcpyAsync(s->h_energy + MD_CUDA_E_COUNT, s->d_step, sizeof(long long), cudaMemcpyDeviceToHost,
+                                s->q.stream));
+    if ((st = md_cuda_queue_sync(&s->q, fn, NULL)) != MD_OK) return st;
+    if (e) md_cuda_energy_from_fixed(s->h_energy, e);
+    if (step) *step = (long long)s->h_energy[MD_CUDA_E_COUNT];
+    return MD_OK;
+}
+
+/* ---- nb: GPU cell lists ---- */
+
+/* The grid of a cell list for a box: cells >= min_cell, at most cap_cells (the longest dimension
+ * halved until it fits, which only makes cells bigger). Returns 0 if a box edge is not finite
+ * and > 0 (then a unit box is used). Host and device share it. */
+static inline __host__ __device__ int md__cell_grid_make(const double *box, double min_cell, int cap_cells, int natoms,
+                                                         md_cuda_cell_grid *g) {
+    long long dims[3];
+    double L[3];
+    int d, ok = 1;
+    for (d = 0; d < 3; d++) {
+        L[d] = box[d];
+        if (!(L[d] > 0.0) || !isfinite(L[d])) {
+            ok = 0;
+            L[d] = 1.0;
+        }
+        dims[d] = (long long)floor(L[d] / min_cell);
+        if (dims[d] < 1) dims[d] = 1;
+        if (dims[d] > 1024) dims[d] = 1024;
+    }
+    while (dims[0] * dims[1] * dims[2] > cap_cells) {
+        int big = dims[1] > dims[0] ? 1 : 0;
+        if (dims[2] > dims[big]) big = 2;
+        dims[big] = (dims[big] + 1) / 2;
+    }
+    for (d = 0; d < 3; d++) {
+        g->dim[d] = (int)dims[d];
+        g->cell[d] = (float)(L[d] / (double)dims[d]);
+        g->inv_cell[d] = (float)((double)dims[d] / L[d]);
+        g->box[d] = (float)L[d];
+        g->inv_box[d] = (float)(1.0 / L[d]);
+    }
+    g->ncell = (int)(dims[0] * dims[1] * dims[2]);
+    { /* sub-columns as wide as a cluster of about 6 atoms (natoms / volume atoms per nm^3) */
+        const double w = cbrt(6.0 * L[0] * L[1] * L[2] / (natoms > 0 ? natoms : 1));
+        int k = (int)(0.5 * (L[0] / dims[0] + L[1] / dims[1]) / w + 0.5);
+        g->columns = k < 1 ? 1 : (k > 8 ? 8 : k);
+    }
+    return ok;
+}
+
+/* The grid on the device, from the device box (one thread). */
+__global__ void md__cell_grid_kernel(md_cuda_cell_grid *g, const double *__restrict__ box, double min_cell,
+                                     int cap_cells, int natoms, unsigned long long *flags) {
+    if (!md__cell_grid_make(box, min_cell, cap_cells, natoms, g) && flags) md_cuda_flag_raise(flags, MD_CUDA_FLAG_RANGE, 0);
+}
+
+/* The coordinate x wrapped into [0, L): x - L floor(x / L) in float (one rounded FMA), moved
+ * into [0, L) where rounding left it on L or a hair below 0. Wrapping a wrapped value gives it
+ * back unchanged, so sorting again does not move atoms. The sort stores exactly this value, so
+ * an atom's cell and its stored coordinate agree. */
+static inline __host__ __device__ float md__wrap_f32(float x, float L, float invL) {
+    float w = fmaf(-L, floorf(md__fmul(x, invL)), x);
+    if (w < 0.0f) w += L;
+    return w >= L ? 0.0f : w;
+}
+
+static inline __host__ __device__ int md__cell_of(float xw, float inv_cell, int dim) {
+    int c = (int)md__fmul(xw, inv_cell);
+    return c < 0 ? 0 : (c >= dim ? dim - 1 : c);
+}
+
+/* The sort key of a position: cell index << sub_bits | (with sub_bits 12) its sub-column (6 bits,
+ * serpentine in x and y) and its z within the cell (6 bits, reversed in odd sub-columns). */
+static inline __host__ __device__ unsigned md__cell_key(float x, float y, float z, const md_cuda_cell_grid &g,
+                                                        int sub_bits) {
+    const float w[3] = {md__wrap_f32(x, g.box[0], g.inv_box[0]), md__wrap_f32(y, g.box[1], g.inv_box[1]),
+                        md__wrap_f32(z, g.box[2], g.inv_box[2])};
+    const int K = g.columns;
+    int c[3], q[3], d;
+    for (d = 0; d < 3; d++) {
+        const float t = md__fmul(w[d], g.inv_cell[d]);
+        const int res = d < 2 ? K : 64;
+        c[d] = md__cell_of(w[d], g.inv_cell[d], g.dim[d]);
+        q[d] = (int)((t - (float)c[d]) * (float)res);
+        q[d] = q[d] < 0 ? 0 : (q[d] > res - 1 ? res - 1 : q[d]);
+    }
+    {
+        const unsigned k = (unsigned)((c[2] * g.dim[1] + c[1]) * g.dim[0] + c[0]);
+        const int col = q[1] * K + ((q[1] & 1) ? K - 1 - q[0] : q[0]);
+        const int zq = (col & 1) ? 63 - q[2] : q[2];
+        return sub_bits ? (k << sub_bits) | (unsigned)(col << 6) | (unsigned)zq : k;
+    }
+}
+
+/* Key of every atom. */
+__global__ void md__cell_key_kernel(const float4 *__restrict__ xyz, int n, const md_cuda_cell_grid *__restrict__ gp,
+                                    int sub_bits, unsigned int *__restrict__ key, int *__restrict__ idx,
+                                    unsigned long long *flags, const int *__restrict__ order) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 p;
+    if (i >= n) return;
+    p = xyz[i];
+    if (!isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z)) {
+        if (flags) md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)(order ? order[i] : i));
+        p.x = p.y = p.z = 0.0f;
+    }
+    key[i] = md__cell_key(p.x, p.y, p.z, *gp, sub_bits);
+    idx[i] = i;
+}
+
+/* First sorted position of every cell: cell_start[c] for c in (cell of i - 1, cell of i]; the
+ * last atom closes the cells after it with n. */
+__global__ void md__cell_start_kernel(const unsigned int *__restrict__ key_sorted, int n, int sub_bits,
+                                      const md_cuda_cell_grid *__restrict__ gp, int *__restrict__ cell_start) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int c, cp, k;
+    if (i >= n) return;
+    c = (int)(key_sorted[i] >> sub_bits);
+    cp = i > 0 ? (int)(key_sorted[i - 1] >> sub_bits) : -1;
+    for (k = cp + 1; k <= c; k++) cell_start[k] = i;
+    if (i == n - 1)
+        for (k = c + 1; k <= gp->ncell; k++) cell_start[k] = n;
+}
+
+void md_cuda_cell_list_destroy(md_cuda_cell_list *cl) {
+    if (!cl) return;
+    md_cuda_free(cl->d_grid);
+    md_cuda_free(cl->d_key);
+    md_cuda_free(cl->d_key_sorted);
+    md_cuda_free(cl->d_idx);
+    md_cuda_free(cl->d_idx_sorted);
+    md_cuda_free(cl->d_cell_start);
+    md_cuda_free(cl->d_temp);
+    memset(cl, 0, sizeof *cl);
+}
+
+md_status md_cuda_cell_list_create(md_cuda_cell_list *cl, int cap_atoms, int cap_cells, int sub_bits) {
+    const char *fn = "md_cuda_cell_list_create";
+    md_cuda_cell_list t;
+    md_status st;
+    cudaError_t e;
+    int bits = 1;
+    if (!cl) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cl", "is NULL");
+    memset(cl, 0, sizeof *cl);
+    if (sub_bits != 0 && sub_bits != 12)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sub_bits", "must be 0 or 12 (got %d)", sub_bits);
+    if (cap_atoms < 1 || cap_cells < 1 || (long long)cap_cells > (1LL << (31 - sub_bits)))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "cap_cells", "atoms %d and cells %d must be >= 1, cells below 2^%d",
+                            cap_atoms, cap_cells, 31 - sub_bits);
+    while ((1LL << bits) < (long long)cap_cells) bits++;
+    memset(&t, 0, sizeof t);
+    t.cap_atoms = cap_atoms;
+    t.cap_cells = cap_cells;
+    t.sub_bits = sub_bits;
+    t.key_bits = bits + sub_bits;
+    if ((st = md_cuda_alloc((void **)&t.d_grid, 1, sizeof(md_cuda_cell_grid), "cell grid")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_key, (size_t)cap_atoms, sizeof(unsigned), "cell keys")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_key_sorted, (size_t)cap_atoms, sizeof(unsigned), "sorted cell keys")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_idx, (size_t)cap_atoms, sizeof(int), "cell indices")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_idx_sorted, (size_t)cap_atoms, sizeof(int), "sorted cell indices")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_cell_start, (size_t)cap_cells + 1, sizeof(int), "cell starts")) != MD_OK)
+        goto fail;
+    if ((e = cub::DeviceRadixSort::SortPairs(NULL, t.temp_bytes, t.d_key, t.d_key_sorted, t.d_idx, t.d_idx_sorted,
+                                             cap_atoms, 0, t.key_bits)) != cudaSuccess) {
+        st = md_cuda_error(e, "cub::DeviceRadixSort::SortPairs (size query)", __FILE__, __LINE__);
+        goto fail;
+    }
+    if ((st = md_cuda_alloc(&t.d_temp, t.temp_bytes ? t.temp_bytes : 1, 1, "CUB sort storage")) != MD_OK) goto fail;
+    *cl = t;
+    return MD_OK;
+fail:
+    md_cuda_cell_list_destroy(&t);
+    return st;
+}
+
+md_status md_cuda_cell_list_enqueue(md_cuda_cell_list *cl, const float4 *d_xyz, int n, const double *d_box,
+                                    double min_cell, cudaStream_t stream, unsigned long long *d_flags,
+                                    const int *d_order) {
+    const char *fn = "md_cuda_cell_list_enqueue";
+    size_t bytes;
+    if (!cl || !cl->d_key) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cl", "is not made (md_cuda_cell_list_create)");
+    if (!d_xyz || !d_box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_xyz/d_box", "is NULL");
+    if (n < 1 || n > cl->cap_atoms)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms (capacity %d)", n, cl->cap_atoms);
+    if (!(min_cell > 0.0) || !isfinite(min_cell))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "min_cell", "must be finite and > 0 (got %g)", min_cell);
+    MD_CUDA_LAUNCH(md__cell_grid_kernel, 1, 1, 0, stream, cl->d_grid, d_box, min_cell, cl->cap_cells, n, d_flags);
+    MD_CUDA_LAUNCH(md__cell_key_kernel, (n + 255) / 256, 256, 0, stream, d_xyz, n, cl->d_grid, cl->sub_bits, cl->d_key,
+                   cl->d_idx, d_flags, d_order);
+    bytes = cl->temp_bytes;
+    MD_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cl->d_temp, bytes, cl->d_key, cl->d_key_sorted, cl->d_idx,
+                                                cl->d_idx_sorted, n, 0, cl->key_bits, stream));
+    MD_CUDA_LAUNCH(md__cell_start_kernel, (n + 255) / 256, 256, 0, stream, cl->d_key_sorted, n, cl->sub_bits,
+                   cl->d_grid, cl->d_cell_start);
+    return MD_OK;
+}
+
+/* ---- nb: the nonbonded plan ---- */
+
+/* Control words of a plan in device memory (md_cuda_nb_plan::d_ctl). */
+enum {
+    MD__NB_CTL_REBUILD = 0, /* nonzero: rebuild the list at this evaluation */
+    MD__NB_CTL_ESCAPE,      /* float bits: largest distance an atom is outside its cell (this build) */
+    MD__NB_CTL_DONE,        /* blocks of the search kernel that finished (the last one resets) */
+    MD__NB_CTL_NENTRIES,    /* entries (cluster) or list pairs (Verlet) of this build */
+    MD__NB_CTL_NITEMS,      /* work items of this build */
+    MD__NB_CTL_NEXCL,       /* exclusion-mask entries of this build */
+    MD__NB_CTL_COMPUTED,    /* lanes x steps (cluster) of this build */
+    MD__NB_CTL_REBUILDS,    /* builds so far */
+    MD__NB_CTL_NEED_ENTRIES,/* largest entry count a build needed beyond the capacity */
+    MD__NB_CTL_NEED_ITEMS,  /* likewise work items */
+    MD__NB_CTL_NEED_EXCL,   /* likewise mask entries */
+    MD__NB_CTL_NEED_NB,     /* likewise list width (Verlet) */
+    MD__NB_CTL_REASON,      /* bits: 1 box too small for cutoff + buffer, 2 fixed-point overflow */
+    MD__NB_CTL_PAIRS_CUT,   /* pairs within the cutoff (MD_CUDA_NB_COUNT) */
+    MD__NB_CTL_BOX,         /* 3 words: the box (double bits) of the last build */
+    MD__NB_CTL_ESCAPE_LAST = MD__NB_CTL_BOX + 3, /* escape of the last build (float bits) */
+    MD__NB_CTL_OVF,         /* nonzero: this build overflowed a capacity (the list stays invalid) */
+    MD__NB_CTL_PRUNE,       /* nonzero: the next cluster kernel prunes the fresh list (set by a build) */
+    MD__NB_CTL_KDONE,       /* blocks of the cluster kernel that finished (the last one clears PRUNE) */
+    MD__NB_CTL_PRUNED,      /* lanes x steps of the list after the prune (cluster rungs) */
+    MD__NB_CTL_WORDS = 24
+};
+
+/* The float minimum-image box of a device box (md.h's md_nb_box_f32_make). */
+static __device__ __forceinline__ md_nb_box_f32 md__box_f32(const double *box) { return md_nb_box_f32_make(box); }
+
+/* -- the sort: permute every per-atom array of the state by the cell list -- */
+
+__global__ void md__nb_permute_kernel(const int *__restrict__ idx, int n, int stride,
+                                      const md_cuda_cell_grid *__restrict__ gp, const float4 *__restrict__ xyzq,
+                                      const float4 *__restrict__ vel, const int *__restrict__ type,
+                                      const int *__restrict__ order, const md_fixed *__restrict__ f,
+                                      float4 *__restrict__ txyzq, float4 *__restrict__ tvel, int *__restrict__ ttype,
+                                      int *__restrict__ torder, md_fixed *__restrict__ tf) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int o;
+    float4 p;
+    if (i >= n) return;
+    o = idx[i];
+    p = xyzq[o];
+    p.x = md__wrap_f32(p.x, gp->box[0], gp->inv_box[0]);
+    p.y = md__wrap_f32(p.y, gp->box[1], gp->inv_box[1]);
+    p.z = md__wrap_f32(p.z, gp->box[2], gp->inv_box[2]);
+    txyzq[i] = p;
+    tvel[i] = vel[o];
+    ttype[i] = type[o];
+    torder[i] = order[o];
+    tf[i] = f[o];
+    tf[stride + i] = f[stride + o];
+    tf[2 * (size_t)stride + i] = f[2 * (size_t)stride + o];
+}
+
+__global__ void md__nb_unpermute_kernel(int n, int stride, const float4 *__restrict__ txyzq,
+                                        const float4 *__restrict__ tvel, const int *__restrict__ ttype,
+                                        const int *__restrict__ torder, const md_fixed *__restrict__ tf,
+                                        float4 *__restrict__ xyzq, float4 *__restrict__ vel, int *__restrict__ type,
+                                        int *__restrict__ order, int *__restrict__ rank, md_fixed *__restrict__ f) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    xyzq[i] = txyzq[i];
+    vel[i] = tvel[i];
+    type[i] = ttype[i];
+    order[i] = torder[i];
+    rank[torder[i]] = i;
+    f[i] = tf[i];
+    f[stride + i] = tf[stride + i];
+    f[2 * (size_t)stride + i] = tf[2 * (size_t)stride + i];
+}
+
+/* i-clusters and super-clusters per cell (zero past the grid, so the scans give totals). */
+__global__ void md__nb_cluster_count_kernel(const int *__restrict__ cell_start, const md_cuda_cell_grid *__restrict__ gp,
+                                            int cap_cells, int *__restrict__ ic_count, int *__restrict__ sc_count) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int nic = 0;
+    if (c > cap_cells) return;
+    if (c < gp->ncell) nic = (cell_start[c + 1] - cell_start[c] + MD_CUDA_NB_CI - 1) / MD_CUDA_NB_CI;
+    ic_count[c] = nic;
+    sc_count[c] = (nic + MD_CUDA_NB_SUPER - 1) / MD_CUDA_NB_SUPER;
+}
+
+__global__ void md__nb_cluster_fill_kernel(const int *__restrict__ cell_start, const md_cuda_cell_grid *__restrict__ gp,
+                                           const int *__restrict__ ic_start, const int *__restrict__ sc_start,
+                                           int2 *__restrict__ ci, int *__restrict__ ci_cell, int4 *__restrict__ sc) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int k, a0, na, i0, nic;
+    if (c >= gp->ncell) return;
+    a0 = cell_start[c];
+    na = cell_start[c + 1] - a0;
+    i0 = ic_start[c];
+    nic = ic_start[c + 1] - i0;
+    for (k = 0; k < nic; k++) {
+        int cnt = na - k * MD_CUDA_NB_CI;
+        ci[i0 + k] = make_int2(a0 + k * MD_CUDA_NB_CI, cnt < MD_CUDA_NB_CI ? cnt : MD_CUDA_NB_CI);
+        ci_cell[i0 + k] = c;
+    }
+    for (k = 0; sc_start[c] + k < sc_start[c + 1]; k++) {
+        int cnt = nic - k * MD_CUDA_NB_SUPER;
+        sc[sc_start[c] + k] = make_int4(i0 + k * MD_CUDA_NB_SUPER, cnt < MD_CUDA_NB_SUPER ? cnt : MD_CUDA_NB_SUPER, c, 0);
+    }
+}
+
+/* Exclusion partners of every internal slot as internal slots, ascending (column-major). */
+__global__ void md__nb_excl_index_kernel(int n, int stride, const int *__restrict__ order, const int *__restrict__ rank,
+                                         const int *__restrict__ excl_start, const int *__restrict__ excl,
+                                         int *__restrict__ exn, int *__restrict__ exl) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int c, b, m, k, j, v;
+    if (i >= n) return;
+    c = order[i];
+    b = excl_start[c];
+    m = excl_start[c + 1] - b;
+    for (k = 0; k < m; k++) { /* insertion sort in place: lists are short */
+        v = rank[excl[b + k]];
+        for (j = k; j > 0 && exl[(size_t)(j - 1) * stride + i] > v; j--)
+            exl[(size_t)j * stride + i] = exl[(size_t)(j - 1) * stride + i];
+        exl[(size_t)j * stride + i] = v;
+    }
+    exn[i] = m;
+}
+
+/* 1 if internal slot j is an exclusion partner of i (binary search of i's sorted partners). */
+static __device__ __forceinline__ int md__nb_excluded(const int *__restrict__ exn, const int *__restrict__ exl, int stride,
+                                                      int i, int j) {
+    int lo = 0, hi = exn[i];
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1, v = exl[(size_t)mid * stride + i];
+        if (v == j) return 1;
+        if (v < j) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+/* The cluster rungs' LJ table: (6 c6, 12 c12). */
+__global__ void md__nb_scale_lj_kernel(const float2 *__restrict__ lj, int count, int lj_on, float2 *__restrict__ out) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= count) return;
+    out[k] = lj_on ? make_float2(6.0f * lj[k].x, 12.0f * lj[k].y) : make_float2(0.0f, 0.0f);
+}
+
+/* -- every evaluation: the displacement check (sets the rebuild flag) -- */
+
+__global__ void md__nb_disp_kernel(const float4 *__restrict__ xyzq, const float4 *__restrict__ ref, int n,
+                                  const double *__restrict__ box, float half2, long long *ctl, unsigned long long *flags,
+                                  const int *__restrict__ order, md_cuda_cell_grid *grid) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    md_nb_box_f32 b;
+    float4 p, r;
+    float d[3];
+    if (i == 0 && (box[0] != __longlong_as_double(ctl[MD__NB_CTL_BOX]) || box[1] != __longlong_as_double(ctl[MD__NB_CTL_BOX + 1]) ||
+                   box[2] != __longlong_as_double(ctl[MD__NB_CTL_BOX + 2]))) {
+        /* a new box: rebuild, with the cells of the last sort scaled to it (the same cell counts,
+         * so the grid stays periodic; the escape measures how far atoms are off their cells) */
+        for (int k = 0; k < 3; k++) {
+            const double L = box[k] > 0.0 ? box[k] : 1.0;
+            grid->cell[k] = (float)(L / (double)grid->dim[k]);
+            grid->inv_cell[k] = (float)((double)grid->dim[k] / L);
+            grid->box[k] = (float)L;
+            grid->inv_box[k] = (float)(1.0 / L);
+        }
+        ctl[MD__NB_CTL_REBUILD] = 1;
+    }
+    if (ctl[MD__NB_CTL_REBUILD]) return; /* decided already: the build kernels check every atom */
+    if (i >= n) return;
+    p = xyzq[i];
+    if (!isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z)) {
+        md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)order[i]);
+        return;
+    }
+    r = ref[i];
+    b = md__box_f32(box);
+    if (md_nb_delta_f32(p.x, p.y, p.z, r.x, r.y, r.z, &b, d) > half2) ctl[MD__NB_CTL_REBUILD] = 1;
+}
+
+/* -- the rebuild (every evaluation; returns at once unless the flag is set) -- */
+
+/* Bounding boxes of every j-cluster of CJ atoms, the reference positions, the escape. Thread 0
+ * also resets the build counters, records the box and checks cutoff + buffer against it. */
+template <int CJ>
+__global__ void md__nb_bbox_kernel(const float4 *__restrict__ xyzq, const int2 *__restrict__ ci,
+                                   const int *__restrict__ ci_cell, const int *__restrict__ ic_start, int cap_cells,
+                                   const md_cuda_cell_grid *__restrict__ gp, const double *__restrict__ box, float rlist,
+                                   float4 *__restrict__ ref, float4 *__restrict__ bb, long long *ctl,
+                                   unsigned long long *flags, const int *__restrict__ order) {
+    constexpr int R = MD_CUDA_NB_CI / CJ;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int c, cc[3], k, jf, jc, nic;
+    int2 at;
+    float lo[3], hi[3], esc = 0.0f;
+    md_cuda_cell_grid g;
+    if (!ctl[MD__NB_CTL_REBUILD]) return;
+    if (t == 0) {
+        double shortest = box[0] < box[1] ? box[0] : box[1];
+        if (box[2] < shortest) shortest = box[2];
+        ctl[MD__NB_CTL_NENTRIES] = 0;
+        ctl[MD__NB_CTL_NITEMS] = 0;
+        ctl[MD__NB_CTL_NEXCL] = 0;
+        ctl[MD__NB_CTL_COMPUTED] = 0;
+        ctl[MD__NB_CTL_PRUNED] = 0;
+        ctl[MD__NB_CTL_OVF] = 0;
+        for (k = 0; k < 3; k++) ctl[MD__NB_CTL_BOX + k] = __double_as_longlong(box[k]);
+        if (!(2.0 * (double)rlist <= shortest)) {
+            atomicOr((unsigned long long *)&ctl[MD__NB_CTL_REASON], 1ull);
+            md_cuda_flag_raise(flags, MD_CUDA_FLAG_RANGE, 0);
+        }
+    }
+    nic = ic_start[cap_cells];
+    if (t >= nic * R) return;
+    g = *gp;
+    at = ci[t / R];
+    jf = at.x + (t % R) * CJ;
+    jc = at.y - (t % R) * CJ;
+    jc = jc < 0 ? 0 : (jc > CJ ? CJ : jc);
+    c = ci_cell[t / R];
+    cc[0] = c % g.dim[0];
+    cc[1] = (c / g.dim[0]) % g.dim[1];
+    cc[2] = c / (g.dim[0] * g.dim[1]);
+    for (k = 0; k < 3; k++) {
+        lo[k] = INFINITY;
+        hi[k] = -INFINITY;
+    }
+    for (int a = jf; a < jf + jc; a++) {
+        float4 p = xyzq[a];
+        float x[3];
+        if (!isfinite(p.x) || !isfinite(p.y) || !isfinite(p.z)) {
+            md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)order[a]);
+            p.x = p.y = p.z = 0.0f;
+        }
+        ref[a] = p;
+        x[0] = p.x;
+        x[1] = p.y;
+        x[2] = p.z;
+        for (k = 0; k < 3; k++) {
+            float cl = (float)cc[k] * g.cell[k], ch = (float)(cc[k] + 1) * g.cell[k];
+            lo[k] = fminf(lo[k], x[k]);
+            hi[k] = fmaxf(hi[k], x[k]);
+            esc = fmaxf(esc, fmaxf(cl - x[k], x[k] - ch));
+        }
+    }
+    bb[2 * t] = make_float4(lo[0], lo[1], lo[2], (float)jc);
+    bb[2 * t + 1] = make_float4(hi[0], hi[1], hi[2], 0.0f);
+    if (esc > 0.0f) atomicMax(&ctl[MD__NB_CTL_ESCAPE], (long long)__float_as_int(esc));
+}
+
+/* Squared distance between two boxes; with minimg, per axis the nearest periodic image of the
+ * centres, less the half extents. */
+static inline __host__ __device__ float md__bb_dist2(float4 alo, float4 ahi, float4 blo, float4 bhi, int minimg,
+                                                    const md_cuda_cell_grid &g) {
+    float d[3];
+    d[0] = fmaxf(0.0f, fmaxf(blo.x - ahi.x, alo.x - bhi.x));
+    d[1] = fmaxf(0.0f, fmaxf(blo.y - ahi.y, alo.y - bhi.y));
+    d[2] = fmaxf(0.0f, fmaxf(blo.z - ahi.z, alo.z - bhi.z));
+    if (minimg) {
+        const float ca[3] = {0.5f * (alo.x + ahi.x), 0.5f * (alo.y + ahi.y), 0.5f * (alo.z + ahi.z)};
+        const float cb[3] = {0.5f * (blo.x + bhi.x), 0.5f * (blo.y + bhi.y), 0.5f * (blo.z + bhi.z)};
+        const float ea[3] = {0.5f * (ahi.x - alo.x), 0.5f * (ahi.y - alo.y), 0.5f * (ahi.z - alo.z)};
+        const float eb[3] = {0.5f * (bhi.x - blo.x), 0.5f * (bhi.y - blo.y), 0.5f * (bhi.z - blo.z)};
+        for (int k = 0; k < 3; k++) {
+            float dc = ca[k] - cb[k];
+            dc = fabsf(fmaf(-g.box[k], rintf(dc * g.inv_box[k]), dc));
+            d[k] = fmaxf(0.0f, dc - ea[k] - eb[k]);
+        }
+    }
+    return fmaf(d[0], d[0], fmaf(d[1], d[1], d[2] * d[2]));
+}
+
+/* The cell range a box [lo, hi] reaches along one axis: every cell whose nominal extent, widened
+ * by reach, overlaps [lo - reach, hi + reach]. Up to dim cells, each is met once, at the one
+ * image k that can hold a partner (so its shift is the minimum image); more than dim would meet
+ * a cell twice: then the function returns 1 and every cell, 0 .. dim-1, and pairs need the
+ * minimum image. */
+static inline __host__ __device__ int md__cell_range(float lo, float hi, float reach, float inv_cell, int dim, int *kmin,
+                                                    int *kmax) {
+    const float a = floorf((lo - reach) * inv_cell), b = floorf((hi + reach) * inv_cell);
+    if (!(b - a + 1.0f <= (float)dim) || a < (float)-dim || b >= (float)(2 * dim)) {
+        *kmin = 0;
+        *kmax = dim - 1;
+        return 1;
+    }
+    *kmin = (int)a;
+    *kmax = (int)b;
+    return 0;
+}
+
+/* Cell k of an axis wrapped into 0 .. dim-1, and the image shift (-1, 0, 1) it was reached by. */
+static inline __host__ __device__ int md__wrap_cell(int k, int dim, int *shift) {
+    if (k < 0) {
+        *shift = -1;
+        return k + dim;
+    }
+    if (k >= dim) {
+        *shift = 1;
+        return k - dim;
+    }
+    *shift = 0;
+    return k;
+}
+
+/* What the search keeps of a super-cluster's i-clusters: bounding boxes, atom ranges, and the
+ * range of their exclusion partners (internal slots). */
+struct md__nb_sc_data {
+    float4 lo[MD_CUDA_NB_SUPER], hi[MD_CUDA_NB_SUPER];
+    int f[MD_CUDA_NB_SUPER], n[MD_CUDA_NB_SUPER], pmin[MD_CUDA_NB_SUPER], pmax[MD_CUDA_NB_SUPER];
+};
+
+/* Fill i-cluster s (< MD_CUDA_NB_SUPER) of super-cluster sc (first i-cluster, i-clusters, cell):
+ * the union of its R = CI / cj j-cluster boxes, its atoms, its partners' range. */
+static inline __host__ __device__ void md__nb_sc_fill(md__nb_sc_data *d, int s, int4 sc, const int2 *ci, const float4 *bb,
+                                                     const int *exn, const int *exl, int stride, int cj) {
+    const int R = MD_CUDA_NB_CI / cj;
+    float4 lo = make_float4(INFINITY, INFINITY, INFINITY, 0.0f), hi = make_float4(-INFINITY, -INFINITY, -INFINITY, 0.0f);
+    int f = 0, cnt = 0, pmin = INT_MAX, pmax = -1;
+    if (s < sc.y) {
+        const int ic = sc.x + s;
+        const int2 at = ci[ic];
+        f = at.x;
+        cnt = at.y;
+        for (int r = 0; r < R && r * cj < cnt; r++) {
+            const float4 bl = bb[2 * (ic * R + r)], bh = bb[2 * (ic * R + r) + 1];
+            lo = make_float4(fminf(lo.x, bl.x), fminf(lo.y, bl.y), fminf(lo.z, bl.z), 0.0f);
+            hi = make_float4(fmaxf(hi.x, bh.x), fmaxf(hi.y, bh.y), fmaxf(hi.z, bh.z), 0.0f);
+        }
+        for (int q = 0; q < cnt; q++) {
+            const int m = exn[f + q];
+            if (m > 0) {
+                pmin = pmin < exl[f + q] ? pmin : exl[f + q];
+                pmax = pmax > exl[(size_t)(m - 1) * stride + f + q] ? pmax : exl[(size_t)(m - 1) * stride + f + q];
+            }
+        }
+    }
+    d->lo[s] = lo;
+    d->hi[s] = hi;
+    d->f[s] = f;
+    d->n[s] = cnt;
+    d->pmin[s] = pmin;
+    d->pmax[s] = pmax;
+}
+
+/* The cells a super-cluster of nci i-clusters reaches: its box widened by reach; returns minimg. */
+static inline __host__ __device__ int md__nb_sc_reach(const md__nb_sc_data &d, int nci, const md_cuda_cell_grid &g,
+                                                     float reach, int kmin[3], int kmax[3]) {
+    float4 lo = make_float4(INFINITY, INFINITY, INFINITY, 0.0f), hi = make_float4(-INFINITY, -INFINITY, -INFINITY, 0.0f);
+    int minimg, k;
+    for (k = 0; k < nci; k++) {
+        lo = make_float4(fminf(lo.x, d.lo[k].x), fminf(lo.y, d.lo[k].y), fminf(lo.z, d.lo[k].z), 0.0f);
+        hi = make_float4(fmaxf(hi.x, d.hi[k].x), fmaxf(hi.y, d.hi[k].y), fmaxf(hi.z, d.hi[k].z), 0.0f);
+    }
+    minimg = md__cell_range(lo.x, hi.x, reach, g.inv_cell[0], g.dim[0], &kmin[0], &kmax[0]);
+    minimg |= md__cell_range(lo.y, hi.y, reach, g.inv_cell[1], g.dim[1], &kmin[1], &kmax[1]);
+    minimg |= md__cell_range(lo.z, hi.z, reach, g.inv_cell[2], g.dim[2], &kmin[2], &kmax[2]);
+    if (minimg)
+        for (k = 0; k < 3; k++) {
+            kmin[k] = 0;
+            kmax[k] = g.dim[k] - 1;
+        }
+    return minimg;
+}
+
+/* Which i-clusters (bit s) list the j-cluster of jc atoms from jf with box [bl, bh] (already
+ * shifted to the image the cell was reached by): box distance below rlist, and the half-list
+ * rule: its last atom after the i-cluster's first. */
+static inline __host__ __device__ unsigned md__nb_cand_imask(const md__nb_sc_data &d, int nci, int jf, int jc, float4 bl,
+                                                            float4 bh, int minimg, const md_cuda_cell_grid &g,
+                                                            float rl2) {
+    unsigned im = 0;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int q = 0; q < MD_CUDA_NB_SUPER; q++)
+        if (q < nci && jf + jc - 1 > d.f[q] && md__bb_dist2(d.lo[q], d.hi[q], bl, bh, minimg, g) < rl2) im |= 1u << q;
+    return im;
+}
+
+/* The masks of one entry, bit jj * CI + ii of mk[s] for the pair (atom ii of i-cluster s, atom jj
+ * of the j-cluster): cleared for pairs a >= b when the j-cluster lies inside the i-cluster (the
+ * half-list rule on the diagonal) and for excluded pairs. Returns 1 if any mask is not full. */
+static inline __host__ __device__ int md__nb_cand_masks(const md__nb_sc_data &d, unsigned im, int jf, int jc,
+                                                       const int *exn, const int *exl, int stride, int cj,
+                                                       unsigned mk[MD_CUDA_NB_SUPER]) {
+    const int CI = MD_CUDA_NB_CI;
+    const unsigned full = cj * CI >= 32 ? 0xffffffffu : ((1u << (cj * CI)) - 1u);
+    int any = 0;
+    for (int q = 0; q < MD_CUDA_NB_SUPER; q++) {
+        const int fi = d.f[q], ni = d.n[q];
+        mk[q] = full;
+        if (!((im >> q) & 1u)) continue;
+        if (jf < fi + ni) {
+            unsigned m = 0;
+            for (int jj = 0; jj < cj; jj++)
+                for (int ii = 0; ii < CI; ii++)
+                    if (fi + ii < jf + jj) m |= 1u << (jj * CI + ii);
+            mk[q] = m;
+            any = 1;
+        }
+        if (d.pmax[q] >= jf && d.pmin[q] < jf + jc)
+            for (int ii = 0; ii < ni; ii++) {
+                const int at = fi + ii, m = exn[at];
+                for (int k = 0; k < m; k++) {
+                    const int p = exl[(size_t)k * stride + at];
+                    if (p >= jf && p < jf + jc) {
+                        mk[q] &= ~(1u << ((p - jf) * CI + ii));
+                        any = 1;
+                    }
+                }
+            }
+    }
+    return any;
+}
+
+/* The end of a list build, reached by every thread of every block of a search kernel: the last
+ * block to finish closes the build (keeps the escape for the statistics and resets it, counts
+ * the build, asks the next cluster kernel to prune when `prune`, and clears the rebuild flag
+ * unless a capacity overflowed: an overflowed list is never used). */
+static __device__ __forceinline__ void md__nb_build_done(long long *ctl, int prune) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_DONE], 1ull) == (unsigned long long)gridDim.x - 1) {
+            __threadfence();
+            ctl[MD__NB_CTL_ESCAPE_LAST] = ctl[MD__NB_CTL_ESCAPE];
+            ctl[MD__NB_CTL_DONE] = 0;
+            ctl[MD__NB_CTL_ESCAPE] = 0;
+            ctl[MD__NB_CTL_REBUILDS] += 1;
+            if (prune) ctl[MD__NB_CTL_PRUNE] = 1;
+            ctl[MD__NB_CTL_REBUILD] = ctl[MD__NB_CTL_OVF];
+        }
+    }
+}
+
+/* Arguments of the cluster search. */
+struct md__nb_search_args {
+    const float4 *bb;
+    const int2 *ci;
+    const int4 *sc;
+    const int *ic_start, *sc_start;
+    int cap_cells;
+    const md_cuda_cell_grid *grid;
+    const int *exn, *exl;
+    int stride;
+    int4 *entries;
+    int4 *items;
+    unsigned int *masks;
+    long long cap_entries, cap_items, cap_excl;
+    int chunk;
+    long long *ctl;
+    unsigned long long *flags;
+    float rlist;
+};
+
+/* One (virtual) warp of W lanes per super-cluster: the j-clusters within rlist (box to box) of any
+ * of its i-clusters, in a fixed order (cells z, y, x, then j-clusters in order), each once, with the
+ * half-list rule (md__nb_cand_imask, md__nb_cand_masks). Pass 0 counts, pass 1 writes; the lanes
+ * test W candidates at a time and a ballot keeps the order. The last block to finish clears the
+ * rebuild flag (unless a capacity overflowed: then the list stays invalid). */
+template <int W>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
+    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_BLOCK / W;
+    constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
+    __shared__ md__nb_sc_data s_d[NW];
+    const int wib = threadIdx.x / W, lane = threadIdx.x % W;
+    const int vw = blockIdx.x * NW + wib;
+    const unsigned vm = md__vmask<W>();
+    const int lane_base = (threadIdx.x & 31) & ~(W - 1);
+    long long *ctl = a.ctl;
+    if (!ctl[MD__NB_CTL_REBUILD]) return;
+    if (vw < a.sc_start[a.cap_cells]) {
+        const int4 sc = a.sc[vw];
+        const md_cuda_cell_grid g = *a.grid;
+        const float esc = __int_as_float((int)ctl[MD__NB_CTL_ESCAPE]);
+        const float reach = a.rlist * 1.0001f + esc + 1e-4f, rl2 = a.rlist * a.rlist * 1.0002f;
+        md__nb_sc_data &d = s_d[wib];
+        int kmin[3], kmax[3], minimg, s, pass, total = 0;
+        long long base = 0, computed = 0;
+        for (s = lane; s < S; s += W) md__nb_sc_fill(&d, s, sc, a.ci, a.bb, a.exn, a.exl, a.stride, CJ);
+        __syncwarp(vm);
+        minimg = md__nb_sc_reach(d, sc.y, g, reach, kmin, kmax);
+        for (pass = 0; pass < 2; pass++) {
+            int cnt = 0;
+            for (int kz = kmin[2]; kz <= kmax[2]; kz++)
+                for (int ky = kmin[1]; ky <= kmax[1]; ky++)
+                    for (int kx = kmin[0]; kx <= kmax[0]; kx++) {
+                        int sx, sy, sz;
+                        const int cx = md__wrap_cell(kx, g.dim[0], &sx), cy = md__wrap_cell(ky, g.dim[1], &sy),
+                                  cz = md__wrap_cell(kz, g.dim[2], &sz);
+                        const int cell = (cz * g.dim[1] + cy) * g.dim[0] + cx;
+                        const int jb = a.ic_start[cell] * R, je = a.ic_start[cell + 1] * R;
+                        const float shx = (float)sx * g.box[0], shy = (float)sy * g.box[1], shz = (float)sz * g.box[2];
+                        const unsigned shift = minimg ? 13u : (unsigned)((sx + 1) + 3 * (sy + 1) + 9 * (sz + 1));
+                        for (int j0 = jb; j0 < je; j0 += W) {
+                            const int cj = j0 + lane;
+                            unsigned im = 0, bal;
+                            int jf = 0, jc = 0;
+                            if (cj < je) {
+                                const int2 at = a.ci[cj / R];
+                                jf = at.x + (cj % R) * CJ;
+                                jc = min(CJ, at.y - (cj % R) * CJ);
+                                if (jc > 0) {
+                                    float4 bl = a.bb[2 * cj], bh = a.bb[2 * cj + 1];
+                                    bl.x += shx;
+                                    bl.y += shy;
+                                    bl.z += shz;
+                                    bh.x += shx;
+                                    bh.y += shy;
+                                    bh.z += shz;
+                                    im = md__nb_cand_imask(d, sc.y, jf, jc, bl, bh, minimg, g, rl2);
+                                }
+                            }
+                            bal = (__ballot_sync(vm, im != 0) >> lane_base) & WMASK;
+                            if (pass == 1 && im) {
+                                const long long pos = base + cnt + __popc(bal & ((1u << lane) - 1u));
+                                unsigned mk[S];
+                                int slot = -1;
+                                computed += (long long)__popc(im) * W;
+                                if (md__nb_cand_masks(d, im, jf, jc, a.exn, a.exl, a.stride, CJ, mk)) {
+                                    slot = (int)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NEXCL], 1ull);
+                                    if (slot < a.cap_excl) {
+                                        for (int q = 0; q < S; q++) a.masks[(size_t)slot * S + q] = mk[q];
+                                    } else {
+                                        atomicMax(&ctl[MD__NB_CTL_NEED_EXCL], (long long)slot + 1);
+                                        ctl[MD__NB_CTL_OVF] = 1;
+                                        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)slot + 1);
+                                        slot = -1;
+                                    }
+                                }
+                                a.entries[pos] = make_int4(jf, (int)(im | (shift << 8) | ((unsigned)minimg << 13) |
+                                                                     ((unsigned)jc << 14) | (im << 17)),
+                                                           slot, cj);
+                            }
+                            cnt += __popc(bal);
+                        }
+                    }
+            if (pass == 0) {
+                total = cnt;
+                if (lane == 0) base = (long long)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NENTRIES], (unsigned long long)total);
+                base = __shfl_sync(vm, base, 0, W);
+                if (base + total > a.cap_entries) {
+                    if (lane == 0) {
+                        atomicMax(&ctl[MD__NB_CTL_NEED_ENTRIES], base + total);
+                        ctl[MD__NB_CTL_OVF] = 1;
+                        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)(base + total));
+                    }
+                    break;
+                }
+            } else {
+                const int nit = (total + a.chunk - 1) / a.chunk;
+                long long ib = 0;
+                computed = (long long)md__warp_sum_fixed<W>((md_fixed)computed, vm);
+                if (lane == 0) {
+                    atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_COMPUTED], (unsigned long long)computed);
+                    ib = nit ? (long long)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NITEMS], (unsigned long long)nit) : 0;
+                }
+                ib = __shfl_sync(vm, ib, 0, W);
+                if (ib + nit > a.cap_items) {
+                    if (lane == 0) {
+                        atomicMax(&ctl[MD__NB_CTL_NEED_ITEMS], ib + nit);
+                        ctl[MD__NB_CTL_OVF] = 1;
+                        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)(ib + nit));
+                    }
+                } else {
+                    for (int k = lane; k < nit; k += W) {
+                        const long long e0 = base + (long long)k * a.chunk, e1 = min(base + total, e0 + a.chunk);
+                        a.items[ib + k] = make_int4(vw, (int)e0, (int)e1, 0);
+                    }
+                }
+            }
+        }
+    }
+    md__nb_build_done(ctl, 1);
+}
+
+/* The Verlet rungs' list: one thread per atom searches the cells its rlist sphere (widened by the
+ * escape) reaches; pairs with float minimum-image r^2 < rlist^2 (a little more, never less), not
+ * excluded; HALF: j > i only. ELL layout: neighbour k of i at nb[k * stride + i]. */
+template <int HALF>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK)
+    md__nb_verlet_search_kernel(const float4 *__restrict__ xyzq, int n, const int *__restrict__ cell_start,
+                                const md_cuda_cell_grid *__restrict__ gp, const double *__restrict__ box,
+                                const int *__restrict__ exn, const int *__restrict__ exl, int stride,
+                                int *__restrict__ nb, int *__restrict__ nbn, int max_nb, long long *ctl,
+                                unsigned long long *flags, float rlist) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    long long n_here = 0;
+    if (!ctl[MD__NB_CTL_REBUILD]) return;
+    if (i < n) {
+        const md_cuda_cell_grid g = *gp;
+        const md_nb_box_f32 b = md__box_f32(box);
+        const float4 p = xyzq[i];
+        const float esc = __int_as_float((int)ctl[MD__NB_CTL_ESCAPE]);
+        const float reach = rlist * 1.0001f + esc + 1e-4f, rl2 = rlist * rlist * 1.0002f;
+        int kmin[3], kmax[3], full = 0, cnt = 0;
+        full |= md__cell_range(p.x, p.x, reach, g.inv_cell[0], g.dim[0], &kmin[0], &kmax[0]);
+        full |= md__cell_range(p.y, p.y, reach, g.inv_cell[1], g.dim[1], &kmin[1], &kmax[1]);
+        full |= md__cell_range(p.z, p.z, reach, g.inv_cell[2], g.dim[2], &kmin[2], &kmax[2]);
+        (void)full;
+        for (int kz = kmin[2]; kz <= kmax[2]; kz++)
+            for (int ky = kmin[1]; ky <= kmax[1]; ky++)
+                for (int kx = kmin[0]; kx <= kmax[0]; kx++) {
+                    int s0, s1, s2;
+                    const int cell = (md__wrap_cell(kz, g.dim[2], &s2) * g.dim[1] + md__wrap_cell(ky, g.dim[1], &s1)) *
+                                         g.dim[0] +
+                                     md__wrap_cell(kx, g.dim[0], &s0);
+                    for (int j = cell_start[cell]; j < cell_start[cell + 1]; j++) {
+                        float d[3];
+                        float4 q;
+                        if (HALF ? j <= i : j == i) continue;
+                        q = xyzq[j];
+                        if (md_nb_delta_f32(p.x, p.y, p.z, q.x, q.y, q.z, &b, d) < rl2 &&
+                            !md__nb_excluded(exn, exl, stride, i, j)) {
+                            if (cnt < max_nb) nb[(size_t)cnt * stride + i] = j;
+                            cnt++;
+                        }
+                    }
+                }
+        nbn[i] = cnt < max_nb ? cnt : max_nb;
+        if (cnt > max_nb) {
+            atomicMax(&ctl[MD__NB_CTL_NEED_NB], (long long)cnt);
+            ctl[MD__NB_CTL_OVF] = 1;
+            md_cuda_flag_raise(flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)cnt);
+        }
+        n_here = cnt;
+    }
+    n_here = (long long)md__warp_sum_fixed<32>((md_fixed)n_here, 0xffffffffu);
+    if ((threadIdx.x & 31) == 0 && n_here) atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NENTRIES], (unsigned long long)n_here);
+    md__nb_build_done(ctl, 0);
+}
+
+/* -- the pair kernels -- */
+
+/* Arguments of the exact rungs (tiles, full and half list) and of the exact bonded kernel. */
+struct md__nb_exact_args {
+    const float4 *xyzq;
+    const int *type;
+    const int *order;
+    const float2 *lj;
+    int ntypes, n, stride;
+    const int *exn, *exl;
+    const int *nb, *nbn;
+    const double *box;
+    md_fixed *force, *energy;
+    long long *ctl;
+    unsigned long long *flags;
+    md_nb_coeffs k;
+};
+
+static __device__ __forceinline__ float md__mask_f(float v, unsigned m) { return __uint_as_float(__float_as_uint(v) & m); }
+
+/* One pair with md.h's float arithmetic, every term converted to fixed point on its own (so any
+ * order of the sums gives the same bits): the force components on i go to q; with FLAGS & 1 the
+ * LJ and Coulomb energies, with FLAGS & 2 the virial d (x) f, are added to e and w. m masks the
+ * pair (0: contributes nothing, whatever the arithmetic gave, NaN included), me masks its energy
+ * and virial (a pair seen from both atoms counts them once). */
+template <int FLAGS>
+static __device__ __forceinline__ void md__exact_pair(const md_nb_coeffs &k, const md_nb_box_f32 &b, float4 pi,
+                                                      float4 pj, float2 lj, unsigned m, unsigned me, md_fixed q[3],
+                                                      md_fixed e[2], md_fixed w[9], int &bad) {
+    const float fsc = (float)MD_FORCE_FIXED_SCALE, esc = (float)MD_ENERGY_FIXED_SCALE;
+    float d[3], f[3], elj, ec, fs;
+    const float r2 = md_nb_delta_f32(pi.x, pi.y, pi.z, pj.x, pj.y, pj.z, &b, d);
+    m &= 0u - (unsigned)(r2 < k.rc2);
+    me &= m;
+    fs = md_nb_pair_f32(&k, r2, md__fmul(pi.w, pj.w), lj.x, lj.y, &elj, &ec);
+#pragma unroll
+    for (int x = 0; x < 3; x++) {
+        f[x] = md__mask_f(md__fmul(fs, d[x]), m);
+        q[x] = md_fixed_from_float(f[x], fsc);
+        bad |= q[x] == MD_FIXED_INVALID;
+    }
+    if (FLAGS & 1) {
+        const md_fixed a = md_fixed_from_float(md__mask_f(elj, me), esc), c = md_fixed_from_float(md__mask_f(ec, me), esc);
+        bad |= (a == MD_FIXED_INVALID) | (c == MD_FIXED_INVALID);
+        e[0] += a;
+        e[1] += c;
+    }
+    if (FLAGS & 2) {
+#pragma unroll
+        for (int x = 0; x < 3; x++)
+#pragma unroll
+            for (int y = 0; y < 3; y++) w[3 * x + y] += md_fixed_from_float(md__mask_f(md__fmul(d[x], f[y]), me), esc);
+    }
+}
+
+/* Add a warp's energies and virial (each lane's fixed-point sums) to the state, one atomic per
+ * term per warp; a lane that saw an out-of-range conversion raises MD_CUDA_FLAG_RANGE. Every lane
+ * of the (full, 32-lane) warp calls it. */
+template <int FLAGS>
+static __device__ __forceinline__ void md__exact_flush(md_fixed *energy, const md_fixed e[2], const md_fixed w[9], int bad,
+                                                       int term_a, int term_b, long long *ctl,
+                                                       unsigned long long *flags) {
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31;
+    if (FLAGS & 1) {
+        const md_fixed a = md__warp_sum_fixed<32>(e[0], full), c = md__warp_sum_fixed<32>(e[1], full);
+        if (lane == 0) {
+            if (a && term_a >= 0) atomicAdd(&energy[term_a], a);
+            if (c && term_b >= 0) atomicAdd(&energy[term_b], c);
+        }
+    }
+    if (FLAGS & 2)
+        for (int x = 0; x < 9; x++) {
+            const md_fixed v = md__warp_sum_fixed<32>(w[x], full);
+            if (lane == 0 && v) atomicAdd(&energy[MD_CUDA_E_VIRIAL_XX + x], v);
+        }
+    if (__any_sync(full, bad) && lane == 0) {
+        atomicOr((unsigned long long *)&ctl[MD__NB_CTL_REASON], 2ull);
+        md_cuda_flag_raise(flags, MD_CUDA_FLAG_RANGE, 0);
+    }
+}
+
+/* MD_NB_GPU_TILES: thread i, all atoms j in tiles of MD_CUDA_NB_BLOCK staged in shared memory;
+ * exclusions by walking i's sorted partner list as j increases; each pair twice, only i written. */
+template <int FLAGS>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_tiles_kernel(md__nb_exact_args a) {
+    __shared__ float4 sx[MD_CUDA_NB_BLOCK];
+    __shared__ int st[MD_CUDA_NB_BLOCK];
+    const int i = blockIdx.x * MD_CUDA_NB_BLOCK + threadIdx.x;
+    const int act = i < a.n;
+    const md_nb_box_f32 b = md__box_f32(a.box);
+    const float4 pi = act ? a.xyzq[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const int ti = act ? a.type[i] * a.ntypes : 0, m = act ? a.exn[i] : 0;
+    if (act && !(isfinite(pi.x) && isfinite(pi.y) && isfinite(pi.z)))
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)a.order[i]);
+    int kx = 0, nex = m > 0 ? a.exl[i] : INT_MAX, bad = 0;
+    md_fixed f[3] = {0, 0, 0}, e[2] = {0, 0}, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j0 = 0; j0 < a.n; j0 += MD_CUDA_NB_BLOCK) {
+        const int jn = min(MD_CUDA_NB_BLOCK, a.n - j0);
+        __syncthreads();
+        if (threadIdx.x < jn) {
+            sx[threadIdx.x] = a.xyzq[j0 + threadIdx.x];
+            st[threadIdx.x] = a.type[j0 + threadIdx.x];
+        }
+        __syncthreads();
+        for (int t = 0; t < jn; t++) {
+            const int j = j0 + t, hit = j == nex;
+            md_fixed q[3];
+            unsigned mk;
+            if (hit) { /* the next partner: rare, so a branch costs nothing here */
+                kx++;
+                nex = kx < m ? a.exl[(size_t)kx * a.stride + i] : INT_MAX;
+            }
+            mk = 0u - (unsigned)(act & (j != i) & !hit);
+            md__exact_pair<FLAGS>(a.k, b, pi, sx[t], a.lj[ti + st[t]], mk, j > i ? mk : 0u, q, e, w, bad);
+            f[0] += q[0];
+            f[1] += q[1];
+            f[2] += q[2];
+        }
+    }
+    if (act) {
+        a.force[i] += f[0];
+        a.force[a.stride + i] += f[1];
+        a.force[2 * (size_t)a.stride + i] += f[2];
+    }
+    md__exact_flush<FLAGS>(a.energy, e, w, bad, MD_CUDA_E_LJ, MD_CUDA_E_COUL_REAL, a.ctl, a.flags);
+}
+
+/* MD_NB_GPU_FULL_LIST (HALF 0): thread i over its full list (ELL, column-major, so a warp's
+ * loads of its k-th neighbours are one transaction); the warp runs to its longest list, masking
+ * the rest: no branch in the loop, no atomics (each pair twice, only the i force written).
+ * MD_NB_GPU_HALF_LIST (HALF 1): the half list (j > i), the j forces by 64-bit atomicAdd. */
+template <int FLAGS, int HALF>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_list_kernel(md__nb_exact_args a) {
+    const int i = blockIdx.x * MD_CUDA_NB_BLOCK + threadIdx.x;
+    const int act = i < a.n, ii = act ? i : 0;
+    const md_nb_box_f32 b = md__box_f32(a.box);
+    const float4 pi = a.xyzq[ii];
+    const int ti = a.type[ii] * a.ntypes, cnt = act ? a.nbn[i] : 0;
+    int kmax = cnt, bad = 0;
+    md_fixed f[3] = {0, 0, 0}, e[2] = {0, 0}, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (act && !(isfinite(pi.x) && isfinite(pi.y) && isfinite(pi.z)))
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)a.order[i]);
+    for (int o = 16; o > 0; o >>= 1) kmax = max(kmax, __shfl_xor_sync(0xffffffffu, kmax, o));
+    for (int k = 0; k < kmax; k++) {
+        const unsigned mk = 0u - (unsigned)(k < cnt);
+        const int jl = a.nb[(size_t)k * a.stride + ii];
+        const int j = mk ? jl : ii; /* a select: padding pairs i with itself, masked */
+        md_fixed q[3];
+        md__exact_pair<FLAGS>(a.k, b, pi, a.xyzq[j], a.lj[ti + a.type[j]], mk, HALF || j > i ? mk : 0u, q, e, w, bad);
+        f[0] += q[0];
+        f[1] += q[1];
+        f[2] += q[2];
+        if (HALF && mk)
+            for (int x = 0; x < 3; x++)
+                if (q[x]) atomicAdd(&a.force[(size_t)x * a.stride + j], (md_fixed)0 - q[x]);
+    }
+    if (act)
+        for (int x = 0; x < 3; x++) {
+            if (HALF) atomicAdd(&a.force[(size_t)x * a.stride + i], f[x]);
+            else a.force[(size_t)x * a.stride + i] += f[x];
+        }
+    md__exact_flush<FLAGS>(a.energy, e, w, bad, MD_CUDA_E_LJ, MD_CUDA_E_COUL_REAL, a.ctl, a.flags);
+}
+
+/* Arguments of the cluster kernel. */
+struct md__nb_cluster_args {
+    const float4 *xyzq;
+    const int *type;
+    const int2 *ci;
+    const int4 *sc;
+    const int4 *entries;
+    const int4 *items;
+    const unsigned int *masks;
+    const float2 *lj;
+    int ntypes;
+    long long cap_items;
+    const double *box;
+    md_fixed *force, *energy;
+    int stride;
+    long long *ctl;
+    unsigned long long *flags;
+    md_cuda_nb_fast c;
+};
+
+/* The body of the cluster kernel for one work item (see md__nb_cluster_kernel). PRUNE: the first
+ * evaluation after a build: the entry's outer i-cluster mask (bits 17-24) is computed and each
+ * entry's inner mask (bits 0-7) is rewritten to the i-clusters with an atom pair within
+ * cutoff + buffer (a ballot per i-cluster); otherwise the inner mask is used. */
+template <int W, int FLAGS, int SMEM, int PRUNE>
+static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_args &a, long long item, int wib,
+                                                           float4 (*s_xi)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
+                                                           int (*s_ti)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
+                                                           const float2 *s_lj) {
+    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, S = MD_CUDA_NB_SUPER;
+    constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
+    const int lane = threadIdx.x % W, ii = lane % CI, jj = lane / CI;
+    const unsigned vm = md__vmask<W>();
+    const int lane_base = (threadIdx.x & 31) & ~(W - 1);
+    const float fsc = (float)MD_FORCE_FIXED_SCALE;
+    const int4 it = a.items[item];
+    const int4 sc = a.sc[it.x];
+    const md_cuda_nb_fast &c = a.c;
+    const float L0 = (float)a.box[0], L1 = (float)a.box[1], L2 = (float)a.box[2];
+    const float iL0 = (float)(1.0 / a.box[0]), iL1 = (float)(1.0 / a.box[1]), iL2 = (float)(1.0 / a.box[2]);
+    float fix[S], fiy[S], fiz[S], elj = 0.0f, ecl = 0.0f, vir[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    unsigned ivalid = 0; /* bit s: atom ii of i-cluster s is real */
+    int bad = 0, npc = 0;
+    long long kept = 0; /* PRUNE: i-cluster steps kept */
+    for (int k = lane; k < S * CI; k += W) {
+        const int s = k / CI, q = k % CI;
+        float4 p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        int t = 0;
+        if (s < sc.y) {
+            const int2 at = a.ci[sc.x + s];
+            p = a.xyzq[at.x + (q < at.y ? q : 0)];
+            t = a.type[at.x + (q < at.y ? q : 0)];
+            p.w = q < at.y ? p.w * c.kc : 0.0f;
+        }
+        s_xi[wib][k] = p;
+        s_ti[wib][k] = t * a.ntypes;
+    }
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        fix[s] = fiy[s] = fiz[s] = 0.0f;
+        if (s < sc.y && ii < a.ci[sc.x + s].y) ivalid |= 1u << s;
+    }
+    __syncwarp(vm);
+    for (int e0 = it.y; e0 < it.z; e0 += W) {
+        const int4 my = e0 + lane < it.z ? a.entries[e0 + lane] : make_int4(0, 0, -1, 0);
+        const int ne = min(W, it.z - e0);
+        for (int k = 0; k < ne; k++) {
+            const unsigned info = (unsigned)__shfl_sync(vm, my.y, k, W);
+            const unsigned imask = PRUNE ? (info >> 17) & 0xffu : info & 0xffu;
+            if (!imask) continue; /* pruned away: uniform over the warp */
+            {
+                const int jf = __shfl_sync(vm, my.x, k, W);
+                const int slot = __shfl_sync(vm, my.z, k, W);
+                const unsigned sh = (info >> 8) & 31u, mi = (info >> 13) & 1u;
+                const int jc = (int)(info >> 14) & 7;
+                const int vj = jj < jc, aj = jf + (vj ? jj : 0);
+                float4 pj = a.xyzq[aj];
+                const int tj = a.type[aj];
+                const float2 *ljrow = a.lj + tj;
+                unsigned okb = vj ? ivalid : 0u, inner = 0; /* okb bit s: this lane's pair with i-cluster s may count */
+                float fjx = 0.0f, fjy = 0.0f, fjz = 0.0f;
+                if (slot >= 0) { /* an entry with exclusions or the diagonal: this lane's bit of each mask */
+                    unsigned eb = 0;
+#pragma unroll
+                    for (int s = 0; s < S; s++) eb |= ((a.masks[(size_t)slot * S + s] >> lane) & 1u) << s;
+                    okb &= eb;
+                }
+                if (!mi) {
+                    pj.x += (float)((int)(sh % 3u) - 1) * L0;
+                    pj.y += (float)((int)((sh / 3u) % 3u) - 1) * L1;
+                    pj.z += (float)((int)(sh / 9u) - 1) * L2;
+                }
+#pragma unroll
+                for (int s = 0; s < S; s++) {
+                    if (imask & (1u << s)) { /* uniform over the warp */
+                        const float4 pi = s_xi[wib][s * CI + ii];
+                        const int ti = s_ti[wib][s * CI + ii];
+                        const float2 lj = SMEM ? s_lj[ti + tj] : __ldg(ljrow + ti);
+                        float dx = pi.x - pj.x, dy = pi.y - pj.y, dz = pi.z - pj.z, r2, fs, el = 0.0f, ec = 0.0f;
+                        int ok;
+                        if (mi) { /* small boxes: minimum image per pair (uniform branch) */
+                            dx = fmaf(-L0, rintf(dx * iL0), dx);
+                            dy = fmaf(-L1, rintf(dy * iL1), dy);
+                            dz = fmaf(-L2, rintf(dz * iL2), dz);
+                        }
+                        r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
+                        ok = (int)((okb >> s) & 1u) & (r2 < c.rc2);
+                        if (PRUNE) /* keep i-cluster s if any real pair is within cutoff + buffer */
+                            inner |= ((__ballot_sync(vm, ((okb >> s) & 1u) && r2 < c.rl2) >> lane_base) & WMASK) ? 1u << s : 0u;
+                        fs = md_cuda_nb_pair_fast(&c, r2, rsqrtf(r2), pi.w * pj.w, lj.x, lj.y, FLAGS & 1, &el, &ec);
+                        fs = ok ? fs : 0.0f;
+                        fix[s] = fmaf(fs, dx, fix[s]);
+                        fiy[s] = fmaf(fs, dy, fiy[s]);
+                        fiz[s] = fmaf(fs, dz, fiz[s]);
+                        fjx = fmaf(-fs, dx, fjx);
+                        fjy = fmaf(-fs, dy, fjy);
+                        fjz = fmaf(-fs, dz, fjz);
+                        if (FLAGS & 1) {
+                            elj += ok ? el : 0.0f;
+                            ecl += ok ? ec : 0.0f;
+                        }
+                        if (FLAGS & 2) {
+                            const float gx = fs * dx, gy = fs * dy, gz = fs * dz;
+                            vir[0] = fmaf(gx, dx, vir[0]);
+                            vir[1] = fmaf(gy, dx, vir[1]);
+                            vir[2] = fmaf(gz, dx, vir[2]);
+                            vir[3] = fmaf(gy, dy, vir[3]);
+                            vir[4] = fmaf(gz, dy, vir[4]);
+                            vir[5] = fmaf(gz, dz, vir[5]);
+                        }
+                        if (FLAGS & 4) npc += ok;
+                    }
+                }
+                if (PRUNE && lane == 0) { /* this warp owns the entry: rewrite its inner mask */
+                    int4 *ent = (int4 *)&a.entries[e0 + k];
+                    ent->y = (int)((info & ~0xffu) | inner);
+                    kept += __popc(inner);
+                }
+                { /* j force over the CI lanes of atom jj: transposed, 4 shuffles, lane ii ends with component ii */
+                    float x1 = (ii & 1) ? fjy : fjx, y1 = (ii & 1) ? fjx : fjy, c2, d2;
+                    x1 += __shfl_xor_sync(vm, y1, 1, W);
+                    fjz += __shfl_xor_sync(vm, fjz, 1, W);
+                    c2 = (ii & 2) ? fjz : x1;
+                    d2 = (ii & 2) ? x1 : fjz;
+                    c2 += __shfl_xor_sync(vm, d2, 2, W);
+                    c2 += __shfl_xor_sync(vm, c2, 4, W);
+                    if (ii < 3 && vj) {
+                        const md_fixed q = md_fixed_from_float(c2, fsc);
+                        bad |= q == MD_FIXED_INVALID;
+                        if (q) atomicAdd(&a.force[(size_t)ii * a.stride + aj], q);
+                    }
+                }
+            }
+        }
+    }
+    /* i forces: reduce over the CJ lanes of each atom ii; component x by lane jj = 0, y by
+     * jj = 1 % CJ, z by jj = 2 % CJ */
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+        float v[3] = {fix[s], fiy[s], fiz[s]};
+#pragma unroll
+        for (int o = CI; o < W; o <<= 1) {
+            v[0] += __shfl_xor_sync(vm, v[0], o, W);
+            v[1] += __shfl_xor_sync(vm, v[1], o, W);
+            v[2] += __shfl_xor_sync(vm, v[2], o, W);
+        }
+        if ((ivalid >> s) & 1u) {
+            const int ai = a.ci[sc.x + s].x + ii;
+#pragma unroll
+            for (int x = 0; x < 3; x++)
+                if (jj == x % CJ) {
+                    const md_fixed q = md_fixed_from_float(v[x], fsc);
+                    bad |= q == MD_FIXED_INVALID;
+                    if (q) atomicAdd(&a.force[(size_t)x * a.stride + ai], q);
+                }
+        }
+    }
+    if (FLAGS & 1) {
+        elj = md__warp_sum_float<W>(elj, vm);
+        ecl = md__warp_sum_float<W>(ecl, vm);
+        if (lane == 0) {
+            const md_fixed ql = md_fixed_from_float(elj, (float)MD_ENERGY_FIXED_SCALE);
+            const md_fixed qc = md_fixed_from_float(ecl, (float)MD_ENERGY_FIXED_SCALE);
+            bad |= (ql == MD_FIXED_INVALID) | (qc == MD_FIXED_INVALID);
+            atomicAdd(&a.energy[MD_CUDA_E_LJ], ql);
+            atomicAdd(&a.energy[MD_CUDA_E_COUL_REAL], qc);
+        }
+    }
+    if (FLAGS & 2) {
+        /* W_ab = sum (F/r) d_a d_b is symmetric: vir holds xx, xy, xz, yy, yz, zz */
+        float s6[6];
+        for (int x = 0; x < 6; x++) s6[x] = md__warp_sum_float<W>(vir[x], vm);
+        if (lane == 0)
+            for (int x = 0; x < 9; x++) {
+                const int lo = min(x / 3, x % 3), hi = max(x / 3, x % 3);
+                atomicAdd(&a.energy[MD_CUDA_E_VIRIAL_XX + x],
+                          md_fixed_from_float(s6[lo == 0 ? hi : (lo == 1 ? hi + 2 : 5)], (float)MD_ENERGY_FIXED_SCALE));
+            }
+    }
+    if (FLAGS & 4) {
+        for (int o = W / 2; o > 0; o >>= 1) npc += __shfl_xor_sync(vm, npc, o, W);
+        if (lane == 0 && npc) atomicAdd((unsigned long long *)&a.ctl[MD__NB_CTL_PAIRS_CUT], (unsigned long long)npc);
+    }
+    if (PRUNE && lane == 0 && kept)
+        atomicAdd((unsigned long long *)&a.ctl[MD__NB_CTL_PRUNED], (unsigned long long)(kept * W));
+    if (__any_sync(vm, bad) && lane == 0) {
+        atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 2ull);
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
+    }
+}
+
+/* The cluster rungs. One (virtual) warp of W lanes per work item: a super-cluster (up to
+ * MD_CUDA_NB_SUPER i-clusters of CI atoms, staged in shared memory) and a run of its list entries.
+ * Lane = jj * CI + ii: the lane holds j atom jj of the entry's j-cluster (CJ = W / CI atoms) and
+ * pairs it with atom ii of every i-cluster the entry's mask names. Padding, the pairs a < b rule
+ * on the diagonal and exclusions are masks; r^2 >= rc^2 is a mask; no lane branches. The j force
+ * is reduced over the CI lanes of its atom with 4 shuffles (transposed: each lane ends with one
+ * component) and written by 3 lanes as fixed point, once per entry; the i forces stay in
+ * registers (one per i-cluster) until the item ends. FLAGS: 1 energy, 2 virial, 4 count pairs in
+ * the cutoff. SMEM: LJ table in shared memory (else read through L1). The first launch after a
+ * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. */
+template <int W, int FLAGS, int SMEM>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_cluster_kernel(md__nb_cluster_args a) {
+    constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_BLOCK / W;
+    extern __shared__ float2 md__nb_lj_smem[];
+    __shared__ float4 s_xi[NW][S * CI];
+    __shared__ int s_ti[NW][S * CI];
+    const int wib = threadIdx.x / W;
+    const long long item = (long long)blockIdx.x * NW + wib;
+    const int prune = a.ctl[MD__NB_CTL_PRUNE] != 0; /* the same for every block: cleared only after all */
+    long long nitems = a.ctl[MD__NB_CTL_NITEMS];
+    if (nitems > a.cap_items) nitems = a.cap_items;
+    if (SMEM) {
+        for (int k = threadIdx.x; k < a.ntypes * a.ntypes; k += blockDim.x) md__nb_lj_smem[k] = a.lj[k];
+        __syncthreads();
+    }
+    if (item < nitems) {
+        if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
+        else md__nb_cluster_item<W, FLAGS, SMEM, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
+    }
+    if (prune) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            if (atomicAdd((unsigned long long *)&a.ctl[MD__NB_CTL_KDONE], 1ull) == (unsigned long long)gridDim.x - 1) {
+                a.ctl[MD__NB_CTL_KDONE] = 0;
+                a.ctl[MD__NB_CTL_PRUNE] = 0;
+            }
+        }
+    }
+}
+
+/* The exact pairs every rung shares: Ewald exclusion corrections (every excluded pair, at its
+ * minimum image), scaled 1-4 pairs, and from thread 0 the Ewald self energy and the dispersion
+ * correction (energy E / V, virial diagonal W / V with V from the device box). The float
+ * arithmetic and per-pair fixed-point conversions of md.h's MD_NB_CPU_FIXED. */
+struct md__nb_bonded_args {
+    const float4 *xyzq;
+    const int *rank;
+    const int2 *excl_pairs;
+    int nexcl;
+    const int2 *pair14;
+    const float2 *pair14_lj;
+    int npair14;
+    float fudge_qq;
+    int lj_on, coul_on, ewald;
+    const double *box;
+    md_fixed *force, *energy;
+    int stride;
+    double self_energy, disp_e, disp_w;
+    double reach; /* cutoff (tiles) or cutoff + buffer (lists): must be at most half the box */
+    long long *ctl;
+    unsigned long long *flags;
+    md_nb_coeffs k;
+};
+
+template <int FLAGS>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_bonded_kernel(md__nb_bonded_args a) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const float fsc = (float)MD_FORCE_FIXED_SCALE, esc = (float)MD_ENERGY_FIXED_SCALE;
+    const int ne = a.ewald ? a.nexcl : 0;
+    md_fixed ex = 0, l14 = 0, c14 = 0, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int bad = 0;
+    if (t < ne + a.npair14) {
+        const md_nb_box_f32 b = md__box_f32(a.box);
+        const int2 pr = t < ne ? a.excl_pairs[t] : a.pair14[t - ne];
+        const int ia = a.rank[pr.x], ib = a.rank[pr.y];
+        const float4 pa = a.xyzq[ia], pb = a.xyzq[ib];
+        float d[3], f[3], r2, fs, el = 0.0f, ec = 0.0f;
+        r2 = md_nb_delta_f32(pa.x, pa.y, pa.z, pb.x, pb.y, pb.z, &b, d);
+        if (t < ne) {
+            fs = md_nb_excl_f32(&a.k, r2, md__fmul(pa.w, pb.w), &ec);
+            ex = md_fixed_from_float(ec, esc);
+            bad |= ex == MD_FIXED_INVALID;
+        } else {
+            const float2 lj = a.lj_on ? a.pair14_lj[t - ne] : make_float2(0.0f, 0.0f);
+            const float qq = a.coul_on ? md__fmul(a.fudge_qq, md__fmul(pa.w, pb.w)) : 0.0f;
+            fs = md_nb_pair14_f32(&a.k, r2, qq, lj.x, lj.y, &el, &ec);
+            l14 = md_fixed_from_float(el, esc);
+            c14 = md_fixed_from_float(ec, esc);
+            bad |= (l14 == MD_FIXED_INVALID) | (c14 == MD_FIXED_INVALID);
+        }
+        for (int x = 0; x < 3; x++) {
+            md_fixed q;
+            f[x] = md__fmul(fs, d[x]);
+            q = md_fixed_from_float(f[x], fsc);
+            bad |= q == MD_FIXED_INVALID;
+            atomicAdd(&a.force[(size_t)x * a.stride + ia], q);
+            atomicAdd(&a.force[(size_t)x * a.stride + ib], (md_fixed)0 - q);
+        }
+        if (FLAGS & 2)
+            for (int x = 0; x < 3; x++)
+                for (int y = 0; y < 3; y++) w[3 * x + y] = md_fixed_from_float(md__fmul(d[x], f[y]), esc);
+    }
+    if (FLAGS & 1) {
+        const md_fixed e1 = md__warp_sum_fixed<32>(ex, 0xffffffffu), e2 = md__warp_sum_fixed<32>(l14, 0xffffffffu),
+                       e3 = md__warp_sum_fixed<32>(c14, 0xffffffffu);
+        if ((threadIdx.x & 31) == 0) {
+            if (e1) atomicAdd(&a.energy[MD_CUDA_E_COUL_EXCL], e1);
+            if (e2) atomicAdd(&a.energy[MD_CUDA_E_LJ14], e2);
+            if (e3) atomicAdd(&a.energy[MD_CUDA_E_COUL14], e3);
+        }
+    }
+    if (FLAGS & 2)
+        for (int x = 0; x < 9; x++) {
+            const md_fixed v = md__warp_sum_fixed<32>(w[x], 0xffffffffu);
+            if ((threadIdx.x & 31) == 0 && v) atomicAdd(&a.energy[MD_CUDA_E_VIRIAL_XX + x], v);
+        }
+    if (t == 0) {
+        const double vol = a.box[0] * a.box[1] * a.box[2];
+        const double shortest = fmin(a.box[0], fmin(a.box[1], a.box[2]));
+        if (!(2.0 * a.reach <= shortest)) { /* the box may have changed on the device */
+            atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 1ull);
+            md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
+        }
+        if (FLAGS & 1) {
+            atomicAdd(&a.energy[MD_CUDA_E_COUL_SELF], md__fixed_from_double(a.self_energy, MD_ENERGY_FIXED_SCALE));
+            atomicAdd(&a.energy[MD_CUDA_E_LJ_DISPERSION], md__fixed_from_double(a.disp_e / vol, MD_ENERGY_FIXED_SCALE));
+        }
+        if (FLAGS & 2)
+            for (int x = 0; x < 3; x++)
+                atomicAdd(&a.energy[MD_CUDA_E_VIRIAL_XX + 4 * x], md__fixed_from_double(a.disp_w / vol, MD_ENERGY_FIXED_SCALE));
+    }
+    if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) {
+        atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 2ull);
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
+    }
+}
+
+/* -- velocity Verlet -- */
+
+/* v += F/m dt/2; x += v dt (float; the force is the fixed-point sum, converted once). */
+__global__ void md__vv_kick_drift_kernel(float4 *__restrict__ xyzq, float4 *__restrict__ vel,
+                                         const md_fixed *__restrict__ f, int stride, int n, float half_dt, float dt) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 v, p;
+    float h;
+    if (i >= n) return;
+    v = vel[i];
+    p = xyzq[i];
+    h = half_dt * v.w;
+    v.x = fmaf(h, (float)md_fixed_to_double(f[i], MD_FORCE_FIXED_SCALE), v.x);
+    v.y = fmaf(h, (float)md_fixed_to_double(f[stride + i], MD_FORCE_FIXED_SCALE), v.y);
+    v.z = fmaf(h, (float)md_fixed_to_double(f[2 * (size_t)stride + i], MD_FORCE_FIXED_SCALE), v.z);
+    p.x = fmaf(dt, v.x, p.x);
+    p.y = fmaf(dt, v.y, p.y);
+    p.z = fmaf(dt, v.z, p.z);
+    vel[i] = v;
+    xyzq[i] = p;
+}
+
+/* v += F/m dt/2, the kinetic energy into MD_CUDA_E_KINETIC, and the step counter. */
+__global__ void __launch_bounds__(256) md__vv_kick_kernel(float4 *__restrict__ vel, const md_fixed *__restrict__ f,
+                                                          int stride, int n, float half_dt, md_fixed *energy,
+                                                          long long *step) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float ke = 0.0f;
+    if (i < n) {
+        float4 v = vel[i];
+        const float h = half_dt * v.w;
+        v.x = fmaf(h, (float)md_fixed_to_double(f[i], MD_FORCE_FIXED_SCALE), v.x);
+        v.y = fmaf(h, (float)md_fixed_to_double(f[stride + i], MD_FORCE_FIXED_SCALE), v.y);
+        v.z = fmaf(h, (float)md_fixed_to_double(f[2 * (size_t)stride + i], MD_FORCE_FIXED_SCALE), v.z);
+        vel[i] = v;
+        ke = md__kinetic(v);
+    }
+    md__kinetic_block_add(ke, energy);
+    if (i == 0) *step += 1;
+}
+
+/* -- host side of the plan -- */
+
+/* E(z) = erf(sqrt z) / sqrt z and G(z) = -2 E'(z) = (E(z) - 2/sqrt(pi) e^-z) / z, in double
+ * (their series near 0, where the closed forms cancel). */
+static double md__ewald_E(double z) {
+    const double tsp = 1.1283791670955126; /* 2 / sqrt(pi) */
+    if (z < 1e-3) return tsp * (1.0 - z / 3.0 + z * z / 10.0 - z * z * z / 42.0);
+    return erf(sqrt(z)) / sqrt(z);
+}
+
+static double md__ewald_G(double z) {
+    const double tsp = 1.1283791670955126;
+    if (z < 1e-2) return 2.0 * tsp * (1.0 / 3.0 - z / 5.0 + z * z / 14.0 - z * z * z / 54.0 + z * z * z * z / 264.0);
+    return (md__ewald_E(z) - tsp * exp(-z)) / z;
+}
+
+/* Chebyshev interpolation of f on [0, zmax] at deg + 1 nodes, written as monomials in
+ * t = 2 z / zmax - 1 (constant first); returns the largest error of its float Horner evaluation
+ * (fmaf, as the kernel does) on a fine grid, relative to f(0). */
+static double md__cheb_fit(double (*f)(double), double zmax, int deg, float *out) {
+    const double pi = 3.14159265358979323846;
+    double c[MD_CUDA_NB_EWALD_DEGREE + 1], T[MD_CUDA_NB_EWALD_DEGREE + 1][MD_CUDA_NB_EWALD_DEGREE + 1];
+    double mono[MD_CUDA_NB_EWALD_DEGREE + 1], worst = 0.0, f0 = f(0.0);
+    const int N = deg + 1;
+    int k, j;
+    memset(T, 0, sizeof T);
+    memset(mono, 0, sizeof mono);
+    for (k = 0; k < N; k++) {
+        double s = 0.0;
+        for (j = 0; j < N; j++) {
+            const double x = cos(pi * (j + 0.5) / N);
+            s += f(0.5 * zmax * (x + 1.0)) * cos(pi * k * (j + 0.5) / N);
+        }
+        c[k] = 2.0 * s / N;
+    }
+    c[0] *= 0.5;
+    T[0][0] = 1.0;
+    if (N > 1) T[1][1] = 1.0;
+    for (k = 2; k < N; k++)
+        for (j = 0; j < N; j++) T[k][j] = (j > 0 ? 2.0 * T[k - 1][j - 1] : 0.0) - T[k - 2][j];
+    for (k = 0; k < N; k++)
+        for (j = 0; j < N; j++) mono[j] += c[k] * T[k][j];
+    for (j = 0; j < N; j++) out[j] = (float)mono[j];
+    for (k = 0; k <= 4000; k++) {
+        const float t = (float)(-1.0 + 2.0 * k / 4000.0);
+        float v = out[deg];
+        for (j = deg - 1; j >= 0; j--) v = fmaf(v, t, out[j]);
+        const double e = fabs((double)v - f(0.5 * zmax * ((double)t + 1.0))) / f0;
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+/* The cluster rungs' constants of resolved parameters (md_cuda_nb_fast). */
+static void md__nb_fast_make(const md_nb_params *p, md_cuda_nb_fast *c, double *fit_error) {
+    const double rc = p->cutoff, rl = p->cutoff + p->buffer;
+    int k;
+    memset(c, 0, sizeof *c);
+    *fit_error = 0.0;
+    c->rc2 = (float)(rc * rc);
+    c->rl2 = (float)(rl * rl);
+    c->t_scale = (float)(2.0 / (rc * rc));
+    c->kc = p->coul == MD_COUL_NONE ? 0.0f : (float)MD_COULOMB;
+    if (p->lj == MD_LJ_POTENTIAL_SHIFT) {
+        c->sh6 = (float)pow(rc, -6.0);
+        c->sh12 = (float)pow(rc, -12.0);
+    }
+    if (p->coul == MD_COUL_EWALD) {
+        const double b = p->ewald_beta, zmax = b * b * rc * rc;
+        float g[MD_CUDA_NB_EWALD_DEGREE + 1], e[MD_CUDA_NB_EWALD_DEGREE + 1];
+        const double e1 = md__cheb_fit(md__ewald_G, zmax, MD_CUDA_NB_EWALD_DEGREE, g);
+        const double e2 = md__cheb_fit(md__ewald_E, zmax, MD_CUDA_NB_EWALD_DEGREE, e);
+        for (k = 0; k <= MD_CUDA_NB_EWALD_DEGREE; k++) {
+            c->g[k] = (float)((double)g[k] * b * b * b);
+            c->e[k] = (float)((double)e[k] * b);
+        }
+        *fit_error = e1 > e2 ? e1 : e2;
+    } else if (p->coul == MD_COUL_REACTION_FIELD) {
+        const double krf = p->epsilon_rf == 0.0 ? 0.5 / (rc * rc * rc)
+                                                : (p->epsilon_rf - 1.0) / ((2.0 * p->epsilon_rf + 1.0) * rc * rc * rc);
+        const double crf = 1.0 / rc + krf * rc * rc;
+        c->g[0] = (float)(2.0 * krf);
+        c->e[0] = (float)(crf - 0.5 * krf * rc * rc); /* c_rf - k_rf r^2 with r^2 = rc^2 (t + 1) / 2 */
+        c->e[1] = (float)(-0.5 * krf * rc * rc);
+    }
+}
+
+static int md__nb_is_cluster(md_nb_variant v) { return v == MD_NB_GPU_CLUSTER || v == MD_NB_GPU_CLUSTER_SMEM; }
+
+void md_cuda_nb_plan_destroy(md_cuda_nb_plan *p) {
+    if (!p) return;
+    md_cuda_cell_list_destroy(&p->cells);
+    md_cuda_free(p->d_ic_count);
+    md_cuda_free(p->d_ic_start);
+    md_cuda_free(p->d_sc_count);
+    md_cuda_free(p->d_sc_start);
+    md_cuda_free(p->d_scan_temp);
+    md_cuda_free(p->d_ci);
+    md_cuda_free(p->d_ci_cell);
+    md_cuda_free(p->d_sc);
+    md_cuda_free(p->d_bb);
+    md_cuda_free(p->d_ref);
+    md_cuda_free(p->d_exn);
+    md_cuda_free(p->d_exl);
+    md_cuda_free(p->d_entries);
+    md_cuda_free(p->d_items);
+    md_cuda_free(p->d_masks);
+    md_cuda_free(p->d_nb);
+    md_cuda_free(p->d_nbn);
+    md_cuda_free(p->d_lj_scaled);
+    md_cuda_free(p->d_tmp4);
+    md_cuda_free(p->d_tmpi);
+    md_cuda_free(p->d_tmpf);
+    md_cuda_free(p->d_ctl);
+    md_cuda_free_pinned(p->h_ctl);
+    if (p->ev[0]) (void)cudaEventDestroy(p->ev[0]);
+    if (p->ev[1]) (void)cudaEventDestroy(p->ev[1]);
+    memset(p, 0, sizeof *p);
+}
+
+/* (Re)allocate the capacity-sized list arrays of a plan: entries, items, masks (cluster) or the
+ * neighbour list (Verlet); zeroed, so a list never holds an index outside the state. */
+static md_status md__nb_alloc_lists(md_cuda_nb_plan *p, cudaStream_t st) {
+    md_status s;
+    md_cuda_free(p->d_entries);
+    md_cuda_free(p->d_items);
+    md_cuda_free(p->d_masks);
+    md_cuda_free(p->d_nb);
+    p->d_entries = NULL;
+    p->d_items = NULL;
+    p->d_masks = NULL;
+    p->d_nb = NULL;
+    if (md__nb_is_cluster(p->variant)) {
+        if ((s = md_cuda_alloc((void **)&p->d_entries, (size_t)p->cap_entries, sizeof(int4), "cluster-pair entries")) != MD_OK ||
+            (s = md_cuda_alloc((void **)&p->d_items, (size_t)p->cap_items, sizeof(int4), "work items")) != MD_OK ||
+            (s = md_cuda_alloc((void **)&p->d_masks, (size_t)p->cap_excl * MD_CUDA_NB_SUPER, sizeof(unsigned), "exclusion masks")) != MD_OK)
+            return s;
+        MD_CUDA_TRY(cudaMemsetAsync(p->d_entries, 0, (size_t)p->cap_entries * sizeof(int4), st));
+        MD_CUDA_TRY(cudaMemsetAsync(p->d_items, 0, (size_t)p->cap_items * sizeof(int4), st));
+    } else if (p->variant == MD_NB_GPU_FULL_LIST || p->variant == MD_NB_GPU_HALF_LIST) {
+        if ((s = md_cuda_alloc((void **)&p->d_nb, (size_t)p->max_nb * p->stride, sizeof(int), "neighbour list")) != MD_OK) return s;
+        MD_CUDA_TRY(cudaMemsetAsync(p->d_nb, 0, (size_t)p->max_nb * p->stride * sizeof(int), st));
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_variant variant,
+                                 const md_nb_params *params, const md_cuda_nb_opts *opts) {
+    const char *fn = "md_cuda_nb_plan_create";
+    md_cuda_nb_plan t;
+    md_status st;
+    double rlist, vol, rho, edge, per_sc;
+    long long cells = 1;
+    int d, dev = 0, devwarp = 32, cluster, sort;
+    if (!p) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is NULL");
+    memset(p, 0, sizeof *p);
+    if (!md_nb_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "variant", "%s is not a GPU rung (md_nb_compute runs it)",
+                            md_nb_variant_name(variant));
+    if (!s || !s->d_xyzq || s->n < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "has no atoms (md_cuda_state_upload first)");
+    memset(&t, 0, sizeof t);
+    t.variant = variant;
+    if ((st = md_nb_params_resolve(params, &t.params)) != MD_OK) return st;
+    if ((st = md_nb_coeffs_make(&t.params, &t.coeffs)) != MD_OK) return st;
+    if ((st = md_nb_check_box(fn, &t.params, s->box)) != MD_OK) return st;
+    cluster = md__nb_is_cluster(variant);
+    sort = variant != MD_NB_GPU_TILES;
+    if (opts) t.opts = *opts;
+    if (t.opts.sort_interval == 0) t.opts.sort_interval = 100;
+    MD_CUDA_TRY(cudaGetDevice(&dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&devwarp, cudaDevAttrWarpSize, dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&t.sm_count, cudaDevAttrMultiProcessorCount, dev));
+    t.warp = t.opts.warp ? t.opts.warp : devwarp;
+    if (cluster) {
+        if (t.params.lj == MD_LJ_FORCE_SWITCH)
+            return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "lj", "the cluster rungs have no force switch: use the exact rungs");
+        if (t.warp != 8 && t.warp != 16 && t.warp != 32)
+            return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "warp",
+                                "%d lanes: the cluster kernels are instantiated for 8, 16 and 32 (add an instantiation)",
+                                t.warp);
+        if (variant == MD_NB_GPU_CLUSTER_SMEM && t.warp != 32)
+            return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "warp", "MD_NB_GPU_CLUSTER_SMEM is instantiated for 32 lanes only");
+        if (variant == MD_NB_GPU_CLUSTER_SMEM && s->ntypes > MD_CUDA_NB_SMEM_TYPES)
+            return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "ntypes", "%d LJ types do not fit shared memory (at most %d)",
+                                s->ntypes, MD_CUDA_NB_SMEM_TYPES);
+        md__nb_fast_make(&t.params, &t.fast, &t.fit_error);
+        if (t.fit_error > MD_CUDA_NB_EWALD_MAX_FIT_ERROR)
+            return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "ewald_tolerance",
+                                "beta rc = %g: the degree-%d Ewald polynomials fit to %.1e only (limit %.0e); use a "
+                                "larger tolerance or an exact rung",
+                                t.params.ewald_beta * t.params.cutoff, MD_CUDA_NB_EWALD_DEGREE, t.fit_error,
+                                MD_CUDA_NB_EWALD_MAX_FIT_ERROR);
+    }
+    t.cj = t.warp / MD_CUDA_NB_CI;
+    if (t.cj < 1) t.cj = 1;
+    t.capacity = s->capacity;
+    t.stride = s->stride;
+    t.sorted_epoch = -1;
+    t.ff_epoch = -1;
+    /* sizes from the uploaded box and density */
+    rlist = t.params.cutoff + t.params.buffer;
+    vol = s->box[0] * s->box[1] * s->box[2];
+    rho = (double)s->n / vol;
+    for (d = 0; d < 3; d++) {
+        long long g = (long long)floor(s->box[d] / rlist);
+        cells *= g < 1 ? 1 : (g > 1024 ? 1024 : g);
+    }
+    cells = 2 * cells + 64;
+    if (cells > (1 << 19)) cells = 1 << 19;
+    t.cap_ic = (int)((t.capacity + MD_CUDA_NB_CI - 1) / MD_CUDA_NB_CI + cells + 8);
+    t.cap_sc = (int)(t.cap_ic / MD_CUDA_NB_SUPER + cells + 8);
+    t.excl_width = s->max_excl > 0 ? s->max_excl : 1;
+    edge = cbrt((double)(MD_CUDA_NB_CI * MD_CUDA_NB_SUPER) / rho);
+    per_sc = rho / t.cj * pow(edge + 2.0 * rlist + 0.4, 3.0) * 0.65;
+    t.cap_entries = t.opts.list_capacity > 0 ? t.opts.list_capacity
+                                             : (long long)(per_sc * ((double)t.capacity / 64.0 + (double)cells)) + 1024;
+    t.chunk = t.opts.chunk > 0 ? t.opts.chunk
+                               : (int)fmax(8.0, fmin(64.0, (double)t.cap_entries / 1.6 / (t.sm_count * 16.0 + 1.0)));
+    t.cap_items = t.cap_entries / t.chunk + t.cap_sc + 64;
+    t.cap_excl = t.opts.excl_capacity > 0 ? t.opts.excl_capacity : (long long)t.cap_ic * 4 * (4 / t.cj) + 1024;
+    t.max_nb = t.opts.max_neighbors > 0
+                   ? t.opts.max_neighbors
+                   : (int)(rho * 4.0 / 3.0 * 3.14159265358979 * rlist * rlist * rlist * 1.5) + 32;
+    if (sort) {
+        if ((st = md_cuda_cell_list_create(&t.cells, t.capacity, (int)cells, 12)) != MD_OK) goto fail;
+        if ((st = md_cuda_alloc((void **)&t.d_ic_count, (size_t)cells + 1, sizeof(int), "i-clusters per cell")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_ic_start, (size_t)cells + 1, sizeof(int), "first i-clusters")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_sc_count, (size_t)cells + 1, sizeof(int), "super-clusters per cell")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_sc_start, (size_t)cells + 1, sizeof(int), "first super-clusters")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_ci, (size_t)t.cap_ic, sizeof(int2), "i-clusters")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_ci_cell, (size_t)t.cap_ic, sizeof(int), "i-cluster cells")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_sc, (size_t)t.cap_sc, sizeof(int4), "super-clusters")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_bb, 2 * (size_t)t.cap_ic * (MD_CUDA_NB_CI / t.cj), sizeof(float4), "bounding boxes")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_ref, (size_t)t.capacity, sizeof(float4), "reference positions")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_nbn, (size_t)t.capacity, sizeof(int), "neighbour counts")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_tmp4, 2 * (size_t)t.capacity, sizeof(float4), "sort scratch")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_tmpi, 2 * (size_t)t.capacity, sizeof(int), "sort scratch")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&t.d_tmpf, 3 * (size_t)t.stride, sizeof(md_fixed), "sort scratch")) != MD_OK)
+            goto fail;
+        {
+            cudaError_t e = cub::DeviceScan::ExclusiveSum(NULL, t.scan_temp_bytes, t.d_ic_count, t.d_ic_start, (int)cells + 1);
+            if (e != cudaSuccess) {
+                st = md_cuda_error(e, "cub::DeviceScan::ExclusiveSum (size query)", __FILE__, __LINE__);
+                goto fail;
+            }
+            if ((st = md_cuda_alloc(&t.d_scan_temp, t.scan_temp_bytes ? t.scan_temp_bytes : 1, 1, "CUB scan storage")) != MD_OK)
+                goto fail;
+        }
+    }
+    if ((st = md_cuda_alloc((void **)&t.d_exn, (size_t)t.capacity, sizeof(int), "exclusion counts")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_exl, (size_t)t.excl_width * t.stride, sizeof(int), "exclusion partners")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&t.d_ctl, MD__NB_CTL_WORDS, sizeof(long long), "plan control words")) != MD_OK ||
+        (st = md_cuda_alloc_pinned((void **)&t.h_ctl, MD__NB_CTL_WORDS, sizeof(long long), "plan control mirror")) != MD_OK)
+        goto fail;
+    if (cluster) {
+        t.lj_ntypes = s->ntypes;
+        if ((st = md_cuda_alloc((void **)&t.d_lj_scaled, (size_t)s->ntypes * s->ntypes, sizeof(float2), "scaled LJ table")) != MD_OK)
+            goto fail;
+    }
+    if ((st = md__nb_alloc_lists(&t, s->q.stream)) != MD_OK) goto fail;
+    if (t.opts.time_kernel) {
+        cudaError_t e = cudaEventCreate(&t.ev[0]);
+        if (e == cudaSuccess) e = cudaEventCreate(&t.ev[1]);
+        if (e != cudaSuccess) {
+            st = md_cuda_error(e, "cudaEventCreate", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    memset(t.h_ctl, 0, MD__NB_CTL_WORDS * sizeof(long long));
+    t.h_ctl[MD__NB_CTL_REBUILD] = 1;
+    {
+        cudaError_t e = cudaMemcpyAsync(t.d_ctl, t.h_ctl, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice,
+                                        s->q.stream);
+        if (e == cudaSuccess && sort) e = cudaMemsetAsync(t.d_nbn, 0, (size_t)t.capacity * sizeof(int), s->q.stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(s->q.stream);
+        if (e != cudaSuccess) {
+            st = md_cuda_error(e, "cudaMemcpyAsync/cudaStreamSynchronize(plan create)", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    t.h_ctl[MD__NB_CTL_REBUILD] = 0;
+    *p = t;
+    return MD_OK;
+fail:
+    md_cuda_nb_plan_destroy(&t);
+    return st;
+}
+
+/* Enqueue the spatial sort: cell list (CUB radix sort), the state permuted (every atom wrapped
+ * into the box), clusters and super-clusters per cell (CUB scans), the exclusion index, and a
+ * rebuild. The state's epoch moves on. */
+static md_status md__nb_sort(md_cuda_nb_plan *p, md_cuda_state *s) {
+    const cudaStream_t st = s->q.stream;
+    const int n = s->n, cc = p->cells.cap_cells;
+    const int nb = (n + 255) / 256;
+    size_t bytes;
+    md_status r;
+    if ((r = md_cuda_cell_list_enqueue(&p->cells, s->d_xyzq, n, s->d_box, p->params.cutoff + p->params.buffer, st,
+                                       s->q.d_flags, s->d_order)) != MD_OK)
+        return r;
+    MD_CUDA_LAUNCH(md__nb_permute_kernel, nb, 256, 0, st, p->cells.d_idx_sorted, n, s->stride, p->cells.d_grid,
+                   s->d_xyzq, s->d_vel_invmass, s->d_type, s->d_order, s->d_force, p->d_tmp4, p->d_tmp4 + p->capacity,
+                   p->d_tmpi, p->d_tmpi + p->capacity, p->d_tmpf);
+    MD_CUDA_LAUNCH(md__nb_unpermute_kernel, nb, 256, 0, st, n, s->stride, p->d_tmp4, p->d_tmp4 + p->capacity, p->d_tmpi,
+                   p->d_tmpi + p->capacity, p->d_tmpf, s->d_xyzq, s->d_vel_invmass, s->d_type, s->d_order, s->d_rank,
+                   s->d_force);
+    MD_CUDA_LAUNCH(md__nb_cluster_count_kernel, (cc + 1 + 255) / 256, 256, 0, st, p->cells.d_cell_start,
+                   p->cells.d_grid, cc, p->d_ic_count, p->d_sc_count);
+    bytes = p->scan_temp_bytes;
+    MD_CUDA_TRY(cub::DeviceScan::ExclusiveSum(p->d_scan_temp, bytes, p->d_ic_count, p->d_ic_start, cc + 1, st));
+    bytes = p->scan_temp_bytes;
+    MD_CUDA_TRY(cub::DeviceScan::ExclusiveSum(p->d_scan_temp, bytes, p->d_sc_count, p->d_sc_start, cc + 1, st));
+    MD_CUDA_LAUNCH(md__nb_cluster_fill_kernel, (cc + 255) / 256, 256, 0, st, p->cells.d_cell_start, p->cells.d_grid,
+                   p->d_ic_start, p->d_sc_start, p->d_ci, p->d_ci_cell, p->d_sc);
+    MD_CUDA_LAUNCH(md__nb_excl_index_kernel, nb, 256, 0, st, n, s->stride, s->d_order, s->d_rank, s->d_excl_start,
+                   s->d_excl, p->d_exn, p->d_exl);
+    MD_CUDA_TRY(cudaMemsetAsync(p->d_ctl + MD__NB_CTL_REBUILD, 1, 1, st));
+    s->epoch++;
+    p->sorted_epoch = s->epoch;
+    p->stats.sorts++;
+    p->steps_since_sort = 0;
+    return MD_OK;
+}
+
+typedef void (*md__nb_exact_fn)(md__nb_exact_args);
+typedef void (*md__nb_cluster_fn)(md__nb_cluster_args);
+typedef void (*md__nb_bonded_fn)(md__nb_bonded_args);
+
+/* A kernel's registry name with its template arguments written out (evaluated at registration only). */
+static const char *md__nb_kname(char *buf, size_t cap, const char *base, int a, int b, int c) {
+    if (c >= 0) snprintf(buf, cap, "%s<%d, %d, %d>", base, a, b, c);
+    else if (c == -2) snprintf(buf, cap, "%s<%d, %d>", base, a, b);
+    else snprintf(buf, cap, "%s<%d>", base, a);
+    return buf;
+}
+
+/* The cluster kernel for a warp, `what` flags (0 forces, 1 + energy, 3 + virial) and table
+ * placement. Only these are instantiated: 32 lanes (the hardware warp) for every flag and
+ * both tables, plus counting; the virtual warps of 8 and 16 lanes (tests) with energy and virial. */
+static md__nb_cluster_fn md__nb_cluster_pick(int warp, int flags, int smem) {
+    if (warp == 8) return md__nb_cluster_kernel<8, 3, 0>;
+    if (warp == 16) return md__nb_cluster_kernel<16, 3, 0>;
+    if (flags == 5) return md__nb_cluster_kernel<32, 5, 0>;
+    if (smem) return flags == 0 ? md__nb_cluster_kernel<32, 0, 1> : flags == 1 ? md__nb_cluster_kernel<32, 1, 1>
+                                                                               : md__nb_cluster_kernel<32, 3, 1>;
+    return flags == 0 ? md__nb_cluster_kernel<32, 0, 0> : flags == 1 ? md__nb_cluster_kernel<32, 1, 0>
+                                                                     : md__nb_cluster_kernel<32, 3, 0>;
+}
+
+md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what) {
+    const char *fn = "md_cuda_nb_enqueue";
+    const int cluster = p ? md__nb_is_cluster(p->variant) : 0;
+    int flags = (int)(what & 3u), n;
+    if (flags == 2) flags = 3; /* a virial comes with the energies (fewer kernels to compile) */
+    cudaStream_t st;
+    char nm[96];
+    if (!p || !p->d_ctl) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not made (md_cuda_nb_plan_create)");
+    if (!s || !s->d_xyzq || s->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "has no atoms");
+    if (s->capacity != p->capacity || s->stride != p->stride)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "has capacity %d, the plan was made for %d", s->capacity,
+                            p->capacity);
+    if (s->max_excl > p->excl_width || (cluster && s->ntypes > p->lj_ntypes))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s",
+                            "the uploaded topology has more exclusions per atom (%d) or LJ types (%d) than the plan "
+                            "was made for (%d, %d): make the plan again",
+                            s->max_excl, s->ntypes, p->excl_width, p->lj_ntypes);
+    st = s->q.stream;
+    n = s->n;
+    if (cluster && p->ff_epoch != s->ff_epoch) {
+        const int cnt = s->ntypes * s->ntypes;
+        MD_CUDA_LAUNCH(md__nb_scale_lj_kernel, (cnt + 255) / 256, 256, 0, st, s->d_lj, cnt,
+                       p->params.lj != MD_LJ_NONE, p->d_lj_scaled);
+        p->ff_epoch = s->ff_epoch;
+    }
+    if (p->variant == MD_NB_GPU_TILES) {
+        if (p->sorted_epoch != s->epoch) {
+            MD_CUDA_LAUNCH(md__nb_excl_index_kernel, (n + 255) / 256, 256, 0, st, n, s->stride, s->d_order, s->d_rank,
+                           s->d_excl_start, s->d_excl, p->d_exn, p->d_exl);
+            p->sorted_epoch = s->epoch;
+        }
+    } else {
+        const int R = MD_CUDA_NB_CI / p->cj;
+        const float rlist = (float)(p->params.cutoff + p->params.buffer);
+        const float half = (float)(0.5 * p->params.buffer);
+        const unsigned bb_blocks = (unsigned)(((long long)p->cap_ic * R + 255) / 256);
+        md_status r;
+        if (((what & MD_CUDA_NB_SORT) || p->sorted_epoch != s->epoch) && (r = md__nb_sort(p, s)) != MD_OK) return r;
+        if (what & MD_CUDA_NB_REBUILD) MD_CUDA_TRY(cudaMemsetAsync(p->d_ctl + MD__NB_CTL_REBUILD, 1, 1, st));
+        MD_CUDA_LAUNCH(md__nb_disp_kernel, (n + 255) / 256, 256, 0, st, s->d_xyzq, p->d_ref, n, s->d_box, half * half,
+                       p->d_ctl, s->q.d_flags, s->d_order, p->cells.d_grid);
+        switch (p->cj) {
+        case 1:
+            MD_CUDA_LAUNCH((md__nb_bbox_kernel<1>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
+                           p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
+                           s->d_order);
+            break;
+        case 2:
+            MD_CUDA_LAUNCH((md__nb_bbox_kernel<2>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
+                           p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
+                           s->d_order);
+            break;
+        default:
+            MD_CUDA_LAUNCH((md__nb_bbox_kernel<4>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
+                           p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
+                           s->d_order);
+        }
+        if (cluster) {
+            md__nb_search_args a;
+            const unsigned blocks = (unsigned)(((long long)p->cap_sc * p->warp + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
+            a.bb = p->d_bb;
+            a.ci = p->d_ci;
+            a.sc = p->d_sc;
+            a.ic_start = p->d_ic_start;
+            a.sc_start = p->d_sc_start;
+            a.cap_cells = p->cells.cap_cells;
+            a.grid = p->cells.d_grid;
+            a.exn = p->d_exn;
+            a.exl = p->d_exl;
+            a.stride = s->stride;
+            a.entries = p->d_entries;
+            a.items = p->d_items;
+            a.masks = p->d_masks;
+            a.cap_entries = p->cap_entries;
+            a.cap_items = p->cap_items;
+            a.cap_excl = p->cap_excl;
+            a.chunk = p->chunk;
+            a.ctl = p->d_ctl;
+            a.flags = s->q.d_flags;
+            a.rlist = rlist;
+            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+        } else {
+            const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
+            if (p->variant == MD_NB_GPU_HALF_LIST)
+                MD_CUDA_LAUNCH((md__nb_verlet_search_kernel<1>), blocks, MD_CUDA_NB_BLOCK, 0, st, s->d_xyzq, n,
+                               p->cells.d_cell_start, p->cells.d_grid, s->d_box, p->d_exn, p->d_exl, s->stride, p->d_nb,
+                               p->d_nbn, p->max_nb, p->d_ctl, s->q.d_flags, rlist);
+            else
+                MD_CUDA_LAUNCH((md__nb_verlet_search_kernel<0>), blocks, MD_CUDA_NB_BLOCK, 0, st, s->d_xyzq, n,
+                               p->cells.d_cell_start, p->cells.d_grid, s->d_box, p->d_exn, p->d_exl, s->stride, p->d_nb,
+                               p->d_nbn, p->max_nb, p->d_ctl, s->q.d_flags, rlist);
+        }
+    }
+    if (cluster) {
+        md__nb_cluster_args a;
+        const int nw = MD_CUDA_NB_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
+        const unsigned blocks = (unsigned)((p->cap_items + nw - 1) / nw);
+        const size_t sbytes = smem ? (size_t)s->ntypes * s->ntypes * sizeof(float2) : 0;
+        md__nb_cluster_fn k;
+        a.xyzq = s->d_xyzq;
+        a.type = s->d_type;
+        a.ci = p->d_ci;
+        a.sc = p->d_sc;
+        a.entries = p->d_entries;
+        a.items = p->d_items;
+        a.masks = p->d_masks;
+        a.lj = p->d_lj_scaled;
+        a.ntypes = s->ntypes;
+        a.cap_items = p->cap_items;
+        a.box = s->d_box;
+        a.force = s->d_force;
+        a.energy = s->d_energy;
+        a.stride = s->stride;
+        a.ctl = p->d_ctl;
+        a.flags = s->q.d_flags;
+        a.c = p->fast;
+        if ((what & MD_CUDA_NB_COUNT) && p->warp == 32 && !smem) {
+            MD_CUDA_TRY(cudaMemsetAsync(p->d_ctl + MD__NB_CTL_PAIRS_CUT, 0, sizeof(long long), st));
+            flags = 5;
+        } else if (p->warp != 32) {
+            flags = 3;
+        }
+        k = md__nb_cluster_pick(p->warp, flags, smem);
+        if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
+        MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_cluster_kernel", p->warp, flags, smem), blocks,
+                             MD_CUDA_NB_BLOCK, sbytes, st, a);
+        if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
+    } else {
+        md__nb_exact_args a;
+        const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
+        md__nb_exact_fn k;
+        const char *base;
+        a.xyzq = s->d_xyzq;
+        a.type = s->d_type;
+        a.order = s->d_order;
+        a.lj = s->d_lj;
+        a.ntypes = s->ntypes;
+        a.n = n;
+        a.stride = s->stride;
+        a.exn = p->d_exn;
+        a.exl = p->d_exl;
+        a.nb = p->d_nb;
+        a.nbn = p->d_nbn;
+        a.box = s->d_box;
+        a.force = s->d_force;
+        a.energy = s->d_energy;
+        a.ctl = p->d_ctl;
+        a.flags = s->q.d_flags;
+        a.k = p->coeffs;
+        if (p->variant == MD_NB_GPU_TILES) {
+            base = "md__nb_tiles_kernel";
+            k = flags == 0 ? md__nb_tiles_kernel<0> : flags == 1 ? md__nb_tiles_kernel<1> : md__nb_tiles_kernel<3>;
+        } else if (p->variant == MD_NB_GPU_FULL_LIST) {
+            base = "md__nb_list_kernel";
+            k = flags == 0 ? md__nb_list_kernel<0, 0> : flags == 1 ? md__nb_list_kernel<1, 0> : md__nb_list_kernel<3, 0>;
+        } else {
+            base = "md__nb_list_kernel";
+            k = flags == 0 ? md__nb_list_kernel<0, 1> : flags == 1 ? md__nb_list_kernel<1, 1> : md__nb_list_kernel<3, 1>;
+        }
+        if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
+        MD_CUDA_LAUNCH_NAMED(k, p->variant == MD_NB_GPU_TILES ? md__nb_kname(nm, sizeof nm, base, flags, 0, -1)
+                                : md__nb_kname(nm, sizeof nm, base, flags, p->variant == MD_NB_GPU_HALF_LIST, -2),
+                             blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+        if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
+    }
+    {
+        md__nb_bonded_args b;
+        const int bf = flags & 3;
+        const int total = (p->params.coul == MD_COUL_EWALD ? s->nexcl_pairs : 0) + s->npair14;
+        const unsigned blocks = (unsigned)((total + MD_CUDA_NB_BLOCK) / MD_CUDA_NB_BLOCK);
+        const double rc = p->params.cutoff, pre = 2.0 * 3.14159265358979323846 * (double)n * (double)n;
+        const int disp = p->params.dispersion_correction && p->params.lj != MD_LJ_NONE;
+        md__nb_bonded_fn k = bf == 0 ? md__nb_bonded_kernel<0> : bf == 1 ? md__nb_bonded_kernel<1> : md__nb_bonded_kernel<3>;
+        b.xyzq = s->d_xyzq;
+        b.rank = s->d_rank;
+        b.excl_pairs = s->d_excl_pairs;
+        b.nexcl = s->nexcl_pairs;
+        b.pair14 = s->d_pair14;
+        b.pair14_lj = s->d_pair14_lj;
+        b.npair14 = s->npair14;
+        b.fudge_qq = s->fudge_qq;
+        b.lj_on = p->params.lj != MD_LJ_NONE;
+        b.coul_on = p->params.coul != MD_COUL_NONE;
+        b.ewald = p->params.coul == MD_COUL_EWALD;
+        b.box = s->d_box;
+        b.force = s->d_force;
+        b.energy = s->d_energy;
+        b.stride = s->stride;
+        b.self_energy = b.ewald ? -MD_COULOMB * p->params.ewald_beta / sqrt(3.14159265358979323846) * s->sum_q2 : 0.0;
+        b.disp_e = disp ? pre * (s->disp_c12 / (9.0 * pow(rc, 9.0)) - s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
+        b.disp_w = disp ? pre * (4.0 * s->disp_c12 / (9.0 * pow(rc, 9.0)) - 2.0 * s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
+        b.reach = p->variant == MD_NB_GPU_TILES ? p->params.cutoff : p->params.cutoff + p->params.buffer;
+        b.ctl = p->d_ctl;
+        b.flags = s->q.d_flags;
+        b.k = p->coeffs;
+        MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_bonded_kernel", bf, 0, -1), blocks, MD_CUDA_NB_BLOCK, 0,
+                             st, b);
+    }
+    p->stats.evaluations++;
+    return MD_OK;
+}
+
+md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *e) {
+    const char *fn = "md_cuda_nb_plan_poll";
+    md_status st;
+    unsigned long long detail = 0;
+    const long long *h;
+    if (!p || !p->d_ctl) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not made (md_cuda_nb_plan_create)");
+    if (!s || !s->d_energy) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made (md_cuda_state_create)");
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_ctl, p->d_ctl, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyDeviceToHost,
+                                s->q.stream));
+    st = md_cuda_state_poll(s, e, NULL);
+    h = p->h_ctl;
+    p->stats.rebuilds = h[MD__NB_CTL_REBUILDS];
+    p->stats.entries = h[MD__NB_CTL_NENTRIES];
+    p->stats.work_items = h[MD__NB_CTL_NITEMS];
+    p->stats.masked_entries = h[MD__NB_CTL_NEXCL];
+    p->stats.computed_pairs = !md__nb_is_cluster(p->variant) ? h[MD__NB_CTL_NENTRIES]
+                              : h[MD__NB_CTL_PRUNED] ? h[MD__NB_CTL_PRUNED] : h[MD__NB_CTL_COMPUTED];
+    p->stats.computed_unpruned = md__nb_is_cluster(p->variant) ? h[MD__NB_CTL_COMPUTED] : p->stats.computed_pairs;
+    p->stats.pairs_in_cutoff = h[MD__NB_CTL_PAIRS_CUT];
+    if (p->ev[0]) {
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, p->ev[0], p->ev[1]) == cudaSuccess) p->stats.kernel_s = 1e-3 * ms;
+        else (void)cudaGetLastError();
+    }
+    {
+        int bits = (int)h[MD__NB_CTL_ESCAPE_LAST];
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        p->stats.escape = f;
+    }
+    if (st != MD_ERR_RANGE) return st;
+    if (h[MD__NB_CTL_REASON]) MD_CUDA_TRY(cudaMemsetAsync(p->d_ctl + MD__NB_CTL_REASON, 0, sizeof(long long), s->q.stream));
+    if (md_cuda_queue_flag(&s->q, MD_CUDA_FLAG_NONFINITE, &detail))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq", "atom %llu (caller numbering) has a non-finite coordinate", detail);
+    if (h[MD__NB_CTL_REASON] & 1)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "cutoff",
+                            "cutoff%s = %g nm is more than half the shortest box edge: the minimum image would miss pairs",
+                            p->variant == MD_NB_GPU_TILES ? "" : " + buffer",
+                            p->variant == MD_NB_GPU_TILES ? p->params.cutoff : p->params.cutoff + p->params.buffer);
+    if (md_cuda_queue_flag(&s->q, MD_CUDA_FLAG_OVERFLOW, &detail)) {
+        if (h[MD__NB_CTL_NEED_ENTRIES] > p->cap_entries)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "list_capacity",
+                                "the cluster-pair list needs %lld entries, capacity %lld: call md_cuda_nb_plan_grow",
+                                h[MD__NB_CTL_NEED_ENTRIES], p->cap_entries);
+        if (h[MD__NB_CTL_NEED_ITEMS] > p->cap_items)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "chunk", "the list needs %lld work items, capacity %lld: call md_cuda_nb_plan_grow",
+                                h[MD__NB_CTL_NEED_ITEMS], p->cap_items);
+        if (h[MD__NB_CTL_NEED_EXCL] > p->cap_excl)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "excl_capacity",
+                                "the list needs %lld exclusion masks, capacity %lld: call md_cuda_nb_plan_grow",
+                                h[MD__NB_CTL_NEED_EXCL], p->cap_excl);
+        if (h[MD__NB_CTL_NEED_NB] > p->max_nb)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "max_neighbors",
+                                "an atom has %lld neighbours within cutoff + buffer, the list holds %d: call md_cuda_nb_plan_grow",
+                                h[MD__NB_CTL_NEED_NB], p->max_nb);
+        return md_set_error(MD_ERR_RANGE, fn, 0, "capacity", "a capacity was exceeded (%llu needed)", detail);
+    }
+    if (h[MD__NB_CTL_REASON] & 2)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq",
+                            "a pair force or energy overflows the fixed-point range (overlapping atoms?)");
+    return st;
+}
+
+md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown) {
+    const char *fn = "md_cuda_nb_plan_grow";
+    long long *h;
+    int g = 0;
+    md_status st;
+    if (grown) *grown = 0;
+    if (!p || !p->d_ctl || !s || !s->q.stream)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p/s", "is not made");
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_ctl, p->d_ctl, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyDeviceToHost,
+                                s->q.stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
+    h = p->h_ctl;
+    if (h[MD__NB_CTL_NEED_ENTRIES] > p->cap_entries) {
+        p->cap_entries = h[MD__NB_CTL_NEED_ENTRIES] + h[MD__NB_CTL_NEED_ENTRIES] / 4 + 1024;
+        g = 1;
+    }
+    if (g || h[MD__NB_CTL_NEED_ITEMS] > p->cap_items) {
+        long long want = p->cap_entries / p->chunk + p->cap_sc + 64;
+        long long need = h[MD__NB_CTL_NEED_ITEMS] + h[MD__NB_CTL_NEED_ITEMS] / 4 + 64;
+        p->cap_items = want > need ? want : need;
+        g = 1;
+    }
+    if (h[MD__NB_CTL_NEED_EXCL] > p->cap_excl) {
+        p->cap_excl = h[MD__NB_CTL_NEED_EXCL] + h[MD__NB_CTL_NEED_EXCL] / 4 + 1024;
+        g = 1;
+    }
+    if (h[MD__NB_CTL_NEED_NB] > p->max_nb) {
+        p->max_nb = (int)(h[MD__NB_CTL_NEED_NB] + h[MD__NB_CTL_NEED_NB] / 4 + 8);
+        g = 1;
+    }
+    if (!g) return MD_OK;
+    if ((st = md__nb_alloc_lists(p, s->q.stream)) != MD_OK) return st;
+    h[MD__NB_CTL_NEED_ENTRIES] = h[MD__NB_CTL_NEED_ITEMS] = h[MD__NB_CTL_NEED_EXCL] = h[MD__NB_CTL_NEED_NB] = 0;
+    h[MD__NB_CTL_NENTRIES] = h[MD__NB_CTL_NITEMS] = h[MD__NB_CTL_NEXCL] = 0;
+    h[MD__NB_CTL_REBUILD] = 1;
+    MD_CUDA_TRY(cudaMemcpyAsync(p->d_ctl, h, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice, s->q.stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
+    if (grown) *grown = 1;
+    return MD_OK;
+}
+
+/* One thread spins until `cycles` SM clock cycles have passed. */
+__global__ void md__hold_kernel(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+md_status md_cuda_hold_stream(cudaStream_t stream, double microseconds) {
+    int khz = 0;
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    MD_CUDA_LAUNCH(md__hold_kernel, 1, 1, 0, stream, (long long)(microseconds * 1e-3 * khz));
+    return MD_OK;
+}
+
+md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, int nsteps, unsigned what) {
+    const char *fn = "md_cuda_vv_enqueue";
+    md_status st;
+    int k, nb;
+    if (!s || !s->d_xyzq || s->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "has no atoms");
+    if (!p || !p->d_ctl) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not made (md_cuda_nb_plan_create)");
+    if (!(dt > 0.0) || !isfinite(dt)) return md_set_error(MD_ERR_RANGE, fn, 0, "dt", "must be finite and > 0 (got %g)", dt);
+    if (nsteps < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nsteps", "must be >= 0 (got %d)", nsteps);
+    nb = (s->n + 255) / 256;
+    if (!s->forces_valid) {
+        if ((st = md_cuda_state_zero(s)) != MD_OK || (st = md_cuda_nb_enqueue(p, s, what)) != MD_OK) return st;
+        s->forces_valid = 1;
+    }
+    for (k = 0; k < nsteps; k++) {
+        unsigned w = what;
+        MD_CUDA_LAUNCH(md__vv_kick_drift_kernel, nb, 256, 0, s->q.stream, s->d_xyzq, s->d_vel_invmass, s->d_force,
+                       s->stride, s->n, (float)(0.5 * dt), (float)dt);
+        if ((st = md_cuda_state_zero(s)) != MD_OK) return st;
+        if (p->opts.sort_interval > 0 && ++p->steps_since_sort >= p->opts.sort_interval) w |= MD_CUDA_NB_SORT;
+        if ((st = md_cuda_nb_enqueue(p, s, w)) != MD_OK) return st;
+        MD_CUDA_LAUNCH(md__vv_kick_kernel, nb, 256, 0, s->q.stream, s->d_vel_invmass, s->d_force, s->stride, s->n,
+                       (float)(0.5 * dt), s->d_energy, s->d_step);
+    }
+    return MD_OK;
 }
 
 /* ---- pme ---- */

@@ -6,7 +6,8 @@
 #   tests.log       every build/tests/gpu_* with MD_REQUIRE_GPU=1
 #   ceilings.json   build/bench/ceilings: one md_ceilings/1 JSON line
 #   chapters.log    the ceilings table and every GPU chapter program's output
-#   bench.jsonl     one md_bench/1 JSON line per chapter rung (--json)
+#   bench.jsonl     one md_bench/1 JSON line per chapter rung (--json), and the peers' md_peer/1 lines
+#                   (freud's RDF of chapter 05's frame, bench/peers.py)
 #   profile.txt     Nsight Compute: the warp stall reasons of chapter 03's gpu_gather and gpu_const
 #                   (tests/gpu_profile.sh), then ncu's section text of both kernels
 #   sanitizer.log   every GPU test under compute-sanitizer memcheck and racecheck (MD_SANITIZE=1)
@@ -136,6 +137,35 @@ for c in build/chapters/*; do
   else record PASS "$n" "$STEP_T" ""; fi
 done
 
+# ---- peers: freud's RDF of chapter 05's GPU frame (97,556 atoms, rmax 1.5 nm, 300 bins), same machine ----
+# The wheels carried in .whl/ (bench/README.md) go into a temporary folder; freud is then timed by
+# bench/peers.py on the frame chapter 05 writes, and its md_peer/1 line joins bench.jsonl, so the
+# summary can put gpu_cell's time beside it.
+if [ -x build/chapters/05_histograms ]; then
+  n="peer freud-rdf (chapter 05 frame)"
+  PEERPY="$TMPD/py"
+  if ls .whl/*.whl > /dev/null 2>&1; then
+    { python3 -m pip install --no-index --find-links .whl --target "$PEERPY" freud-analysis \
+        || python3 -m pip install --no-index --find-links .whl --no-deps --target "$PEERPY" freud-analysis rowan parsnip-cif; } \
+      >> "$OUT/chapters.log" 2>&1
+  fi
+  if run_step "$n" 150 "$OUT/chapters.log" bash -c '
+      set -e
+      build/chapters/05_histograms --write-xyz "$1/frame.xyz" > "$1/frame.txt"
+      cat "$1/frame.txt"
+      box=$(sed -n "s/.*cubic box \([0-9.]*\) nm.*/\1/p" "$1/frame.txt")
+      PYTHONPATH="$2${PYTHONPATH:+:$PYTHONPATH}" python3 bench/peers.py freud-rdf --xyz "$1/frame.xyz" --box "$box" \
+        --rmax 1.5 --bins 300 --threads "$(nproc)" > "$1/freud.jsonl"
+      cat "$1/freud.jsonl"' _ "$TMPD" "$PEERPY"; then
+    if [ "$STEP_RC" -eq 0 ] && [ -s "$TMPD/freud.jsonl" ]; then
+      cat "$TMPD/freud.jsonl" >> "$OUT/bench.jsonl"
+      record PASS "$n" "$STEP_T" "$(tail -n 1 "$TMPD/freud.jsonl" | cut -c1-120)"
+    else
+      record FAIL "$n" "$STEP_T" "$STEP_NOTE; $(grep -m1 -E 'Error|error|No module' "$TMPD/step.out" | cut -c1-150)"
+    fi
+  fi
+fi
+
 # ---- Nsight Compute: the stall reasons of gpu_gather and gpu_const (tutorial 03) -------------
 if [ "$BENCH_ONLY" -eq 0 ]; then
   rm -f "$OUT/profile.txt"
@@ -221,6 +251,16 @@ for c in load(sys.argv[1]):
     print("   DRAM copy %s B/s   cudaMemcpy D2D %s B/s   launch %s s   graph node %s s" % (
         g(c.get("dram_bytes_per_s")), g(c.get("memcpy_bytes_per_s")), g(c.get("launch_s")), g(c.get("graph_node_s"))))
 rows = load(sys.argv[2])
+peers = [r for r in rows if r.get("schema") == "md_peer/1"]
+rows = [r for r in rows if r.get("schema") != "md_peer/1"]
+for p in peers:
+    print("-- peer %s %s: %s s per %s (%s atoms, %s threads)" % (p.get("peer"), p.get("what"), g(p.get("s_per_frame", p.get("s_per_step"))),
+          "frame" if "s_per_frame" in p else "step", g(p.get("atoms")), g(p.get("threads"))))
+    if p.get("what") == "rdf":
+        cell = [b for b in rows if b.get("chapter") == "05_histograms" and b.get("variant") == "gpu_cell"]
+        if cell and cell[0].get("time_s"):
+            print("   chapter 05 gpu_cell: %s s per frame = %.1fx %s (same frame, same run)" % (
+                g(cell[0]["time_s"]), p["s_per_frame"] / cell[0]["time_s"], p.get("peer")))
 print("-- bench (%d lines in %s)" % (len(rows), sys.argv[2]))
 if rows:
     print("   %-26s %-26s %11s %-16s %9s %9s" % ("chapter", "variant", "rate", "unit", "ceil_frac", "error"))

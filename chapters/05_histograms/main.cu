@@ -7,6 +7,7 @@
  *   gpu_shared    one shared-memory histogram per block, B tiles in shared memory
  *   gpu_warp      one shared-memory histogram per warp
  *   gpu_passes    the shared kernel in passes over bin ranges (for big histograms)
+ *   gpu_cell      a GPU cell list (cells >= rmax, CUB radix sort): only neighbouring cells
  *   exercise      your kernel (exercise.cu)
  *
  * System: a disordered FCC crystal at the density of liquid argon (lattice 0.5719 nm,
@@ -24,7 +25,9 @@
  * Without nvcc the Makefile compiles this file as C11 (the GPU parts sit inside
  * #ifdef __CUDACC__): the CPU rows run and the GPU tables print SKIP.
  *
- *   build/chapters/05_histograms [--quick] [--json FILE] [--reps N] */
+ *   build/chapters/05_histograms [--quick] [--json FILE] [--reps N] [--write-xyz FILE]
+ * --write-xyz FILE writes the GPU table's frame (97,556 atoms; --quick: 2,048) as XYZ (Angstrom),
+ * prints its box edge and exits, so bench/peers.py freud-rdf times freud on the same frame. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #ifdef __CUDACC__
@@ -218,16 +221,17 @@ static const ladder_ops rdf_ops = {NULL, rdf_poison, rdf_run, rdf_check, rdf_tim
  * table carry the suffix "_dense" in the table and the JSON. */
 #ifdef __CUDACC__
 static int gpu_part(const ladder_opts *o, int cells, int dense) {
-    static const int rungs[5] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES, MD_RDF_GPU_WARP};
+    static const int rungs[6] = {MD_RDF_GPU_GLOBAL, MD_RDF_GPU_SHARED, MD_RDF_GPU_WARP, MD_RDF_GPU_PASSES, MD_RDF_GPU_CELL,
+                                 MD_RDF_GPU_WARP};
     md_cuda_device_info info;
     md_system s;
     rdf_case c;
-    ladder_rung_row rows[6];
+    ladder_rung_row rows[7];
     ladder_measure m;
     double pairs, smem_ceiling = NAN, in_range, ceiling = NAN, rmax;
     uint64_t total = 0;
     ladder l;
-    char title[256], dev[300], names[6][32];
+    char title[256], dev[300], names[7][32];
     int v, k, reps = o->reps ? o->reps : (o->quick ? 3 : (dense ? 5 : 11)), failed;
     cudaError_t e;
     if (!md_cuda_available()) {
@@ -239,13 +243,13 @@ static int gpu_part(const ladder_opts *o, int cells, int dense) {
         return 1;
     }
     snprintf(dev, sizeof dev, "%s", info.name);
-    for (v = 0; v < 6; v++) {
+    for (v = 0; v < 7; v++) {
         snprintf(names[v], sizeof names[v], "%s%s",
-                 v == 0 ? "cpu_private" : v < 5 ? md_rdf_variant_name((md_rdf_variant)rungs[v - 1]) : "exercise",
+                 v == 0 ? "cpu_private" : v < 6 ? md_rdf_variant_name((md_rdf_variant)rungs[v - 1]) : "exercise",
                  dense ? "_dense" : "");
         rows[v].variant = v == 0 ? MD_RDF_CPU_PRIVATE : rungs[v - 1];
         rows[v].name = names[v];
-        rows[v].launcher = v == 5 ? LADDER_FN(exercise_rdf) : NULL;
+        rows[v].launcher = v == 6 ? LADDER_FN(exercise_rdf) : NULL;
         rows[v].split = 0;
     }
     pairs = 0.5 * (double)s.n * (double)(s.n - 1);
@@ -287,9 +291,9 @@ static int gpu_part(const ladder_opts *o, int cells, int dense) {
     printf("    %.4f of the pairs are inside rmax (one shared atomic each)\n", in_range);
     m.ceiling = ceiling;
     m.reps = reps;
-    for (v = 1; v < 6 && c.have_ref; v++) {
+    for (v = 1; v < 7 && c.have_ref; v++) {
         if (!ladder_selected(&l, names[v])) continue;
-        if (v == 5 && (double)total > 4294967295.0) { /* the exercise: 32-bit counts of one launch must not wrap */
+        if (v == 6 && (double)total > 4294967295.0) { /* the exercise: 32-bit counts of one launch must not wrap */
             ladder_row_skip(&l, names[v], "this frame's counts could overflow a 32-bit bin in one launch");
             continue;
         }
@@ -359,10 +363,39 @@ static int cpu_part(const ladder_opts *o, int cells) {
     return failed;
 }
 
+/* --write-xyz FILE: the GPU table's frame as XYZ (Angstrom), for bench/peers.py freud-rdf. */
+static int write_frame(const char *path, int cells) {
+    md_system s;
+    char comment[128];
+    if (disordered_fcc(&s, cells) != MD_OK) {
+        fprintf(stderr, "frame: %s\n", md_last_error());
+        return 1;
+    }
+    snprintf(comment, sizeof comment, "disordered FCC, %d^3 cells, cubic box %.6f nm, seed %d", cells, s.box[0], LADDER_SEED);
+    if (md_write_xyz(path, &s, comment, 0) != MD_OK) {
+        fprintf(stderr, "frame: %s\n", md_last_error());
+        md_system_free(&s);
+        return 1;
+    }
+    printf("wrote %s: %d atoms, cubic box %.6f nm (rmax %.2f nm, %d bins)\n", path, s.n, s.box[0], RMAX, NBINS);
+    md_system_free(&s);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     ladder_opts o;
-    int failed, rc = ladder_parse(&o, argc, argv, "RDF histogram ladder: CPU rungs, then GPU rungs when a device exists.");
+    const char *xyz = NULL;
+    int failed, rc, k, m;
+    for (k = 1, m = 1; k < argc; k++) { /* take --write-xyz FILE out before the common options */
+        if (strcmp(argv[k], "--write-xyz") == 0 && k + 1 < argc) xyz = argv[++k];
+        else argv[m++] = argv[k];
+    }
+    argc = m;
+    rc = ladder_parse(&o, argc, argv,
+                      "RDF histogram ladder: CPU rungs, then GPU rungs when a device exists.\n"
+                      "  --write-xyz FILE  write the GPU table's frame as XYZ and exit (for bench/peers.py freud-rdf)");
     if (rc) return rc > 0 ? 0 : 2;
+    if (xyz) return write_frame(xyz, o.quick ? 8 : 29); /* the frame only, no ladder */
     if (o.atoms || o.grid[0]) printf("note: --atoms and --grid are for the Coulomb chapters; ignored here\n");
     failed = cpu_part(&o, o.quick ? 6 : 12);
     failed |= gpu_part(&o, o.quick ? 8 : 29, 0);
