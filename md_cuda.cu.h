@@ -70,6 +70,12 @@
  *             gather, md_cuda_pme (one call), md_cuda_pme_locate, md_cuda_pme_bspline:
  *             particle-mesh Ewald with cuFFT, forces and energy added in 64-bit
  *             fixed point
+ *   graph     md_cuda_graph_capture, md_cuda_graph_walk, the comparator registry
+ *             (md_cuda_graph_register, MD_CUDA_GRAPH_RULES, md_cuda_graph_rules),
+ *             md_cuda_graph_compare, md_cuda_graph_cache_capture/launch/destroy,
+ *             md_cuda_graph_kernel_node/_set (arguments set per launch),
+ *             md_cuda_graph_cond_handle/node/from_word, md_cuda_graph_loop (IF and WHILE
+ *             nodes decided on the device): CUDA graphs of enqueues (chapter 09)
  *   sched     md_cuda_sched_run (tasks run sequentially, on threads or as coroutines),
  *             md_cuda_task_begin/wait/barrier, md_cuda_sched_stats (GPU busy fraction
  *             from events, per-task counters that show starvation): many replicas on
@@ -1482,6 +1488,339 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
         w[0] = md__fmul(md__fmul(div, 1.0f - dr), w[0]);
     }
 }
+
+/* ======================================================================== */
+/* graph: CUDA graphs of enqueues (chapter 09)                              */
+/* ======================================================================== */
+
+/* CUDA GRAPHS OF AN ENQUEUE. An enqueue (section "plans") only launches work on one stream, so it
+ * can be captured into a CUDA graph and the graph launched instead: one host call for the whole
+ * step. This section holds what chapter 09 builds on that:
+ *
+ *   capture     md_cuda_graph_capture: an enqueue callback (md_cuda_bench_fn, the type
+ *               md_cuda_bench times) captured on its stream into a graph.
+ *   walk        md_cuda_graph_walk: every node of a graph (child graphs included) with its type,
+ *               kernel, launch shape and arguments, in a fixed order.
+ *   registry    md_cuda_graph_register / MD_CUDA_GRAPH_RULES: how each kernel's arguments compare
+ *               (must match, may differ, ignore), keyed by the kernel's function pointer (the key
+ *               of the launch registry, md_cuda_kernel_register); offsets and sizes come from
+ *               cudaFuncGetParamInfo. An unregistered kernel compares bytewise: every argument
+ *               must match.
+ *   compare     md_cuda_graph_compare: may a new graph update the executable one
+ *               (cudaGraphExecUpdate), or must it be instantiated anew, and why (the node and
+ *               the argument that decided).
+ *   cache       md_cuda_graph_cache: capture, compare, then keep, update or instantiate; counts
+ *               each.
+ *   dynamic     md_cuda_graph_kernel_node / md_cuda_graph_kernel_node_set: explicit kernel nodes
+ *               added into a capture, whose arguments are then set on the executable graph
+ *               (cudaGraphExecKernelNodeSetParams) without capturing again.
+ *   conditional md_cuda_graph_cond_handle, md_cuda_graph_cond_node, md_cuda_graph_cond_from_word,
+ *               md_cuda_graph_loop: IF and WHILE nodes whose condition a kernel sets on the
+ *               device (cudaGraphSetConditional), so one host launch runs a whole loop.
+ *
+ * Captures use cudaStreamCaptureModeThreadLocal: other threads may go on calling CUDA. A graph
+ * holds kernel arguments by value: a pointer argument keeps pointing at the buffer it was
+ * captured with, so after a plan reallocates a buffer (a grow) its enqueue is captured again,
+ * and the comparison sees the new pointer.
+ *
+ * What the comparison cannot see, and so never calls identical: the arguments of a kernel the
+ * runtime has no parameter information for (cudaFuncGetParamInfo fails) and the bodies of
+ * conditional nodes (the CUDA 13.0 runtime has no call that returns them). Such nodes make a
+ * graph updatable at best, and cudaGraphExecUpdate decides. Kernel node attributes (priority,
+ * cluster shape) are not compared. */
+
+/** @brief How one kernel argument (or a kernel node's launch shape) may differ between a new
+ *  graph and the executable graph it would update. */
+typedef enum md_cuda_param_rule {
+    MD_CUDA_PARAM_MUST_MATCH = 0, /**< letter 'M': a difference means instantiating anew. For sizes, counts,
+                                       anything the launch shape or the graph's topology was derived from */
+    MD_CUDA_PARAM_MAY_DIFFER,     /**< letter 'D': a difference is updated by cudaGraphExecUpdate. For
+                                       buffers, step numbers, scalars that only feed arithmetic */
+    MD_CUDA_PARAM_IGNORE          /**< letter 'I': never compared, so a difference alone leaves the executable
+                                       graph with the OLD value. Only for an argument the results do not depend on */
+} md_cuda_param_rule;
+
+/** @brief Most parameters of a kernel the comparator handles; a kernel with more compares as one
+ *  without parameter information (updatable at best). */
+#define MD_CUDA_GRAPH_MAX_PARAMS 32
+/** @brief Most kernels the comparator registry holds (rules and parameter layouts); past it,
+ *  registration fails and layouts are queried again at every lookup. */
+#define MD_CUDA_GRAPH_REGISTRY_MAX 256
+/** @brief Bytes of a family name md_cuda_graph_family keeps, the NUL included (longer names are cut). */
+#define MD_CUDA_GRAPH_FAMILY_MAX 64
+
+/** @brief A kernel's parameter layout and comparison rules, as the comparator uses them
+ *  (md_cuda_graph_rules). */
+typedef struct md_cuda_kernel_rules {
+    const void *func;                                  /**< the kernel (host function pointer) */
+    int registered;                                    /**< 1: rules from md_cuda_graph_register; 0: the bytewise default */
+    int nparams;                                       /**< parameters, from cudaFuncGetParamInfo (-1: no information) */
+    size_t offset[MD_CUDA_GRAPH_MAX_PARAMS];           /**< offset of each in the device-side parameter layout (bytes) */
+    size_t size[MD_CUDA_GRAPH_MAX_PARAMS];             /**< size of each (bytes) */
+    md_cuda_param_rule rule[MD_CUDA_GRAPH_MAX_PARAMS]; /**< rule of each */
+    md_cuda_param_rule launch;                         /**< rule of the launch shape (grid, block, dynamic shared memory) */
+    char family[MD_CUDA_GRAPH_FAMILY_MAX];             /**< md_cuda_graph_family's family ("" if none) */
+} md_cuda_kernel_rules;
+
+/** @brief Register how the arguments of kernel @p func compare: @p rules has one letter per
+ *  parameter, in order: 'M' (MD_CUDA_PARAM_MUST_MATCH), 'D' (MD_CUDA_PARAM_MAY_DIFFER) or 'I'
+ *  (MD_CUDA_PARAM_IGNORE); @p launch is the rule of the node's grid, block and dynamic shared
+ *  memory. Makes no CUDA call: the number of letters is checked against cudaFuncGetParamInfo when
+ *  the comparator first looks the kernel up (md_cuda_graph_rules), which then fails naming the
+ *  kernel. Registering the same rules again does nothing.
+ *
+ *  Errors (MD_ERR_INVALID_ARGUMENT): NULL @p func or @p rules, a letter other than M, D or I, more
+ *  than MD_CUDA_GRAPH_MAX_PARAMS letters, @p launch not a rule, @p func already registered with
+ *  other rules; a full registry (MD_ERR_OUT_OF_MEMORY). */
+md_status md_cuda_graph_register(const void *func, const char *rules, md_cuda_param_rule launch);
+
+/** @brief Register @p kernel's comparator rules once per call site (md_cuda_graph_register), beside
+ *  its launch; on failure return the md_status from the enclosing function. After the first
+ *  time it costs one relaxed atomic load. */
+#define MD_CUDA_GRAPH_RULES(kernel, rules, launch)                                                 \
+    do {                                                                                           \
+        static std::atomic<int> md__ruled_(0);                                                     \
+        if (!md__ruled_.load(std::memory_order_relaxed)) {                                         \
+            md_status md__rs_ = md_cuda_graph_register((const void *)(kernel), (rules), (launch)); \
+            if (md__rs_ != MD_OK) return md__rs_;                                                  \
+            md__ruled_.store(1, std::memory_order_relaxed);                                        \
+        }                                                                                          \
+    } while (0)
+
+/** @brief The layout and rules the comparator uses for kernel @p func: its registered rules, or,
+ *  for an unregistered kernel, MD_CUDA_PARAM_MUST_MATCH for every parameter and the launch shape
+ *  (bytewise). Offsets and sizes come from cudaFuncGetParamInfo, asked once per kernel and kept;
+ *  nparams is -1 when the runtime has none for @p func. Errors: NULL arguments; registered rules
+ *  whose letters are not as many as the kernel's parameters (MD_ERR_INVALID_ARGUMENT, naming the
+ *  kernel and both counts). */
+md_status md_cuda_graph_rules(const void *func, md_cuda_kernel_rules *out);
+
+/** @brief Put kernel @p func in the family @p family (copied): kernels of one family with the same
+ *  parameter layout (count, offsets and sizes from cudaFuncGetParamInfo) may replace one another
+ *  in a kernel node, and the comparison then calls the node updatable (cudaGraphExecUpdate and
+ *  cudaGraphExecKernelNodeSetParams may change a node's kernel within one module) and compares
+ *  the arguments by the new kernel's rules. For the instantiations of one template that differ
+ *  in what they compute, not in their arguments (a kernel with and without energies). Without
+ *  a family, a kernel replaced by another means instantiating anew. Makes no CUDA call.
+ *  Errors (MD_ERR_INVALID_ARGUMENT): NULL or empty arguments, @p func already in another family;
+ *  a full registry (MD_ERR_OUT_OF_MEMORY). */
+md_status md_cuda_graph_family(const void *func, const char *family);
+
+/** @brief Capture what @p enqueue(@p ctx, @p stream) enqueues on @p stream into a new graph
+ *  (cudaStreamBeginCapture in cudaStreamCaptureModeThreadLocal, cudaStreamEndCapture). The
+ *  capture is always ended, also when @p enqueue fails; on failure *@p graph is NULL and the
+ *  status is @p enqueue's or the capture's. @p stream must not be the legacy default stream. The
+ *  caller destroys the graph (cudaGraphDestroy). */
+md_status md_cuda_graph_capture(cudaStream_t stream, md_cuda_bench_fn enqueue, void *ctx, cudaGraph_t *graph);
+
+/** @brief One node as md_cuda_graph_walk shows it. The argument pointers point into the graph's
+ *  own storage: valid during the visit only. */
+typedef struct md_cuda_graph_node {
+    int index;              /**< position in the walk of its graph (0, 1, ...) */
+    int depth;              /**< 0: the walked graph; 1: a child graph of it; ... */
+    cudaGraphNode_t node;   /**< the node */
+    cudaGraphNodeType type; /**< its type */
+    int ndeps;              /**< its dependencies (edges into it) */
+    const void *func;       /**< kernel nodes: the kernel (else NULL) */
+    const char *name;       /**< kernel nodes: md_cuda_kernel_name(func), NULL if not in the launch registry */
+    dim3 grid;              /**< kernel nodes: grid */
+    dim3 block;             /**< kernel nodes: block */
+    unsigned int smem;      /**< kernel nodes: dynamic shared memory (bytes) */
+    int nparams;            /**< kernel nodes: parameters (cudaFuncGetParamInfo; -1: unknown) */
+    void **args;            /**< kernel nodes: pointers to the nparams argument values (NULL when unknown) */
+} md_cuda_graph_node;
+
+/** @brief A visitor of md_cuda_graph_walk: return MD_OK to go on, anything else to stop the walk,
+ *  which then returns it. */
+typedef md_status (*md_cuda_graph_visit_fn)(void *ctx, const md_cuda_graph_node *node);
+
+/** @brief Visit every node of @p graph in the walk order: the order of cudaGraphGetNodes, which for
+ *  a captured graph is the order the work was enqueued. A child-graph node is visited, then the
+ *  nodes of its graph (depth + 1). Errors: NULL arguments, CUDA errors, or the visitor's status. */
+md_status md_cuda_graph_walk(cudaGraph_t graph, md_cuda_graph_visit_fn visit, void *ctx);
+
+/** @brief What md_cuda_graph_compare decided. */
+typedef enum md_cuda_graph_match {
+    MD_CUDA_GRAPH_IDENTICAL = 0, /**< nothing compared differs: launch the executable graph as it is */
+    MD_CUDA_GRAPH_UPDATABLE,     /**< same topology, differences only where allowed: cudaGraphExecUpdate */
+    MD_CUDA_GRAPH_REINSTANTIATE  /**< a difference that must not be updated: instantiate the new graph */
+} md_cuda_graph_match;
+
+/** @brief The name of a verdict: "identical", "updatable" or "re-instantiate". */
+const char *md_cuda_graph_match_name(md_cuda_graph_match match);
+
+/** @brief The verdict of md_cuda_graph_compare, with its reason. */
+typedef struct md_cuda_graph_verdict {
+    md_cuda_graph_match match; /**< the decision */
+    int node;                  /**< walk index, in the top-level graph, of the node that decided (-1: the
+                                    graph as a whole, e.g. its node count) */
+    int param;                 /**< the argument of that node that decided (-1: not an argument: the
+                                    topology, the node type, the kernel, the launch shape) */
+    const void *func;          /**< that node's kernel (NULL: not a kernel node) */
+    int differing;             /**< nodes whose compared values differ */
+    int nodes;                 /**< nodes compared (child graphs included) */
+    char reason[320];          /**< one sentence naming the node, its kernel and the argument */
+} md_cuda_graph_verdict;
+
+/** @brief Compare graph @p b (newly captured) with graph @p a (the one the executable graph was made
+ *  or last updated from), node by node in the walk order:
+ *  - the topology: the node and edge counts, every node's type and every edge (as walk indices,
+ *    with its edge data) must match, else MD_CUDA_GRAPH_REINSTANTIATE;
+ *  - kernel nodes: the kernel must be the same (else re-instantiate); each argument is compared
+ *    bytewise over its size (cudaFuncGetParamInfo) and a difference counts as its registered
+ *    rule says (md_cuda_graph_register; unregistered: must match); the launch shape likewise;
+ *  - memset nodes: destination and value may differ, width, height, pitch and element size must
+ *    match; memcpy nodes: the pointers may differ, extent, pitches, positions and kind must
+ *    match; event nodes: the event may differ; host nodes: function and data may differ; child
+ *    graphs are compared recursively; other nodes (conditionals among them) are updatable at best.
+ *  The verdict is the strongest difference found; its reason names the first node that has it.
+ *  Errors: NULL arguments, CUDA errors, a registered kernel whose rules do not fit it. */
+md_status md_cuda_graph_compare(cudaGraph_t a, cudaGraph_t b, md_cuda_graph_verdict *verdict);
+
+/** @brief The kernel nodes that differ (kernel, launch shape or any argument byte) between graphs
+ *  @p a and @p b of the same topology, paired as md_cuda_graph_compare pairs them: node k of the
+ *  list is @p in_a[k] in @p a and @p in_b[k] in @p b (arrays of @p cap), their number in
+ *  *@p count. These are the nodes whose parameters must be set to turn an executable graph of
+ *  @p a into one of @p b (md_cuda_graph_exec_set_kernels): a step's kernels whose arguments
+ *  change between kinds of step. Errors: NULL arguments; a difference in topology, in a node
+ *  that is not a kernel node or inside a child graph, or more than @p cap nodes
+ *  (MD_ERR_INVALID_ARGUMENT, naming it); CUDA errors. */
+md_status md_cuda_graph_kernel_diff(cudaGraph_t a, cudaGraph_t b, cudaGraphNode_t *in_a, cudaGraphNode_t *in_b, int cap,
+                                    int *count);
+
+/** @brief For k < @p count: give node @p in_exec[k] of executable graph @p exec (a node of the graph
+ *  @p exec was instantiated from) the kernel, launch shape and arguments of kernel node
+ *  @p src[k] of any graph (cudaGraphKernelNodeGetParams, cudaGraphExecKernelNodeSetParams): the
+ *  per-step parameter update of chapter 09's rung 3, with no capture. Errors: NULL arguments,
+ *  CUDA errors (a kernel change CUDA does not allow among them). */
+md_status md_cuda_graph_exec_set_kernels(cudaGraphExec_t exec, const cudaGraphNode_t *in_exec, const cudaGraphNode_t *src,
+                                         int count);
+
+/** @brief What an md_cuda_graph_cache does with a new capture. */
+typedef enum md_cuda_graph_policy {
+    MD_CUDA_GRAPH_POLICY_COMPARE = 0,  /**< compare with the registry: keep, update or instantiate anew */
+    MD_CUDA_GRAPH_POLICY_REINSTANTIATE /**< instantiate every capture anew (chapter 09's rung 2) */
+} md_cuda_graph_policy;
+
+/** @brief An executable graph kept across captures: the graph it was made or last updated from,
+ *  the executable graph, the last verdict and counters. A zeroed cache is empty with
+ *  MD_CUDA_GRAPH_POLICY_COMPARE; set md_cuda_graph_cache::policy before the first capture for the
+ *  other. Used from one host thread at a time. */
+typedef struct md_cuda_graph_cache {
+    md_cuda_graph_policy policy; /**< what to do with a new capture */
+    cudaGraph_t graph;           /**< the graph @c exec was made or last updated from (owned) */
+    cudaGraphExec_t exec;        /**< the executable graph (owned) */
+    md_cuda_graph_verdict last;  /**< the verdict of the last capture */
+    long long captures;          /**< captures so far */
+    long long instantiations;    /**< cudaGraphInstantiate calls, the first included */
+    long long updates;           /**< captures applied by cudaGraphExecUpdate */
+    long long identical;         /**< captures found identical (nothing done) */
+    long long refused;           /**< updates cudaGraphExecUpdate refused (then instantiated anew) */
+    long long launches;          /**< md_cuda_graph_cache_launch calls */
+    void *snap;                  /**< internal: what the comparison read of @c graph */
+} md_cuda_graph_cache;
+
+/** @brief Capture @p enqueue(@p ctx, @p stream) and bring the executable graph up to date. The
+ *  first capture is instantiated (and uploaded, cudaGraphUpload); a later one, with
+ *  MD_CUDA_GRAPH_POLICY_COMPARE, is compared with the kept graph and then dropped (identical),
+ *  applied by cudaGraphExecUpdate (updatable; should CUDA refuse, counted in
+ *  md_cuda_graph_cache::refused and instantiated anew) or instantiated anew, the new graph then
+ *  being kept; with MD_CUDA_GRAPH_POLICY_REINSTANTIATE it is instantiated anew. Re-instantiations
+ *  avoided = identical + updates. Launches nothing. Errors: those of the capture, the comparison
+ *  and CUDA; on failure the cache keeps its previous executable graph. */
+md_status md_cuda_graph_cache_capture(md_cuda_graph_cache *c, cudaStream_t stream, md_cuda_bench_fn enqueue,
+                                      void *ctx);
+
+/** @brief Launch the cache's executable graph on @p stream (cudaGraphLaunch). Errors: an empty cache
+ *  (MD_ERR_INVALID_ARGUMENT), CUDA errors. */
+md_status md_cuda_graph_cache_launch(md_cuda_graph_cache *c, cudaStream_t stream);
+
+/** @brief Free the cache's graphs and zero it; safe on a zeroed cache. It does not wait for
+ *  launches in flight: synchronise their stream first. */
+void md_cuda_graph_cache_destroy(md_cuda_graph_cache *c);
+
+/** @brief Launch kernel @p func (@p grid x @p block threads, @p smem bytes of dynamic shared
+ *  memory, @p nargs arguments: @p args[i] points to a value of exactly the kernel's i-th parameter
+ *  type, as for cudaLaunchKernel) on @p stream; when @p stream is capturing, as an explicit kernel
+ *  node: it is added to the graph being captured after the capture's current dependencies
+ *  (cudaStreamGetCaptureInfo, cudaGraphAddNode with their edge data), made the stream's only
+ *  dependency (cudaStreamUpdateCaptureDependencies) and written to *@p node, so that its
+ *  arguments can later be set on the executable graph (md_cuda_graph_kernel_node_set) without
+ *  capturing again. When @p stream is not capturing the kernel is launched (cudaLaunchKernel) and
+ *  *@p node is NULL. Registers @p func under @p name (may be NULL) in the launch registry.
+ *
+ *  A node handle is valid while its graph lives: with an md_cuda_graph_cache, use
+ *  MD_CUDA_GRAPH_POLICY_REINSTANTIATE (every capture is kept), or keep the handles of the
+ *  capture the cache kept. Errors: NULL @p func or @p node, @p nargs not the kernel's parameter
+ *  count (when the runtime knows it), CUDA errors. */
+md_status md_cuda_graph_kernel_node(cudaStream_t stream, const void *func, const char *name, dim3 grid, dim3 block,
+                                    unsigned int smem, void **args, int nargs, cudaGraphNode_t *node);
+
+/** @brief Set the arguments and launch shape of kernel node @p node in executable graph @p exec
+ *  (cudaGraphExecKernelNodeSetParams): the next launch of @p exec runs @p func with them. The
+ *  arguments as for md_cuda_graph_kernel_node; @p func must be the node's kernel. Only the
+ *  executable graph changes, not the graph it came from: so a cache whose executable is set this
+ *  way should not also compare new captures (policy MD_CUDA_GRAPH_POLICY_COMPARE), which would
+ *  compare them with the captured arguments, not the ones set. Errors: NULL arguments, CUDA
+ *  errors. */
+md_status md_cuda_graph_kernel_node_set(cudaGraphExec_t exec, cudaGraphNode_t node, const void *func, dim3 grid,
+                                        dim3 block, unsigned int smem, void **args, int nargs);
+
+/** @brief In a capture on @p stream: create a conditional handle on the graph being captured
+ *  (cudaGraphConditionalHandleCreate). With @p assign_default non-zero, every launch of the graph
+ *  starts with the condition at @p default_value; otherwise it holds what a kernel last set.
+ *  Errors: @p stream not capturing (MD_ERR_INVALID_ARGUMENT), CUDA errors. */
+md_status md_cuda_graph_cond_handle(cudaStream_t stream, unsigned int default_value, int assign_default,
+                                    cudaGraphConditionalHandle *handle);
+
+/** @brief In a capture on @p stream: add a conditional node of @p type on @p handle after the work
+ *  captured so far (the work captured after it depends on it). cudaGraphCondTypeIf: its body runs
+ *  once if the condition is non-zero; cudaGraphCondTypeWhile: its body runs again and again while
+ *  the condition is non-zero, checked before every pass. The body is what @p body(@p ctx,
+ *  @p body_stream) enqueues, captured into the node's body graph (cudaStreamBeginCaptureToGraph)
+ *  on @p body_stream, a stream of the caller's that is not capturing. A kernel sets the condition
+ *  on the device with cudaGraphSetConditional(handle, value). Writes the node to @p node (may be
+ *  NULL). Errors: NULL @p body, @p body_stream NULL or @p stream, a type other than IF and WHILE,
+ *  @p stream not capturing, @p body's status, CUDA errors. */
+md_status md_cuda_graph_cond_node(cudaStream_t stream, cudaStream_t body_stream, cudaGraphConditionalNodeType type,
+                                  cudaGraphConditionalHandle handle, md_cuda_bench_fn body, void *ctx,
+                                  cudaGraphNode_t *node);
+
+/** @brief Enqueue on @p stream one thread that sets @p handle's condition to (*@p d_word != 0): an
+ *  IF node after it runs its body exactly when the device word is set, e.g. the rebuild flag a
+ *  displacement kernel wrote. Errors: NULL @p d_word, launch errors. */
+md_status md_cuda_graph_cond_from_word(cudaStream_t stream, cudaGraphConditionalHandle handle, const long long *d_word);
+
+/** @brief In a capture on @p stream: a WHILE loop that runs @p body exactly @p n times per launch of
+ *  the graph, fewer if a device flag is raised. A kernel sets *@p d_count = 0 and the condition to
+ *  (n > 0 and no flag); the WHILE node's body is @p body(@p ctx, @p body_stream) then a kernel
+ *  that adds 1 to *@p d_count and sets the condition to (*d_count < n and no flag). @p d_flags
+ *  (may be NULL) is a queue's flags block (md_cuda_queue::d_flags): a raised flag (word 0
+ *  non-zero) ends the loop after the pass that raised it. After a launch *@p d_count holds the
+ *  passes run; body kernels may read it (the index of the pass). @p n is an argument of those two
+ *  kernels (registered MD_CUDA_PARAM_MAY_DIFFER). Errors: NULL arguments, @p n < 0, those of
+ *  md_cuda_graph_cond_node. */
+md_status md_cuda_graph_loop(cudaStream_t stream, cudaStream_t body_stream, long long *d_count, long long n,
+                             const unsigned long long *d_flags, md_cuda_bench_fn body, void *ctx);
+
+/** @brief Enqueue @p body(@p ctx, ...) so that it runs only when the device word *@p d_word is
+ *  non-zero, in a way that suits both paths of an enqueue: when @p stream is capturing, as an IF
+ *  node decided on the device (md_cuda_graph_cond_handle, md_cuda_graph_cond_from_word,
+ *  md_cuda_graph_cond_node with @p body_stream), so a graph launch skips the body's kernels
+ *  altogether; otherwise @p body(@p ctx, @p stream) is enqueued on @p stream as it is, and its
+ *  kernels must themselves do nothing while the word is zero (device-gated, as a neighbour-list
+ *  rebuild is). The same enqueue code thus gives a stream step and an IF-node graph step with
+ *  the same results. Errors: NULL @p d_word or @p body, those of the calls named. */
+md_status md_cuda_graph_run_if(cudaStream_t stream, cudaStream_t body_stream, const long long *d_word,
+                               md_cuda_bench_fn body, void *ctx);
+
+/** @brief Enqueue on @p stream one thread that writes the GPU's global timer (ns, %globaltimer) to
+ *  @p d_times[*@p d_next] and adds 1 to *@p d_next, unless *@p d_next >= @p cap: a timestamp on the
+ *  GPU's timeline, in stream order, that works the same on a stream, in a captured graph and in a
+ *  WHILE body. Chapter 09 stamps the start and end of every step with it to measure the GPU's
+ *  idle gaps between steps (the stamp itself takes the GPU about as long as an empty kernel).
+ *  Errors: NULL pointers, @p cap < 0, launch errors. */
+md_status md_cuda_timestamp_enqueue(cudaStream_t stream, unsigned long long *d_times, long long *d_next, long long cap);
 
 /* ======================================================================== */
 /* sched: many tasks (replicas) on one GPU (chapter 10)                     */
@@ -6986,6 +7325,1128 @@ md_status md_cuda_pme(const md_pme_params *params, const md_float4 *xyzq, int n,
     return st;
 }
 
+/* ---- graph ---- */
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+const char *md_cuda_graph_match_name(md_cuda_graph_match match) {
+    switch (match) {
+    case MD_CUDA_GRAPH_IDENTICAL: return "identical";
+    case MD_CUDA_GRAPH_UPDATABLE: return "updatable";
+    case MD_CUDA_GRAPH_REINSTANTIATE: return "re-instantiate";
+    }
+    return "unknown";
+}
+
+/* The comparator registry: a fixed table, read and written under a mutex (a lookup copies its
+ * entry out). An entry is made by md_cuda_graph_register (registered = 1) or by the first lookup
+ * of an unregistered kernel (the bytewise default); its layout is asked for once. */
+typedef struct md__graph_rule_entry {
+    const void *func;
+    int registered; /* rules from md_cuda_graph_register */
+    int nrules;     /* letters registered */
+    md_cuda_param_rule rule[MD_CUDA_GRAPH_MAX_PARAMS];
+    md_cuda_param_rule launch;
+    int resolved;   /* nparams, offset and size are known */
+    int nparams;    /* -1: the runtime has no parameter information */
+    size_t offset[MD_CUDA_GRAPH_MAX_PARAMS];
+    size_t size[MD_CUDA_GRAPH_MAX_PARAMS];
+    char family[MD_CUDA_GRAPH_FAMILY_MAX]; /* md_cuda_graph_family ("" if none) */
+} md__graph_rule_entry;
+
+static md__graph_rule_entry md__graph_rule_tab[MD_CUDA_GRAPH_REGISTRY_MAX];
+static int md__graph_rule_n;
+static std::mutex md__graph_rule_mutex;
+
+static md__graph_rule_entry *md__graph_rule_find(const void *func) {
+    for (int i = 0; i < md__graph_rule_n; i++)
+        if (md__graph_rule_tab[i].func == func) return &md__graph_rule_tab[i];
+    return NULL;
+}
+
+/* A new entry (the caller holds the mutex), or NULL when the table is full. */
+static md__graph_rule_entry *md__graph_rule_add(const void *func) {
+    md__graph_rule_entry *e;
+    if (md__graph_rule_n >= MD_CUDA_GRAPH_REGISTRY_MAX) return NULL;
+    e = &md__graph_rule_tab[md__graph_rule_n++];
+    memset(e, 0, sizeof *e);
+    e->func = func;
+    return e;
+}
+
+md_status md_cuda_graph_register(const void *func, const char *rules, md_cuda_param_rule launch) {
+    const char *fn = "md_cuda_graph_register";
+    md_cuda_param_rule r[MD_CUDA_GRAPH_MAX_PARAMS];
+    md__graph_rule_entry *e;
+    int n = 0;
+    if (!func) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "func", "is NULL");
+    if (!rules) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rules", "is NULL");
+    if ((int)launch < 0 || launch > MD_CUDA_PARAM_IGNORE)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "launch", "%d is not an md_cuda_param_rule", (int)launch);
+    for (; rules[n]; n++) {
+        if (n >= MD_CUDA_GRAPH_MAX_PARAMS)
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rules", "has more than %d letters",
+                                MD_CUDA_GRAPH_MAX_PARAMS);
+        switch (rules[n]) {
+        case 'M': r[n] = MD_CUDA_PARAM_MUST_MATCH; break;
+        case 'D': r[n] = MD_CUDA_PARAM_MAY_DIFFER; break;
+        case 'I': r[n] = MD_CUDA_PARAM_IGNORE; break;
+        default:
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rules",
+                                "letter %d of \"%.64s\" is '%c': use M (must match), D (may differ) or I (ignore)",
+                                n + 1, rules, rules[n]);
+        }
+    }
+    std::lock_guard<std::mutex> lock(md__graph_rule_mutex);
+    e = md__graph_rule_find(func);
+    if (e && e->registered) {
+        const char *name = md_cuda_kernel_name(func);
+        if (e->nrules == n && e->launch == launch && memcmp(e->rule, r, (size_t)n * sizeof r[0]) == 0) return MD_OK;
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rules", "kernel %s is already registered with other rules",
+                            name ? name : "(not in the launch registry)");
+    }
+    if (!e && !(e = md__graph_rule_add(func)))
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "registry", "is full (%d kernels, MD_CUDA_GRAPH_REGISTRY_MAX)",
+                            MD_CUDA_GRAPH_REGISTRY_MAX);
+    e->registered = 1;
+    e->nrules = n;
+    memcpy(e->rule, r, (size_t)n * sizeof r[0]);
+    e->launch = launch;
+    return MD_OK;
+}
+
+md_status md_cuda_graph_family(const void *func, const char *family) {
+    const char *fn = "md_cuda_graph_family";
+    md__graph_rule_entry *e;
+    char f[MD_CUDA_GRAPH_FAMILY_MAX];
+    if (!func) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "func", "is NULL");
+    if (!family || !family[0]) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "family", "is NULL or empty");
+    snprintf(f, sizeof f, "%s", family);
+    std::lock_guard<std::mutex> lock(md__graph_rule_mutex);
+    if (!(e = md__graph_rule_find(func)) && !(e = md__graph_rule_add(func)))
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "registry", "is full (%d kernels, MD_CUDA_GRAPH_REGISTRY_MAX)",
+                            MD_CUDA_GRAPH_REGISTRY_MAX);
+    if (e->family[0] && strcmp(e->family, f) != 0)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "family", "the kernel is already in family %s", e->family);
+    memcpy(e->family, f, sizeof f);
+    return MD_OK;
+}
+
+/* The parameter layout of func from cudaFuncGetParamInfo. The count is found by asking for
+ * indices until the runtime says there is no such parameter; that error is cleared, so a later
+ * launch check does not see it. nparams = -1 when the runtime does not know func (no attributes
+ * either) or func has more than MD_CUDA_GRAPH_MAX_PARAMS parameters. */
+static void md__graph_layout(const void *func, int *nparams, size_t *offset, size_t *size) {
+    int i;
+    for (i = 0; i <= MD_CUDA_GRAPH_MAX_PARAMS; i++) {
+        size_t off = 0, sz = 0;
+        cudaError_t e = cudaFuncGetParamInfo(func, (size_t)i, &off, &sz);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            if (i == 0) { /* no parameters, or a function the runtime does not know */
+                cudaFuncAttributes a;
+                if (cudaFuncGetAttributes(&a, func) != cudaSuccess) {
+                    (void)cudaGetLastError();
+                    i = -1;
+                }
+            }
+            *nparams = i;
+            return;
+        }
+        if (i < MD_CUDA_GRAPH_MAX_PARAMS) {
+            offset[i] = off;
+            size[i] = sz;
+        }
+    }
+    *nparams = -1; /* more parameters than the comparator handles */
+}
+
+md_status md_cuda_graph_rules(const void *func, md_cuda_kernel_rules *out) {
+    const char *fn = "md_cuda_graph_rules";
+    md__graph_rule_entry copy;
+    int i, known = 0;
+    if (!func) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "func", "is NULL");
+    if (!out) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "out", "is NULL");
+    {
+        std::lock_guard<std::mutex> lock(md__graph_rule_mutex);
+        md__graph_rule_entry *e = md__graph_rule_find(func);
+        if (e && e->resolved) {
+            copy = *e;
+            known = 1;
+        }
+    }
+    if (!known) { /* ask the runtime without holding the lock, then keep the answer */
+        int nparams = -1;
+        size_t offset[MD_CUDA_GRAPH_MAX_PARAMS], size[MD_CUDA_GRAPH_MAX_PARAMS];
+        md__graph_rule_entry *e;
+        md__graph_layout(func, &nparams, offset, size);
+        std::lock_guard<std::mutex> lock(md__graph_rule_mutex);
+        if (!(e = md__graph_rule_find(func))) e = md__graph_rule_add(func);
+        if (!e) { /* the table is full: this answer is not kept */
+            memset(&copy, 0, sizeof copy);
+            e = &copy;
+            e->func = func;
+        }
+        e->resolved = 1;
+        e->nparams = nparams;
+        if (nparams > 0) {
+            memcpy(e->offset, offset, (size_t)nparams * sizeof offset[0]);
+            memcpy(e->size, size, (size_t)nparams * sizeof size[0]);
+        }
+        if (e != &copy) copy = *e;
+    }
+    if (copy.registered && copy.nparams >= 0 && copy.nrules != copy.nparams) {
+        const char *name = md_cuda_kernel_name(func);
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "rules",
+                            "kernel %s has %d parameters (cudaFuncGetParamInfo) but its registered rules name %d",
+                            name ? name : "(not in the launch registry)", copy.nparams, copy.nrules);
+    }
+    memset(out, 0, sizeof *out);
+    out->func = func;
+    out->registered = copy.registered;
+    out->nparams = copy.nparams;
+    out->launch = copy.registered ? copy.launch : MD_CUDA_PARAM_MUST_MATCH;
+    memcpy(out->family, copy.family, sizeof out->family);
+    for (i = 0; i < copy.nparams; i++) {
+        out->offset[i] = copy.offset[i];
+        out->size[i] = copy.size[i];
+        out->rule[i] = copy.registered ? copy.rule[i] : MD_CUDA_PARAM_MUST_MATCH;
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_graph_capture(cudaStream_t stream, md_cuda_bench_fn enqueue, void *ctx, cudaGraph_t *graph) {
+    const char *fn = "md_cuda_graph_capture";
+    cudaGraph_t g = NULL;
+    md_status st;
+    cudaError_t e;
+    if (!graph) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "graph", "is NULL");
+    *graph = NULL;
+    if (!enqueue) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "enqueue", "is NULL");
+    if (!stream)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "stream", "is the legacy default stream, which cannot be captured");
+    MD_CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    st = enqueue(ctx, stream);
+    e = cudaStreamEndCapture(stream, &g); /* always end the capture */
+    if (st != MD_OK || e != cudaSuccess) {
+        if (g) (void)cudaGraphDestroy(g);
+        if (st != MD_OK) {
+            (void)cudaGetLastError();
+            return st;
+        }
+        return md_cuda_error(e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    }
+    *graph = g;
+    return MD_OK;
+}
+
+/* ---- what the walk and the comparison read of a graph ---- */
+
+typedef struct md__gsnap md__gsnap;
+
+typedef struct md__gsnap_node {
+    cudaGraphNode_t node;
+    cudaGraphNodeType type;
+    int ok;                      /* the node's parameters were read */
+    int ndeps;                   /* edges into it */
+    cudaKernelNodeParams kp;     /* kernel */
+    md_cuda_kernel_rules *rules; /* kernel: the comparator's layout and rules (owned) */
+    cudaMemsetParams ms;         /* memset */
+    cudaMemcpy3DParms mc;        /* memcpy */
+    cudaEvent_t ev;              /* event record or wait */
+    cudaHostNodeParams hp;       /* host */
+    md__gsnap *child;            /* child graph (owned) */
+} md__gsnap_node;
+
+typedef struct md__gsnap_edge {
+    int from, to; /* walk indices */
+    cudaGraphEdgeData data;
+} md__gsnap_edge;
+
+struct md__gsnap {
+    int n;
+    md__gsnap_node *nodes; /* walk order */
+    int nedges;
+    md__gsnap_edge *edges; /* sorted by (to, from, data) */
+};
+
+typedef struct md__gsnap_key {
+    cudaGraphNode_t node;
+    int index;
+} md__gsnap_key;
+
+static int md__gsnap_key_cmp(const void *a, const void *b) {
+    const cudaGraphNode_t x = ((const md__gsnap_key *)a)->node, y = ((const md__gsnap_key *)b)->node;
+    return x < y ? -1 : x > y;
+}
+
+static int md__gsnap_edge_cmp(const void *a, const void *b) {
+    const md__gsnap_edge *x = (const md__gsnap_edge *)a, *y = (const md__gsnap_edge *)b;
+    if (x->to != y->to) return x->to < y->to ? -1 : 1;
+    if (x->from != y->from) return x->from < y->from ? -1 : 1;
+    return memcmp(&x->data, &y->data, sizeof x->data);
+}
+
+static void md__gsnap_free(md__gsnap *s) {
+    int i;
+    if (!s) return;
+    for (i = 0; i < s->n; i++) {
+        md__gsnap_free(s->nodes[i].child);
+        md_free(s->nodes[i].rules);
+    }
+    md_free(s->nodes);
+    md_free(s->edges);
+    md_free(s);
+}
+
+static int md__gsnap_index(const md__gsnap_key *keys, int n, cudaGraphNode_t node) {
+    md__gsnap_key k;
+    const md__gsnap_key *f;
+    k.node = node;
+    k.index = -1;
+    f = (const md__gsnap_key *)bsearch(&k, keys, (size_t)n, sizeof k, md__gsnap_key_cmp);
+    return f ? f->index : -1;
+}
+
+/* Read a graph: its nodes in cudaGraphGetNodes order with their parameters, its edges as walk
+ * indices, child graphs recursively. A node whose parameters cannot be read is kept with ok = 0
+ * (it compares as opaque). */
+static md_status md__gsnap_make(cudaGraph_t g, int depth, md__gsnap **out) {
+    const char *fn = "md_cuda_graph";
+    md__gsnap *s = NULL;
+    cudaGraphNode_t *nodes = NULL, *from = NULL, *to = NULL;
+    cudaGraphEdgeData *data = NULL;
+    md__gsnap_key *keys = NULL;
+    size_t n = 0, ne = 0, i;
+    md_status st = MD_OK;
+    cudaError_t e;
+    *out = NULL;
+    if (depth > 16) return md_set_error(MD_ERR_RANGE, fn, 0, "graph", "has child graphs nested deeper than 16");
+    if ((e = cudaGraphGetNodes(g, NULL, &n)) != cudaSuccess) return md_cuda_error(e, "cudaGraphGetNodes", __FILE__, __LINE__);
+    if ((e = cudaGraphGetEdges(g, NULL, NULL, NULL, &ne)) != cudaSuccess)
+        return md_cuda_error(e, "cudaGraphGetEdges", __FILE__, __LINE__);
+    if (n > (size_t)INT_MAX / 2 || ne > (size_t)INT_MAX / 2)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "graph", "has %zu nodes and %zu edges", n, ne);
+    if (!(s = (md__gsnap *)md_alloc_array(1, sizeof *s))) return MD_ERR_OUT_OF_MEMORY;
+    memset(s, 0, sizeof *s);
+    if (!(s->nodes = (md__gsnap_node *)md_alloc_array(n + 1, sizeof *s->nodes)) ||
+        !(s->edges = (md__gsnap_edge *)md_alloc_array(ne + 1, sizeof *s->edges)) ||
+        !(nodes = (cudaGraphNode_t *)md_alloc_array(n + 1, sizeof *nodes)) ||
+        !(keys = (md__gsnap_key *)md_alloc_array(n + 1, sizeof *keys)) ||
+        !(from = (cudaGraphNode_t *)md_alloc_array(ne + 1, sizeof *from)) ||
+        !(to = (cudaGraphNode_t *)md_alloc_array(ne + 1, sizeof *to)) ||
+        !(data = (cudaGraphEdgeData *)md_alloc_array(ne + 1, sizeof *data))) {
+        st = MD_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    memset((void *)s->nodes, 0, (n + 1) * sizeof *s->nodes);
+    if (n > 0 && (e = cudaGraphGetNodes(g, nodes, &n)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaGraphGetNodes", __FILE__, __LINE__);
+        goto done;
+    }
+    if (ne > 0 && (e = cudaGraphGetEdges(g, from, to, data, &ne)) != cudaSuccess) {
+        st = md_cuda_error(e, "cudaGraphGetEdges", __FILE__, __LINE__);
+        goto done;
+    }
+    s->n = (int)n; /* set only now: md__gsnap_free walks s->n nodes */
+    s->nedges = (int)ne;
+    for (i = 0; i < n; i++) {
+        keys[i].node = nodes[i];
+        keys[i].index = (int)i;
+    }
+    qsort(keys, n, sizeof *keys, md__gsnap_key_cmp);
+    for (i = 0; i < ne; i++) {
+        s->edges[i].from = md__gsnap_index(keys, (int)n, from[i]);
+        s->edges[i].to = md__gsnap_index(keys, (int)n, to[i]);
+        s->edges[i].data = data[i];
+        if (s->edges[i].to >= 0) s->nodes[s->edges[i].to].ndeps++;
+    }
+    qsort(s->edges, ne, sizeof *s->edges, md__gsnap_edge_cmp);
+    for (i = 0; i < n && st == MD_OK; i++) {
+        md__gsnap_node *d = &s->nodes[i];
+        cudaGraph_t child = NULL;
+        d->node = nodes[i];
+        if ((e = cudaGraphNodeGetType(nodes[i], &d->type)) != cudaSuccess) {
+            st = md_cuda_error(e, "cudaGraphNodeGetType", __FILE__, __LINE__);
+            break;
+        }
+        switch (d->type) {
+        case cudaGraphNodeTypeKernel:
+            e = cudaGraphKernelNodeGetParams(nodes[i], &d->kp);
+            if (e == cudaSuccess && d->kp.func) {
+                if (!(d->rules = (md_cuda_kernel_rules *)md_alloc_array(1, sizeof *d->rules))) st = MD_ERR_OUT_OF_MEMORY;
+                else if ((st = md_cuda_graph_rules(d->kp.func, d->rules)) == MD_OK) d->ok = 1;
+            }
+            break;
+        case cudaGraphNodeTypeMemset: d->ok = (e = cudaGraphMemsetNodeGetParams(nodes[i], &d->ms)) == cudaSuccess; break;
+        case cudaGraphNodeTypeMemcpy: d->ok = (e = cudaGraphMemcpyNodeGetParams(nodes[i], &d->mc)) == cudaSuccess; break;
+        case cudaGraphNodeTypeHost: d->ok = (e = cudaGraphHostNodeGetParams(nodes[i], &d->hp)) == cudaSuccess; break;
+        case cudaGraphNodeTypeEventRecord:
+            d->ok = (e = cudaGraphEventRecordNodeGetEvent(nodes[i], &d->ev)) == cudaSuccess;
+            break;
+        case cudaGraphNodeTypeWaitEvent: d->ok = (e = cudaGraphEventWaitNodeGetEvent(nodes[i], &d->ev)) == cudaSuccess; break;
+        case cudaGraphNodeTypeEmpty:
+            e = cudaSuccess;
+            d->ok = 1;
+            break;
+        case cudaGraphNodeTypeGraph:
+            if ((e = cudaGraphChildGraphNodeGetGraph(nodes[i], &child)) == cudaSuccess &&
+                (st = md__gsnap_make(child, depth + 1, &d->child)) == MD_OK)
+                d->ok = 1;
+            break;
+        default: e = cudaSuccess; break; /* conditionals and the rest: not read */
+        }
+        if (e != cudaSuccess) (void)cudaGetLastError();
+    }
+done:
+    md_free(nodes);
+    md_free(keys);
+    md_free(from);
+    md_free(to);
+    md_free(data);
+    if (st != MD_OK) {
+        md__gsnap_free(s);
+        return st;
+    }
+    *out = s;
+    return MD_OK;
+}
+
+/* ---- the walk ---- */
+
+static md_status md__graph_walk(const md__gsnap *s, int depth, md_cuda_graph_visit_fn visit, void *ctx) {
+    md_status st;
+    int i;
+    for (i = 0; i < s->n; i++) {
+        const md__gsnap_node *d = &s->nodes[i];
+        md_cuda_graph_node v;
+        memset((void *)&v, 0, sizeof v);
+        v.index = i;
+        v.depth = depth;
+        v.node = d->node;
+        v.type = d->type;
+        v.ndeps = d->ndeps;
+        v.nparams = -1;
+        if (d->type == cudaGraphNodeTypeKernel && d->ok) {
+            v.func = d->kp.func;
+            v.name = md_cuda_kernel_name(d->kp.func);
+            v.grid = d->kp.gridDim;
+            v.block = d->kp.blockDim;
+            v.smem = d->kp.sharedMemBytes;
+            v.nparams = d->kp.kernelParams ? d->rules->nparams : -1;
+            v.args = v.nparams >= 0 ? d->kp.kernelParams : NULL;
+        }
+        if ((st = visit(ctx, &v)) != MD_OK) return st;
+        if (d->child && (st = md__graph_walk(d->child, depth + 1, visit, ctx)) != MD_OK) return st;
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_graph_walk(cudaGraph_t graph, md_cuda_graph_visit_fn visit, void *ctx) {
+    md__gsnap *s = NULL;
+    md_status st;
+    if (!graph) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_graph_walk", 0, "graph", "is NULL");
+    if (!visit) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_graph_walk", 0, "visit", "is NULL");
+    if ((st = md__gsnap_make(graph, 0, &s)) != MD_OK) return st;
+    st = md__graph_walk(s, 0, visit, ctx);
+    md__gsnap_free(s);
+    return st;
+}
+
+/* ---- the comparison ---- */
+
+static const char *md__graph_type_name(cudaGraphNodeType t) {
+    switch (t) {
+    case cudaGraphNodeTypeKernel: return "kernel";
+    case cudaGraphNodeTypeMemcpy: return "memcpy";
+    case cudaGraphNodeTypeMemset: return "memset";
+    case cudaGraphNodeTypeHost: return "host";
+    case cudaGraphNodeTypeGraph: return "child graph";
+    case cudaGraphNodeTypeEmpty: return "empty";
+    case cudaGraphNodeTypeWaitEvent: return "event wait";
+    case cudaGraphNodeTypeEventRecord: return "event record";
+    case cudaGraphNodeTypeConditional: return "conditional";
+    default: return "other";
+    }
+}
+
+/* The comparison under way: the verdict so far and where it is. */
+typedef struct md__gcmp {
+    md_cuda_graph_verdict *v;
+    char path[64]; /* "node 3", or "node 3.1" inside a child graph */
+    int top;       /* walk index in the top-level graph */
+} md__gcmp;
+
+/* Keep the strongest difference, with the reason of the first node that has it. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 5, 6)))
+#endif
+static void md__gcmp_raise(md__gcmp *c, md_cuda_graph_match m, int param, const void *func, const char *fmt, ...) {
+    char detail[240];
+    va_list ap;
+    if (m <= c->v->match) return;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    c->v->match = m;
+    c->v->node = c->top;
+    c->v->param = param;
+    c->v->func = func;
+    if (func) {
+        const char *name = md_cuda_kernel_name(func);
+        snprintf(c->v->reason, sizeof c->v->reason, "%.63s (kernel %.60s): %.180s", c->path[0] ? c->path : "graph",
+                 name ? name : "(not in the launch registry)", detail);
+    } else {
+        snprintf(c->v->reason, sizeof c->v->reason, "%s: %s", c->path[0] ? c->path : "graph", detail);
+    }
+}
+
+static md_cuda_graph_match md__gcmp_kernel(md__gcmp *c, const md__gsnap_node *x, const md__gsnap_node *y) {
+    const cudaKernelNodeParams *a = &x->kp, *b = &y->kp;
+    md_cuda_graph_match worst = MD_CUDA_GRAPH_IDENTICAL;
+    const md_cuda_kernel_rules *r;
+    int i;
+    if (!x->ok || !y->ok) {
+        md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "kernel node parameters could not be read: left to cudaGraphExecUpdate");
+        return MD_CUDA_GRAPH_UPDATABLE;
+    }
+    r = y->rules;
+    if (a->func != b->func) {
+        const md_cuda_kernel_rules *q = x->rules;
+        const char *na = md_cuda_kernel_name(a->func);
+        int same = q->family[0] && strcmp(q->family, r->family) == 0 && q->nparams == r->nparams && r->nparams >= 0, i2;
+        for (i2 = 0; same && i2 < r->nparams; i2++) same = q->offset[i2] == r->offset[i2] && q->size[i2] == r->size[i2];
+        if (!same) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, b->func, "replaces kernel %.60s%s", na ? na : "(not in the launch registry)",
+                           q->family[0] && strcmp(q->family, r->family) == 0 ? " of its family, with another parameter layout" : "");
+            return MD_CUDA_GRAPH_REINSTANTIATE;
+        }
+        md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, b->func, "replaces kernel %.60s of its family %.40s, may differ",
+                       na ? na : "(not in the launch registry)", r->family);
+        worst = MD_CUDA_GRAPH_UPDATABLE;
+    }
+    if (a->gridDim.x != b->gridDim.x || a->gridDim.y != b->gridDim.y || a->gridDim.z != b->gridDim.z ||
+        a->blockDim.x != b->blockDim.x || a->blockDim.y != b->blockDim.y || a->blockDim.z != b->blockDim.z ||
+        a->sharedMemBytes != b->sharedMemBytes) {
+        if (r->launch != MD_CUDA_PARAM_IGNORE) {
+            const md_cuda_graph_match m =
+                r->launch == MD_CUDA_PARAM_MUST_MATCH ? MD_CUDA_GRAPH_REINSTANTIATE : MD_CUDA_GRAPH_UPDATABLE;
+            md__gcmp_raise(c, m, -1, b->func, "launch shape %ux%ux%u x %ux%ux%u, %u B shared (was %ux%ux%u x %ux%ux%u, %u B) %s",
+                           b->gridDim.x, b->gridDim.y, b->gridDim.z, b->blockDim.x, b->blockDim.y, b->blockDim.z,
+                           b->sharedMemBytes, a->gridDim.x, a->gridDim.y, a->gridDim.z, a->blockDim.x, a->blockDim.y,
+                           a->blockDim.z, a->sharedMemBytes, m == MD_CUDA_GRAPH_REINSTANTIATE ? "must match" : "may differ");
+            if (m > worst) worst = m;
+        }
+    }
+    if (r->nparams < 0 || !a->kernelParams || !b->kernelParams) {
+        md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, b->func,
+                       "arguments not comparable (no parameter information): left to cudaGraphExecUpdate");
+        return worst > MD_CUDA_GRAPH_UPDATABLE ? worst : MD_CUDA_GRAPH_UPDATABLE;
+    }
+    for (i = 0; i < r->nparams; i++) {
+        md_cuda_graph_match m;
+        if (r->rule[i] == MD_CUDA_PARAM_IGNORE || memcmp(a->kernelParams[i], b->kernelParams[i], r->size[i]) == 0) continue;
+        m = r->rule[i] == MD_CUDA_PARAM_MUST_MATCH ? MD_CUDA_GRAPH_REINSTANTIATE : MD_CUDA_GRAPH_UPDATABLE;
+        md__gcmp_raise(c, m, i, b->func, "argument %d (%zu bytes at offset %zu) differs, %s%s", i, r->size[i], r->offset[i],
+                       m == MD_CUDA_GRAPH_REINSTANTIATE ? "must match" : "may differ",
+                       r->registered ? "" : " (unregistered kernel: bytewise, every argument must match)");
+        if (m > worst) worst = m;
+    }
+    return worst;
+}
+
+static md_cuda_graph_match md__gcmp_snap(md__gcmp *c, const md__gsnap *a, const md__gsnap *b, int depth);
+
+static md_cuda_graph_match md__gcmp_node(md__gcmp *c, const md__gsnap_node *x, const md__gsnap_node *y, int depth) {
+    const char *t = md__graph_type_name(x->type);
+    md_cuda_graph_match m = MD_CUDA_GRAPH_IDENTICAL;
+    if (x->type == cudaGraphNodeTypeKernel) return md__gcmp_kernel(c, x, y);
+    if (!x->ok || !y->ok) {
+        md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "%s node not compared: left to cudaGraphExecUpdate", t);
+        return MD_CUDA_GRAPH_UPDATABLE;
+    }
+    switch (x->type) {
+    case cudaGraphNodeTypeMemset: {
+        const cudaMemsetParams *a = &x->ms, *b = &y->ms;
+        if (a->pitch != b->pitch || a->elementSize != b->elementSize || a->width != b->width || a->height != b->height) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, NULL,
+                           "memset of %zu x %zu elements of %u bytes (was %zu x %zu of %u): sizes must match", b->width,
+                           b->height, b->elementSize, a->width, a->height, a->elementSize);
+            m = MD_CUDA_GRAPH_REINSTANTIATE;
+        } else if (a->dst != b->dst || a->value != b->value) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "memset destination or value differs, may differ");
+            m = MD_CUDA_GRAPH_UPDATABLE;
+        }
+        break;
+    }
+    case cudaGraphNodeTypeMemcpy: {
+        const cudaMemcpy3DParms *a = &x->mc, *b = &y->mc;
+        if (a->kind != b->kind || a->extent.width != b->extent.width || a->extent.height != b->extent.height ||
+            a->extent.depth != b->extent.depth || a->srcArray != b->srcArray || a->dstArray != b->dstArray ||
+            memcmp(&a->srcPos, &b->srcPos, sizeof a->srcPos) != 0 || memcmp(&a->dstPos, &b->dstPos, sizeof a->dstPos) != 0 ||
+            a->srcPtr.pitch != b->srcPtr.pitch || a->dstPtr.pitch != b->dstPtr.pitch ||
+            a->srcPtr.xsize != b->srcPtr.xsize || a->dstPtr.xsize != b->dstPtr.xsize ||
+            a->srcPtr.ysize != b->srcPtr.ysize || a->dstPtr.ysize != b->dstPtr.ysize) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, NULL,
+                           "memcpy of %zu bytes, kind %d (was %zu, kind %d): extent, pitches and kind must match",
+                           b->extent.width, (int)b->kind, a->extent.width, (int)a->kind);
+            m = MD_CUDA_GRAPH_REINSTANTIATE;
+        } else if (a->srcPtr.ptr != b->srcPtr.ptr || a->dstPtr.ptr != b->dstPtr.ptr) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "memcpy source or destination differs, may differ");
+            m = MD_CUDA_GRAPH_UPDATABLE;
+        }
+        break;
+    }
+    case cudaGraphNodeTypeHost:
+        if (x->hp.fn != y->hp.fn || x->hp.userData != y->hp.userData) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "host function or data differs, may differ");
+            m = MD_CUDA_GRAPH_UPDATABLE;
+        }
+        break;
+    case cudaGraphNodeTypeEventRecord:
+    case cudaGraphNodeTypeWaitEvent:
+        if (x->ev != y->ev) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "%s event differs, may differ", t);
+            m = MD_CUDA_GRAPH_UPDATABLE;
+        }
+        break;
+    case cudaGraphNodeTypeEmpty: break;
+    case cudaGraphNodeTypeGraph: m = md__gcmp_snap(c, x->child, y->child, depth + 1); break;
+    default:
+        md__gcmp_raise(c, MD_CUDA_GRAPH_UPDATABLE, -1, NULL, "%s node not compared: left to cudaGraphExecUpdate", t);
+        m = MD_CUDA_GRAPH_UPDATABLE;
+    }
+    return m;
+}
+
+static md_cuda_graph_match md__gcmp_snap(md__gcmp *c, const md__gsnap *a, const md__gsnap *b, int depth) {
+    md_cuda_graph_match worst = MD_CUDA_GRAPH_IDENTICAL;
+    char base[sizeof c->path];
+    int i;
+    memcpy(base, c->path, sizeof base);
+    if (a->n != b->n || a->nedges != b->nedges) {
+        md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, NULL, "topology: %d nodes and %d edges (was %d and %d)", b->n,
+                       b->nedges, a->n, a->nedges);
+        return MD_CUDA_GRAPH_REINSTANTIATE;
+    }
+    for (i = 0; i < a->n; i++) {
+        const md__gsnap_node *x = &a->nodes[i], *y = &b->nodes[i];
+        md_cuda_graph_match m;
+        if (depth == 0) c->top = i;
+        if (base[0]) snprintf(c->path, sizeof c->path, "%.48s.%d", base, i);
+        else snprintf(c->path, sizeof c->path, "node %d", i);
+        c->v->nodes++;
+        if (x->type != y->type) {
+            md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, NULL, "topology: a %s node (was a %s node)",
+                           md__graph_type_name(y->type), md__graph_type_name(x->type));
+            c->v->differing++;
+            worst = MD_CUDA_GRAPH_REINSTANTIATE;
+            continue;
+        }
+        m = md__gcmp_node(c, x, y, depth);
+        if (m != MD_CUDA_GRAPH_IDENTICAL) c->v->differing++;
+        if (m > worst) worst = m;
+    }
+    for (i = 0; i < a->nedges; i++) {
+        const md__gsnap_edge *x = &a->edges[i], *y = &b->edges[i];
+        if (md__gsnap_edge_cmp(x, y) == 0) continue;
+        if (depth == 0) c->top = y->to;
+        if (base[0]) snprintf(c->path, sizeof c->path, "%.48s.%d", base, y->to);
+        else snprintf(c->path, sizeof c->path, "node %d", y->to);
+        md__gcmp_raise(c, MD_CUDA_GRAPH_REINSTANTIATE, -1, NULL,
+                       "topology: its dependencies differ (an edge from node %d; was node %d to node %d)", y->from,
+                       x->from, x->to);
+        worst = MD_CUDA_GRAPH_REINSTANTIATE;
+        break;
+    }
+    memcpy(c->path, base, sizeof base);
+    return worst;
+}
+
+static void md__graph_verdict_init(md_cuda_graph_verdict *v) {
+    memset(v, 0, sizeof *v);
+    v->match = MD_CUDA_GRAPH_IDENTICAL;
+    v->node = -1;
+    v->param = -1;
+}
+
+static void md__graph_compare_snaps(const md__gsnap *a, const md__gsnap *b, md_cuda_graph_verdict *v) {
+    md__gcmp c;
+    md__graph_verdict_init(v);
+    memset(&c, 0, sizeof c);
+    c.v = v;
+    c.top = -1;
+    (void)md__gcmp_snap(&c, a, b, 0);
+    if (v->match == MD_CUDA_GRAPH_IDENTICAL) {
+        snprintf(v->reason, sizeof v->reason, "identical: %d nodes, every compared value equal", v->nodes);
+    } else {
+        char r[sizeof v->reason];
+        snprintf(r, sizeof r, "%s", v->reason);
+        snprintf(v->reason, sizeof v->reason, "%.260s (%d of %d nodes differ)", r, v->differing, v->nodes);
+    }
+}
+
+md_status md_cuda_graph_compare(cudaGraph_t a, cudaGraph_t b, md_cuda_graph_verdict *verdict) {
+    const char *fn = "md_cuda_graph_compare";
+    md__gsnap *sa = NULL, *sb = NULL;
+    md_status st;
+    if (!a || !b) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, a ? "b" : "a", "is NULL");
+    if (!verdict) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "verdict", "is NULL");
+    if ((st = md__gsnap_make(a, 0, &sa)) != MD_OK) return st;
+    if ((st = md__gsnap_make(b, 0, &sb)) != MD_OK) {
+        md__gsnap_free(sa);
+        return st;
+    }
+    md__graph_compare_snaps(sa, sb, verdict);
+    md__gsnap_free(sa);
+    md__gsnap_free(sb);
+    return MD_OK;
+}
+
+static int md__gsnap_kernel_differs(const md__gsnap_node *x, const md__gsnap_node *y) {
+    const cudaKernelNodeParams *a = &x->kp, *b = &y->kp;
+    int i;
+    if (!x->ok || !y->ok || a->func != b->func || !a->kernelParams || !b->kernelParams || x->rules->nparams < 0) return 1;
+    if (a->gridDim.x != b->gridDim.x || a->gridDim.y != b->gridDim.y || a->gridDim.z != b->gridDim.z ||
+        a->blockDim.x != b->blockDim.x || a->blockDim.y != b->blockDim.y || a->blockDim.z != b->blockDim.z ||
+        a->sharedMemBytes != b->sharedMemBytes)
+        return 1;
+    for (i = 0; i < x->rules->nparams; i++)
+        if (memcmp(a->kernelParams[i], b->kernelParams[i], x->rules->size[i]) != 0) return 1;
+    return 0;
+}
+
+md_status md_cuda_graph_kernel_diff(cudaGraph_t a, cudaGraph_t b, cudaGraphNode_t *in_a, cudaGraphNode_t *in_b, int cap,
+                                    int *count) {
+    const char *fn = "md_cuda_graph_kernel_diff";
+    md__gsnap *sa = NULL, *sb = NULL;
+    md_status st = MD_OK;
+    int i, k = 0;
+    if (!a || !b) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, a ? "b" : "a", "is NULL");
+    if (!count || cap < 0 || (cap > 0 && (!in_a || !in_b)))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "in_a/in_b/count", "are NULL or cap < 0");
+    if ((st = md__gsnap_make(a, 0, &sa)) != MD_OK) return st;
+    if ((st = md__gsnap_make(b, 0, &sb)) != MD_OK) goto done;
+    if (sa->n != sb->n || sa->nedges != sb->nedges) {
+        st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "has %d nodes and %d edges, a has %d and %d: another topology",
+                          sb->n, sb->nedges, sa->n, sa->nedges);
+        goto done;
+    }
+    for (i = 0; i < sa->nedges; i++)
+        if (md__gsnap_edge_cmp(&sa->edges[i], &sb->edges[i]) != 0) {
+            st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "node %d has other dependencies: another topology",
+                              sb->edges[i].to);
+            goto done;
+        }
+    for (i = 0; i < sa->n; i++) {
+        const md__gsnap_node *x = &sa->nodes[i], *y = &sb->nodes[i];
+        if (x->type != y->type) {
+            st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "node %d is a %s node, in a a %s node", i,
+                              md__graph_type_name(y->type), md__graph_type_name(x->type));
+            goto done;
+        }
+        if (x->type == cudaGraphNodeTypeKernel) {
+            if (!md__gsnap_kernel_differs(x, y)) continue;
+            if (k >= cap) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cap", "%d: more kernel nodes differ", cap);
+                goto done;
+            }
+            in_a[k] = x->node;
+            in_b[k] = y->node;
+            k++;
+        } else {
+            md_cuda_graph_verdict v;
+            md__gcmp c;
+            md__graph_verdict_init(&v);
+            memset(&c, 0, sizeof c);
+            c.v = &v;
+            c.top = i;
+            snprintf(c.path, sizeof c.path, "node %d", i);
+            if (md__gcmp_node(&c, x, y, 0) != MD_CUDA_GRAPH_IDENTICAL) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b", "%s: not a kernel node", v.reason);
+                goto done;
+            }
+        }
+    }
+    *count = k;
+done:
+    md__gsnap_free(sa);
+    md__gsnap_free(sb);
+    return st;
+}
+
+md_status md_cuda_graph_exec_set_kernels(cudaGraphExec_t exec, const cudaGraphNode_t *in_exec, const cudaGraphNode_t *src,
+                                         int count) {
+    const char *fn = "md_cuda_graph_exec_set_kernels";
+    int k;
+    if (!exec) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "exec", "is NULL");
+    if (count < 0 || (count > 0 && (!in_exec || !src)))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "in_exec/src", "are NULL or count < 0");
+    for (k = 0; k < count; k++) {
+        cudaKernelNodeParams p;
+        MD_CUDA_TRY(cudaGraphKernelNodeGetParams(src[k], &p));
+        MD_CUDA_TRY(cudaGraphExecKernelNodeSetParams(exec, in_exec[k], &p));
+    }
+    return MD_OK;
+}
+
+/* ---- the cache ---- */
+
+static md_status md__graph_instantiate(cudaGraph_t g, cudaStream_t stream, cudaGraphExec_t *exec) {
+    cudaError_t e;
+    *exec = NULL;
+    if ((e = cudaGraphInstantiate(exec, g, 0)) != cudaSuccess) {
+        *exec = NULL;
+        return md_cuda_error(e, "cudaGraphInstantiate", __FILE__, __LINE__);
+    }
+    if ((e = cudaGraphUpload(*exec, stream)) != cudaSuccess) {
+        (void)cudaGraphExecDestroy(*exec);
+        *exec = NULL;
+        return md_cuda_error(e, "cudaGraphUpload", __FILE__, __LINE__);
+    }
+    return MD_OK;
+}
+
+/* Make g (with its snapshot, may be NULL) the cache's graph and exec (NULL: the executable was
+ * updated from g and stays) its executable graph. */
+static void md__graph_cache_keep(md_cuda_graph_cache *c, cudaGraph_t g, md__gsnap *snap, cudaGraphExec_t exec) {
+    md__gsnap_free((md__gsnap *)c->snap);
+    if (c->graph) (void)cudaGraphDestroy(c->graph);
+    if (exec) {
+        if (c->exec) (void)cudaGraphExecDestroy(c->exec);
+        c->exec = exec;
+    }
+    c->graph = g;
+    c->snap = snap;
+}
+
+md_status md_cuda_graph_cache_capture(md_cuda_graph_cache *c, cudaStream_t stream, md_cuda_bench_fn enqueue,
+                                      void *ctx) {
+    const char *fn = "md_cuda_graph_cache_capture";
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t exec = NULL;
+    md__gsnap *sb = NULL;
+    md_status st;
+    if (!c) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "c", "is NULL");
+    if ((int)c->policy < 0 || c->policy > MD_CUDA_GRAPH_POLICY_REINSTANTIATE)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "policy", "%d is not an md_cuda_graph_policy", (int)c->policy);
+    if ((st = md_cuda_graph_capture(stream, enqueue, ctx, &g)) != MD_OK) return st;
+    c->captures++;
+    if (c->exec && c->policy == MD_CUDA_GRAPH_POLICY_COMPARE) {
+        md__gsnap *sa = (md__gsnap *)c->snap;
+        if (!sa) {
+            if ((st = md__gsnap_make(c->graph, 0, &sa)) != MD_OK) goto fail;
+            c->snap = sa;
+        }
+        if ((st = md__gsnap_make(g, 0, &sb)) != MD_OK) goto fail;
+        md__graph_compare_snaps(sa, sb, &c->last);
+        if (c->last.match == MD_CUDA_GRAPH_IDENTICAL) {
+            c->identical++;
+            md__gsnap_free(sb);
+            (void)cudaGraphDestroy(g);
+            return MD_OK;
+        }
+        if (c->last.match == MD_CUDA_GRAPH_UPDATABLE) {
+            cudaGraphExecUpdateResultInfo info;
+            char r[sizeof c->last.reason];
+            memset(&info, 0, sizeof info);
+            if (cudaGraphExecUpdate(c->exec, g, &info) == cudaSuccess) {
+                c->updates++;
+                md__graph_cache_keep(c, g, sb, NULL);
+                return MD_OK;
+            }
+            (void)cudaGetLastError();
+            c->refused++;
+            snprintf(r, sizeof r, "%s", c->last.reason);
+            snprintf(c->last.reason, sizeof c->last.reason, "%.250s; cudaGraphExecUpdate refused (result %d)", r,
+                     (int)info.result);
+            c->last.match = MD_CUDA_GRAPH_REINSTANTIATE;
+        }
+    } else {
+        md__graph_verdict_init(&c->last);
+        c->last.match = MD_CUDA_GRAPH_REINSTANTIATE;
+        snprintf(c->last.reason, sizeof c->last.reason, "%s",
+                 c->exec ? "policy: every capture is instantiated anew" : "first capture");
+    }
+    if ((st = md__graph_instantiate(g, stream, &exec)) != MD_OK) goto fail;
+    c->instantiations++;
+    md__graph_cache_keep(c, g, sb, exec);
+    return MD_OK;
+fail:
+    md__gsnap_free(sb);
+    if (g) (void)cudaGraphDestroy(g);
+    return st;
+}
+
+md_status md_cuda_graph_cache_launch(md_cuda_graph_cache *c, cudaStream_t stream) {
+    if (!c || !c->exec)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_graph_cache_launch", 0, "c",
+                            "holds no executable graph (md_cuda_graph_cache_capture first)");
+    MD_CUDA_TRY(cudaGraphLaunch(c->exec, stream));
+    c->launches++;
+    return MD_OK;
+}
+
+void md_cuda_graph_cache_destroy(md_cuda_graph_cache *c) {
+    if (!c) return;
+    md__gsnap_free((md__gsnap *)c->snap);
+    if (c->exec) (void)cudaGraphExecDestroy(c->exec);
+    if (c->graph) (void)cudaGraphDestroy(c->graph);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- explicit kernel nodes in a capture ---- */
+
+/* The stream's capture: its status, graph and current dependencies with their edge data (driver
+ * arrays, valid until the next call on the stream). */
+static md_status md__graph_capture_info(const char *fn, cudaStream_t stream, cudaStreamCaptureStatus *cs, cudaGraph_t *g,
+                                        const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *ndeps) {
+    *g = NULL;
+    *deps = NULL;
+    *edges = NULL;
+    *ndeps = 0;
+    MD_CUDA_TRY(cudaStreamGetCaptureInfo(stream, cs, NULL, g, deps, edges, ndeps));
+    if (*cs == cudaStreamCaptureStatusInvalidated)
+        return md_set_error(MD_ERR_CUDA, fn, 0, "stream", "its capture was invalidated by an earlier error");
+    return MD_OK;
+}
+
+/* Add a node after the capture's current dependencies and make it their only successor. */
+static md_status md__graph_capture_add(cudaStream_t stream, cudaGraph_t g, const cudaGraphNode_t *deps,
+                                       const cudaGraphEdgeData *edges, size_t ndeps, cudaGraphNodeParams *p,
+                                       cudaGraphNode_t *node) {
+    MD_CUDA_TRY(cudaGraphAddNode(node, g, deps, edges, ndeps, p));
+    MD_CUDA_TRY(cudaStreamUpdateCaptureDependencies(stream, node, NULL, 1, cudaStreamSetCaptureDependencies));
+    return MD_OK;
+}
+
+static md_status md__graph_check_args(const char *fn, const void *func, void **args, int nargs) {
+    md_cuda_kernel_rules r;
+    md_status st;
+    if (!func) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "func", "is NULL");
+    if (nargs < 0 || (nargs > 0 && !args))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "args", "%d arguments at %p", nargs, (void *)args);
+    if ((st = md_cuda_graph_rules(func, &r)) != MD_OK) return st;
+    if (r.nparams >= 0 && r.nparams != nargs) {
+        const char *name = md_cuda_kernel_name(func);
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nargs", "is %d; kernel %s takes %d", nargs,
+                            name ? name : "(not in the launch registry)", r.nparams);
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_graph_kernel_node(cudaStream_t stream, const void *func, const char *name, dim3 grid, dim3 block,
+                                    unsigned int smem, void **args, int nargs, cudaGraphNode_t *node) {
+    const char *fn = "md_cuda_graph_kernel_node";
+    cudaStreamCaptureStatus cs;
+    cudaGraph_t g;
+    const cudaGraphNode_t *deps;
+    const cudaGraphEdgeData *edges;
+    size_t ndeps;
+    md_status st;
+    if (!node) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "node", "is NULL");
+    *node = NULL;
+    if (name && func) (void)md_cuda_kernel_register(func, name);
+    if ((st = md__graph_check_args(fn, func, args, nargs)) != MD_OK) return st;
+    if ((st = md__graph_capture_info(fn, stream, &cs, &g, &deps, &edges, &ndeps)) != MD_OK) return st;
+    if (cs == cudaStreamCaptureStatusNone) {
+        const cudaError_t e = cudaLaunchKernel(func, grid, block, args, (size_t)smem, stream);
+        if (e != cudaSuccess) return md_cuda_launch_error(e, func, __FILE__, __LINE__);
+        return MD_OK;
+    }
+    {
+        cudaGraphNodeParams p = {};
+        p.type = cudaGraphNodeTypeKernel;
+        p.kernel.func = (void *)func;
+        p.kernel.gridDim = grid;
+        p.kernel.blockDim = block;
+        p.kernel.sharedMemBytes = smem;
+        p.kernel.kernelParams = args;
+        return md__graph_capture_add(stream, g, deps, edges, ndeps, &p, node);
+    }
+}
+
+md_status md_cuda_graph_kernel_node_set(cudaGraphExec_t exec, cudaGraphNode_t node, const void *func, dim3 grid,
+                                        dim3 block, unsigned int smem, void **args, int nargs) {
+    const char *fn = "md_cuda_graph_kernel_node_set";
+    cudaKernelNodeParams p;
+    if (!exec) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "exec", "is NULL");
+    if (!node) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "node", "is NULL (a launch outside a capture makes no node)");
+    if (!func) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "func", "is NULL");
+    if (nargs < 0 || (nargs > 0 && !args))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "args", "%d arguments at %p", nargs, (void *)args);
+    memset((void *)&p, 0, sizeof p);
+    p.func = (void *)func;
+    p.gridDim = grid;
+    p.blockDim = block;
+    p.sharedMemBytes = smem;
+    p.kernelParams = args;
+    MD_CUDA_TRY(cudaGraphExecKernelNodeSetParams(exec, node, &p));
+    return MD_OK;
+}
+
+/* ---- conditional nodes ---- */
+
+__global__ void md__graph_cond_word_kernel(cudaGraphConditionalHandle h, const long long *__restrict__ word) {
+    cudaGraphSetConditional(h, *word != 0 ? 1u : 0u);
+}
+
+__global__ void md__graph_loop_init_kernel(cudaGraphConditionalHandle h, long long *count, long long n,
+                                           const unsigned long long *__restrict__ flags) {
+    *count = 0;
+    cudaGraphSetConditional(h, (n > 0 && !(flags && flags[0])) ? 1u : 0u);
+}
+
+__global__ void md__graph_loop_next_kernel(cudaGraphConditionalHandle h, long long *count, long long n,
+                                           const unsigned long long *__restrict__ flags) {
+    const long long c = *count + 1;
+    *count = c;
+    cudaGraphSetConditional(h, (c < n && !(flags && flags[0])) ? 1u : 0u);
+}
+
+/* The capture on stream, which must be active. */
+static md_status md__graph_need_capture(const char *fn, cudaStream_t stream, cudaGraph_t *g, const cudaGraphNode_t **deps,
+                                        const cudaGraphEdgeData **edges, size_t *ndeps) {
+    cudaStreamCaptureStatus cs;
+    md_status st;
+    if (!stream) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "stream", "is the legacy default stream");
+    if ((st = md__graph_capture_info(fn, stream, &cs, g, deps, edges, ndeps)) != MD_OK) return st;
+    if (cs != cudaStreamCaptureStatusActive)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "stream",
+                            "is not capturing: conditional nodes exist only in graphs (md_cuda_graph_capture)");
+    return MD_OK;
+}
+
+md_status md_cuda_graph_cond_handle(cudaStream_t stream, unsigned int default_value, int assign_default,
+                                    cudaGraphConditionalHandle *handle) {
+    const char *fn = "md_cuda_graph_cond_handle";
+    cudaGraph_t g;
+    const cudaGraphNode_t *deps;
+    const cudaGraphEdgeData *edges;
+    size_t ndeps;
+    md_status st;
+    if (!handle) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "handle", "is NULL");
+    if ((st = md__graph_need_capture(fn, stream, &g, &deps, &edges, &ndeps)) != MD_OK) return st;
+    MD_CUDA_TRY(cudaGraphConditionalHandleCreate(handle, g, default_value, assign_default ? cudaGraphCondAssignDefault : 0));
+    return MD_OK;
+}
+
+md_status md_cuda_graph_cond_node(cudaStream_t stream, cudaStream_t body_stream, cudaGraphConditionalNodeType type,
+                                  cudaGraphConditionalHandle handle, md_cuda_bench_fn body, void *ctx,
+                                  cudaGraphNode_t *node) {
+    const char *fn = "md_cuda_graph_cond_node";
+    cudaGraph_t g, bg, ended = NULL;
+    const cudaGraphNode_t *deps;
+    const cudaGraphEdgeData *edges;
+    size_t ndeps;
+    cudaGraphNode_t n = NULL;
+    md_status st;
+    cudaError_t e;
+    if (node) *node = NULL;
+    if (!body) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "body", "is NULL");
+    if (!body_stream || body_stream == stream)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "body_stream", "must be a stream of its own (it is %s)",
+                            body_stream ? "the capturing stream" : "the legacy default stream");
+    if (type != cudaGraphCondTypeIf && type != cudaGraphCondTypeWhile)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "type", "%d is neither cudaGraphCondTypeIf nor cudaGraphCondTypeWhile",
+                            (int)type);
+    if ((st = md__graph_need_capture(fn, stream, &g, &deps, &edges, &ndeps)) != MD_OK) return st;
+    {
+        cudaGraphNodeParams p = {};
+        p.type = cudaGraphNodeTypeConditional;
+        p.conditional.handle = handle;
+        p.conditional.type = type;
+        p.conditional.size = 1;
+        if ((st = md__graph_capture_add(stream, g, deps, edges, ndeps, &p, &n)) != MD_OK) return st;
+        bg = p.conditional.phGraph_out[0];
+    }
+    MD_CUDA_TRY(cudaStreamBeginCaptureToGraph(body_stream, bg, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    st = body(ctx, body_stream);
+    e = cudaStreamEndCapture(body_stream, &ended); /* always end it; the body graph belongs to the node */
+    if (st != MD_OK) return st;
+    if (e != cudaSuccess) return md_cuda_error(e, "cudaStreamEndCapture(body)", __FILE__, __LINE__);
+    if (node) *node = n;
+    return MD_OK;
+}
+
+md_status md_cuda_graph_cond_from_word(cudaStream_t stream, cudaGraphConditionalHandle handle, const long long *d_word) {
+    if (!d_word) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_graph_cond_from_word", 0, "d_word", "is NULL");
+    MD_CUDA_GRAPH_RULES(md__graph_cond_word_kernel, "DD", MD_CUDA_PARAM_MUST_MATCH);
+    MD_CUDA_LAUNCH(md__graph_cond_word_kernel, 1, 1, 0, stream, handle, d_word);
+    return MD_OK;
+}
+
+typedef struct md__graph_loop_ctx {
+    md_cuda_bench_fn body;
+    void *ctx;
+    cudaGraphConditionalHandle h;
+    long long *count;
+    long long n;
+    const unsigned long long *flags;
+} md__graph_loop_ctx;
+
+static md_status md__graph_loop_body(void *ctx, cudaStream_t s) {
+    md__graph_loop_ctx *l = (md__graph_loop_ctx *)ctx;
+    md_status st = l->body(l->ctx, s);
+    if (st != MD_OK) return st;
+    MD_CUDA_LAUNCH(md__graph_loop_next_kernel, 1, 1, 0, s, l->h, l->count, l->n, l->flags);
+    return MD_OK;
+}
+
+md_status md_cuda_graph_loop(cudaStream_t stream, cudaStream_t body_stream, long long *d_count, long long n,
+                             const unsigned long long *d_flags, md_cuda_bench_fn body, void *ctx) {
+    const char *fn = "md_cuda_graph_loop";
+    md__graph_loop_ctx l;
+    md_status st;
+    if (!d_count) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_count", "is NULL");
+    if (!body) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "body", "is NULL");
+    if (n < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 0 (got %lld)", n);
+    MD_CUDA_GRAPH_RULES(md__graph_loop_init_kernel, "DDDD", MD_CUDA_PARAM_MUST_MATCH);
+    MD_CUDA_GRAPH_RULES(md__graph_loop_next_kernel, "DDDD", MD_CUDA_PARAM_MUST_MATCH);
+    memset((void *)&l, 0, sizeof l);
+    if ((st = md_cuda_graph_cond_handle(stream, 0, 0, &l.h)) != MD_OK) return st;
+    l.body = body;
+    l.ctx = ctx;
+    l.count = d_count;
+    l.n = n;
+    l.flags = d_flags;
+    MD_CUDA_LAUNCH(md__graph_loop_init_kernel, 1, 1, 0, stream, l.h, d_count, n, d_flags);
+    return md_cuda_graph_cond_node(stream, body_stream, cudaGraphCondTypeWhile, l.h, md__graph_loop_body, &l, NULL);
+}
+
+md_status md_cuda_graph_run_if(cudaStream_t stream, cudaStream_t body_stream, const long long *d_word,
+                               md_cuda_bench_fn body, void *ctx) {
+    const char *fn = "md_cuda_graph_run_if";
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaGraphConditionalHandle h;
+    md_status st;
+    if (!d_word) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_word", "is NULL");
+    if (!body) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "body", "is NULL");
+    if (stream) MD_CUDA_TRY(cudaStreamIsCapturing(stream, &cs));
+    if (cs != cudaStreamCaptureStatusActive) return body(ctx, stream);
+    if ((st = md_cuda_graph_cond_handle(stream, 0, 0, &h)) != MD_OK || (st = md_cuda_graph_cond_from_word(stream, h, d_word)) != MD_OK)
+        return st;
+    return md_cuda_graph_cond_node(stream, body_stream, cudaGraphCondTypeIf, h, body, ctx, NULL);
+}
+
+__global__ void md__timestamp_kernel(unsigned long long *times, long long *next, long long cap) {
+    const long long i = *next;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (i < cap) {
+        times[i] = t;
+        *next = i + 1;
+    }
+}
+
+md_status md_cuda_timestamp_enqueue(cudaStream_t stream, unsigned long long *d_times, long long *d_next, long long cap) {
+    const char *fn = "md_cuda_timestamp_enqueue";
+    if (!d_times || !d_next) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_times/d_next", "is NULL");
+    if (cap < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cap", "must be >= 0 (got %lld)", cap);
+    MD_CUDA_GRAPH_RULES(md__timestamp_kernel, "DDM", MD_CUDA_PARAM_MUST_MATCH);
+    MD_CUDA_LAUNCH(md__timestamp_kernel, 1, 1, 0, stream, d_times, d_next, cap);
 /* ---- sched ---- */
 
 #include <algorithm>

@@ -1,0 +1,696 @@
+/* Chapter 09: CUDA graphs of the MD step. The same molecular-dynamics step, launched five ways:
+ *
+ *   stream    every kernel launched on the state's stream, as the step's enqueue leaves them
+ *   capture   the step captured into a graph (cudaStreamBeginCapture / EndCapture) and
+ *             instantiated; captured and instantiated anew whenever the kind of step changes
+ *   dynamic   one executable graph per topology, captured once before the run; when the kind of
+ *             step changes, the kernel nodes that differ get their parameters
+ *             (cudaGraphExecKernelNodeSetParams); no capture during the run
+ *   compare   captured anew whenever the kind of step changes, like capture, but compared with
+ *             the kept graph through the comparator registry: identical (launch as it is),
+ *             updatable (cudaGraphExecUpdate) or instantiated anew; re-instantiations avoided
+ *             are counted
+ *   loop      one graph per energy-output interval: the sort step, a WHILE node that runs the
+ *             plain steps on the device, the energy step: one host launch per interval
+ *
+ * The step: chapter 06's velocity Verlet NVE step (md_cuda_vv_enqueue: kick-drift, zero,
+ * nonbonded forces with the device-gated list rebuild, kick) with the cluster-pair rung, on
+ * liquid argon (FCC lattice melted from 180 K, dt 4 fs, cutoff 0.9 nm + buffer 0.1 nm) of
+ * 4,000, 23,328 and 97,556 atoms. Chapter 08's step (water, PME, SETTLE, thermostat) takes its
+ * place when it exists: only the "step" section below changes.
+ *
+ * An interval is K steps (--interval K, default 100): step 0 sorts the atoms (kind sort), steps
+ * 1 .. K-2 compute forces only (plain), step K-1 also energies (energy); after it the host
+ * polls the energies, the one synchronisation per interval in every rung.
+ *
+ * Measured per rung, over --intervals N intervals after one warm-up interval:
+ *   steps/s         steps / wall time of the run (host launches, GPU work and the polls)
+ *   host us/step    CPU time of the launching thread (clock_gettime(CLOCK_THREAD_CPUTIME_ID))
+ *                   around the host's launch work, the polls excluded; the device is set to
+ *                   cudaDeviceScheduleBlockingSync, so a wait sleeps instead of spinning
+ *   GPU us/step, idle us/step
+ *                   from a second run of two intervals with a GPU timestamp
+ *                   (md_cuda_timestamp_enqueue: %globaltimer) at the start and the end of every
+ *                   step, in stream order and inside the graphs alike: the span of a step
+ *                   (its kernels and the gaps between them) and the GPU's idle gap between one
+ *                   step's end and the next one's start. The stamps cost two launches per step
+ *                   on a stream, so that run is not the timed one.
+ * Checked: every rung's trajectory (positions, velocities) and every interval's energies are
+ * bitwise those of the stream rung (64-bit fixed-point forces make the sums order-free).
+ *
+ *   build/chapters/09_cuda_graphs [--quick] [--json FILE] [--intervals N] [--interval K]
+ *                                 [--sizes A,B,C] [--results FILE.csv] [--timeline FILE.csv]
+ *   --sizes      FCC cells per edge of the systems (4 N^3 atoms; default 10,18,29)
+ *   --results    one CSV line per rung and system with every number of the tables
+ *   --timeline   the host's launch calls and the GPU's step spans of the stamped run (rungs
+ *                stream and loop) for tutorials/scripts/plot_graph_timeline.py
+ * --quick: the 4,000-atom system, K = 20, 2 intervals, every rung checked. */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#include "exercise.cu"
+#include "ladder.h"
+#include <time.h>
+
+#define NRUNG 5
+static const char *const rung_name[NRUNG] = {"stream", "capture", "dynamic", "compare", "loop"};
+enum { R_STREAM, R_CAPTURE, R_DYNAMIC, R_COMPARE, R_LOOP };
+
+static double mono_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double thread_cpu_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ======================================================================== */
+/* the step: chapter 06's NVE step on the GPU state                         */
+/* ======================================================================== */
+
+enum { KIND_SORT, KIND_PLAIN, KIND_ENERGY, NKIND };
+static const unsigned kind_what[NKIND] = {MD_CUDA_NB_SORT, 0u, MD_CUDA_NB_ENERGY};
+
+typedef struct sim {
+    md_cuda_state st;
+    md_cuda_nb_plan plan;
+    double dt;
+    int kind;              /* the kind of step sim_step enqueues */
+    cudaStream_t body;     /* the loop rung's WHILE body is captured on it */
+    /* the stamped run */
+    int stamp;             /* 1: a timestamp before and after every step */
+    unsigned long long *d_times;
+    long long *d_next;
+    long long cap;
+} sim;
+
+/* The kind of step j of an interval of K steps. */
+static int kind_of(int j, int K) { return j == 0 ? KIND_SORT : j == K - 1 ? KIND_ENERGY : KIND_PLAIN; }
+
+/* One step of kind m->kind enqueued on s: md_cuda_vv_enqueue launches on the state's stream, so
+ * for another stream (the loop's body) the state's stream is s while it enqueues. */
+static md_status sim_step(void *ctx, cudaStream_t s) {
+    sim *m = (sim *)ctx;
+    const cudaStream_t own = m->st.q.stream;
+    md_status st;
+    if (m->stamp && (st = md_cuda_timestamp_enqueue(s, m->d_times, m->d_next, m->cap)) != MD_OK) return st;
+    m->st.q.stream = s;
+    st = md_cuda_vv_enqueue(&m->st, &m->plan, m->dt, 1, kind_what[m->kind]);
+    m->st.q.stream = own;
+    if (st != MD_OK) return st;
+    if (m->stamp && (st = md_cuda_timestamp_enqueue(s, m->d_times, m->d_next, m->cap)) != MD_OK) return st;
+    return MD_OK;
+}
+
+static void sim_free(sim *m) {
+    md_cuda_nb_plan_destroy(&m->plan);
+    md_cuda_state_destroy(&m->st);
+    if (m->body) (void)cudaStreamDestroy(m->body);
+    md_cuda_free(m->d_times);
+    md_cuda_free(m->d_next);
+    memset(m, 0, sizeof *m);
+}
+
+/* A state and a cluster-pair plan for the system (no automatic sorts: the interval decides),
+ * the forces of the first positions, and the stamp buffer (cap stamps). */
+static md_status sim_make(sim *m, const md_system *sys, const md_topology *top, const md_lj_table *lj, long long cap) {
+    md_nb_params params;
+    md_cuda_nb_opts opts;
+    md_energy e;
+    md_status st;
+    memset(m, 0, sizeof *m);
+    memset(&params, 0, sizeof params);
+    memset(&opts, 0, sizeof opts);
+    params.coul = MD_COUL_NONE; /* argon has no charges */
+    opts.sort_interval = -1;
+    m->dt = 0.004;
+    m->kind = KIND_PLAIN;
+    m->cap = cap;
+    MD_CUDA_TRY(cudaStreamCreateWithFlags(&m->body, cudaStreamNonBlocking));
+    if ((st = md_cuda_state_create(&m->st, sys->n)) != MD_OK || (st = md_cuda_state_upload(&m->st, sys, top, lj)) != MD_OK ||
+        (st = md_cuda_nb_plan_create(&m->plan, &m->st, MD_NB_GPU_CLUSTER, &params, &opts)) != MD_OK ||
+        (st = md_cuda_alloc((void **)&m->d_times, (size_t)(cap > 0 ? cap : 1), sizeof(unsigned long long), "stamps")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&m->d_next, 1, sizeof(long long), "stamp count")) != MD_OK ||
+        (st = md_cuda_vv_enqueue(&m->st, &m->plan, m->dt, 0, 0u)) != MD_OK || /* the forces of the start */
+        (st = md_cuda_nb_plan_poll(&m->plan, &m->st, &e)) != MD_OK)
+        return st;
+    return MD_OK;
+}
+
+/* The comparator rules of the step's kernels. In chapter 06's code the nonbonded kernels are
+ * launched without rules, so the chapter registers them here, found by name in the launch
+ * registry (the stream rung's first steps registered them): each cluster-pair and each
+ * excluded-pair kernel takes one struct of buffers and capacities (must match: a grow changes
+ * both), and the instantiations of one kernel with and without energies form a family, so an
+ * energy step's graph updates a plain step's. Chapter 08's step registers its kernels beside
+ * their launches (MD_CUDA_GRAPH_RULES). */
+static md_status register_step_comparators(void) {
+    int i, n = md_cuda_kernel_count();
+    for (i = 0; i < n; i++) {
+        const void *f = NULL;
+        const char *name = NULL, *fam = NULL;
+        md_cuda_kernel_rules r;
+        char rules[MD_CUDA_GRAPH_MAX_PARAMS + 1];
+        md_status st;
+        if ((st = md_cuda_kernel_at(i, &f, &name)) != MD_OK) return st;
+        if (strstr(name, "nb_cluster_kernel")) fam = "nb_cluster";
+        else if (strstr(name, "nb_bonded_kernel")) fam = "nb_bonded";
+        else continue;
+        if ((st = md_cuda_graph_rules(f, &r)) != MD_OK) return st;
+        if (r.nparams < 0) continue;
+        memset(rules, 'M', (size_t)r.nparams);
+        rules[r.nparams] = '\0';
+        if ((st = md_cuda_graph_register(f, rules, MD_CUDA_PARAM_MUST_MATCH)) != MD_OK ||
+            (st = md_cuda_graph_family(f, fam)) != MD_OK)
+            return st;
+    }
+    return MD_OK;
+}
+
+/* ======================================================================== */
+/* the rungs                                                                */
+/* ======================================================================== */
+
+typedef struct host_span {
+    double t0, t1; /* monotonic seconds */
+    int step;      /* first step of the call */
+} host_span;
+
+typedef struct runner {
+    int rung, K;
+    sim *m;
+    md_cuda_graph_cache cache[2];   /* capture: [0]; compare: [0] the sort step, [1] the other steps */
+    int cur[2];                     /* the kind each cache holds (-1: none) */
+    cudaGraph_t g[NKIND];           /* dynamic: one capture of each kind */
+    cudaGraphExec_t e_sort, e_step; /* dynamic: executables of the sort step and of the plain step */
+    cudaGraphNode_t dn[2][16];      /* dynamic: the kernel nodes that differ, plain [0] and energy [1] */
+    int ndn, step_kind;             /* dynamic: their number; the kind e_step holds */
+    long long *d_count;             /* loop: passes of the WHILE node */
+    md_cuda_graph_cache loop;       /* loop: the interval graph */
+    long long set_calls;            /* dynamic: md_cuda_graph_exec_set_kernels calls */
+    host_span *spans;               /* stamped run: the host's launch calls */
+    int nspans, cap_spans;
+} runner;
+
+static void runner_free(runner *r) {
+    int k;
+    md_cuda_graph_cache_destroy(&r->cache[0]);
+    md_cuda_graph_cache_destroy(&r->cache[1]);
+    md_cuda_graph_cache_destroy(&r->loop);
+    for (k = 0; k < NKIND; k++)
+        if (r->g[k]) (void)cudaGraphDestroy(r->g[k]);
+    if (r->e_sort) (void)cudaGraphExecDestroy(r->e_sort);
+    if (r->e_step) (void)cudaGraphExecDestroy(r->e_step);
+    md_cuda_free(r->d_count);
+    md_free(r->spans);
+    memset(r, 0, sizeof *r);
+}
+
+static md_status loop_body(void *ctx, cudaStream_t s) {
+    sim *m = (sim *)ctx;
+    m->kind = KIND_PLAIN;
+    return sim_step(m, s);
+}
+
+/* The loop rung's interval: the sort step, K - 2 plain steps in a WHILE node (a raised device
+ * flag ends it early; the poll then reports the flag), the energy step. */
+static md_status loop_interval(void *ctx, cudaStream_t s) {
+    runner *r = (runner *)ctx;
+    sim *m = r->m;
+    md_status st;
+    m->kind = KIND_SORT;
+    if ((st = sim_step(m, s)) != MD_OK ||
+        (st = md_cuda_graph_loop(s, m->body, r->d_count, r->K - 2, m->st.q.d_flags, loop_body, m)) != MD_OK)
+        return st;
+    m->kind = KIND_ENERGY;
+    return sim_step(m, s);
+}
+
+/* What a rung prepares before its run: the dynamic rung captures one step of each kind, makes
+ * the two executables and finds the nodes that differ between a plain and an energy step; the
+ * loop rung captures its interval graph. */
+static md_status runner_setup(runner *r, sim *m, int rung, int K) {
+    const cudaStream_t s = m->st.q.stream;
+    md_status st;
+    int k;
+    memset(r, 0, sizeof *r);
+    r->rung = rung;
+    r->K = K;
+    r->m = m;
+    r->cur[0] = r->cur[1] = -1;
+    r->cache[0].policy = r->cache[1].policy =
+        rung == R_CAPTURE ? MD_CUDA_GRAPH_POLICY_REINSTANTIATE : MD_CUDA_GRAPH_POLICY_COMPARE;
+    r->cap_spans = 4 * K + 8;
+    if (!(r->spans = (host_span *)md_alloc_array((size_t)r->cap_spans, sizeof *r->spans))) return MD_ERR_OUT_OF_MEMORY;
+    if (rung == R_DYNAMIC) {
+        for (k = 0; k < NKIND; k++) {
+            m->kind = k;
+            if ((st = md_cuda_graph_capture(s, sim_step, m, &r->g[k])) != MD_OK) return st;
+        }
+        MD_CUDA_TRY(cudaGraphInstantiate(&r->e_sort, r->g[KIND_SORT], 0));
+        MD_CUDA_TRY(cudaGraphInstantiate(&r->e_step, r->g[KIND_PLAIN], 0));
+        MD_CUDA_TRY(cudaGraphUpload(r->e_sort, s));
+        MD_CUDA_TRY(cudaGraphUpload(r->e_step, s));
+        if ((st = md_cuda_graph_kernel_diff(r->g[KIND_PLAIN], r->g[KIND_ENERGY], r->dn[0], r->dn[1], 16, &r->ndn)) != MD_OK)
+            return st;
+        r->step_kind = KIND_PLAIN;
+    }
+    if (rung == R_LOOP) {
+        if ((st = md_cuda_alloc((void **)&r->d_count, 1, sizeof(long long), "loop count")) != MD_OK ||
+            (st = md_cuda_graph_cache_capture(&r->loop, s, loop_interval, r)) != MD_OK)
+            return st;
+    }
+    return MD_OK;
+}
+
+/* Step j of the interval as rung r launches it (the host's work only; nothing waits). */
+static md_status runner_step(runner *r, int j) {
+    sim *m = r->m;
+    const cudaStream_t s = m->st.q.stream;
+    const int kind = kind_of(j, r->K);
+    md_status st;
+    switch (r->rung) {
+    case R_STREAM:
+        m->kind = kind;
+        return sim_step(m, s);
+    case R_CAPTURE:
+    case R_COMPARE: {
+        const int c = r->rung == R_COMPARE && kind != KIND_SORT; /* compare: one cache per topology */
+        if (r->cur[c] != kind) {
+            m->kind = kind;
+            if ((st = md_cuda_graph_cache_capture(&r->cache[c], s, sim_step, m)) != MD_OK) return st;
+            r->cur[c] = kind;
+        }
+        return md_cuda_graph_cache_launch(&r->cache[c], s);
+    }
+    case R_DYNAMIC:
+        if (kind == KIND_SORT) {
+            MD_CUDA_TRY(cudaGraphLaunch(r->e_sort, s));
+            return MD_OK;
+        }
+        if (kind != r->step_kind) {
+            const int to = kind == KIND_ENERGY;
+            if ((st = md_cuda_graph_exec_set_kernels(r->e_step, r->dn[0], r->dn[to], r->ndn)) != MD_OK) return st;
+            r->step_kind = kind;
+            r->set_calls++;
+        }
+        MD_CUDA_TRY(cudaGraphLaunch(r->e_step, s));
+        return MD_OK;
+    case R_LOOP:
+        return j == 0 ? md_cuda_graph_cache_launch(&r->loop, s) : MD_OK; /* the whole interval at once */
+    }
+    return MD_OK;
+}
+
+/* One interval: its K steps' launches (their CPU time added to *cpu_s, each call logged when
+ * log is set), then the poll. */
+static md_status runner_interval(runner *r, md_energy *e, double *cpu_s, int log) {
+    const double c0 = thread_cpu_s();
+    md_status st;
+    int j;
+    for (j = 0; j < r->K; j++) {
+        const double t0 = log ? mono_s() : 0.0;
+        if ((st = runner_step(r, j)) != MD_OK) return st;
+        if (log && (r->rung != R_LOOP || j == 0) && r->nspans < r->cap_spans) {
+            r->spans[r->nspans].t0 = t0;
+            r->spans[r->nspans].t1 = mono_s();
+            r->spans[r->nspans].step = j;
+            r->nspans++;
+        }
+    }
+    *cpu_s += thread_cpu_s() - c0;
+    return md_cuda_nb_plan_poll(&r->m->plan, &r->m->st, e);
+}
+
+/* ======================================================================== */
+/* one system, every rung                                                   */
+/* ======================================================================== */
+
+typedef struct rung_result {
+    int ran, bitwise;
+    double wall_s, cpu_s, steps;
+    double gpu_step_us, gpu_gap_us, busy;
+    long long captures, instantiations, updates, identical, refused, set_calls, launches;
+} rung_result;
+
+typedef struct trajectory {
+    md_system end;     /* positions and velocities after the run */
+    md_energy *e;      /* the energies of every interval */
+} trajectory;
+
+typedef struct run_opts {
+    int K, intervals;
+    FILE *timeline;
+    int natoms;
+} run_opts;
+
+/* The timed run of rung `rung`: a fresh state, one warm-up interval, `intervals` timed ones. */
+static md_status timed_run(const md_system *sys, const md_topology *top, const md_lj_table *lj, int rung,
+                           const run_opts *o, rung_result *res, trajectory *tr) {
+    sim m;
+    runner r;
+    double wall = 0.0, cpu = 0.0, t0;
+    md_status st;
+    int i;
+    memset(&r, 0, sizeof r);
+    if ((st = sim_make(&m, sys, top, lj, 0)) != MD_OK) goto done;
+    if (rung != R_STREAM && (st = register_step_comparators()) != MD_OK) goto done;
+    if ((st = runner_setup(&r, &m, rung, o->K)) != MD_OK) goto done;
+    if ((st = runner_interval(&r, &tr->e[0], &cpu, 0)) != MD_OK) goto done; /* warm-up */
+    cpu = 0.0;
+    {
+        long long c0 = r.cache[0].captures + r.cache[1].captures, i0 = r.cache[0].instantiations + r.cache[1].instantiations,
+                  u0 = r.cache[0].updates + r.cache[1].updates, s0 = r.cache[0].identical + r.cache[1].identical,
+                  f0 = r.cache[0].refused + r.cache[1].refused, d0 = r.set_calls;
+        t0 = mono_s();
+        for (i = 1; i <= o->intervals; i++)
+            if ((st = runner_interval(&r, &tr->e[i], &cpu, 0)) != MD_OK) goto done;
+        wall = mono_s() - t0;
+        res->captures = r.cache[0].captures + r.cache[1].captures - c0;
+        res->instantiations = r.cache[0].instantiations + r.cache[1].instantiations - i0;
+        res->updates = r.cache[0].updates + r.cache[1].updates - u0;
+        res->identical = r.cache[0].identical + r.cache[1].identical - s0;
+        res->refused = r.cache[0].refused + r.cache[1].refused - f0;
+        res->set_calls = r.set_calls - d0;
+    }
+    res->wall_s = wall;
+    res->cpu_s = cpu;
+    res->steps = (double)o->intervals * o->K;
+    if ((st = md_cuda_state_download(&m.st, &tr->end, NULL, NULL)) != MD_OK) goto done;
+    res->ran = 1;
+done:
+    runner_free(&r);
+    sim_free(&m);
+    return st;
+}
+
+/* The stamped run: two intervals with a timestamp before and after every step; the second is
+ * measured. GPU stamps are put on the host's clock by a stamp enqueued on the idle GPU just
+ * after a host reading (they lag it by that stamp's launch latency, a few microseconds). */
+static md_status stamped_run(const md_system *sys, const md_topology *top, const md_lj_table *lj, int rung,
+                             const run_opts *o, rung_result *res) {
+    const long long cap = 2 * (long long)o->K + 2;
+    sim m;
+    runner r;
+    md_energy e;
+    unsigned long long *h = NULL;
+    double cpu = 0.0, h0, span = 0.0, gap = 0.0;
+    md_status st;
+    int j;
+    memset(&r, 0, sizeof r);
+    if ((st = sim_make(&m, sys, top, lj, cap)) != MD_OK) goto done;
+    if (rung != R_STREAM && (st = register_step_comparators()) != MD_OK) goto done;
+    m.stamp = 1;
+    if ((st = runner_setup(&r, &m, rung, o->K)) != MD_OK) goto done;
+    if ((st = runner_interval(&r, &e, &cpu, 0)) != MD_OK) goto done;
+    if (!(h = (unsigned long long *)md_alloc_array((size_t)cap, sizeof *h))) {
+        st = MD_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    /* stamp 0: the alignment stamp */
+    MD_CUDA_TRY(cudaMemsetAsync(m.d_next, 0, sizeof(long long), m.st.q.stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(m.st.q.stream));
+    h0 = mono_s();
+    if ((st = md_cuda_timestamp_enqueue(m.st.q.stream, m.d_times, m.d_next, cap)) != MD_OK) goto done;
+    r.nspans = 0;
+    if ((st = runner_interval(&r, &e, &cpu, 1)) != MD_OK) goto done;
+    MD_CUDA_TRY(cudaMemcpy(h, m.d_times, (size_t)cap * sizeof *h, cudaMemcpyDeviceToHost));
+    for (j = 0; j < o->K; j++) {
+        span += (double)(h[2 + 2 * j] - h[1 + 2 * j]);
+        if (j + 1 < o->K) gap += (double)(h[1 + 2 * (j + 1)] - h[2 + 2 * j]);
+    }
+    res->gpu_step_us = 1e-3 * span / o->K;
+    res->gpu_gap_us = 1e-3 * gap / (o->K - 1);
+    res->busy = span / (double)(h[2 * o->K] - h[1]);
+    if (o->timeline && (rung == R_STREAM || rung == R_LOOP)) { /* microseconds after the alignment stamp */
+        for (j = 0; j < r.nspans; j++)
+            fprintf(o->timeline, "%d,%s,host,%.3f,%.3f,%d\n", o->natoms, rung_name[rung], 1e6 * (r.spans[j].t0 - h0),
+                    1e6 * (r.spans[j].t1 - h0), r.spans[j].step);
+        for (j = 0; j < o->K; j++)
+            fprintf(o->timeline, "%d,%s,gpu,%.3f,%.3f,%d\n", o->natoms, rung_name[rung], 1e-3 * (double)(h[1 + 2 * j] - h[0]),
+                    1e-3 * (double)(h[2 + 2 * j] - h[0]), j);
+    }
+done:
+    md_free(h);
+    runner_free(&r);
+    sim_free(&m);
+    return st;
+}
+
+/* 1 if two runs left bitwise the same positions, velocities and energies. */
+static int same_trajectory(const trajectory *a, const trajectory *b, int n, int nint) {
+    return memcmp(a->end.xyzq, b->end.xyzq, (size_t)n * sizeof *a->end.xyzq) == 0 &&
+           memcmp(a->end.vel, b->end.vel, (size_t)n * sizeof *a->end.vel) == 0 &&
+           memcmp(a->e, b->e, (size_t)nint * sizeof *a->e) == 0;
+}
+
+static int run_system(const ladder_opts *lo, int cells, const run_opts *ro_in, const char *device, FILE *results) {
+    md_system sys;
+    md_topology top;
+    md_lj_table lj;
+    md_fcc_desc fcc;
+    run_opts ro = *ro_in;
+    trajectory tr[NRUNG];
+    rung_result res[NRUNG];
+    ladder l;
+    char title[256];
+    int k, failed = 0;
+    const int nint = ro.intervals + 1;
+    memset(&fcc, 0, sizeof fcc);
+    memset(tr, 0, sizeof tr);
+    memset(res, 0, sizeof res);
+    fcc.cells = cells;
+    fcc.temperature = 180.0;
+    fcc.seed = LADDER_SEED;
+    if (md_build_lj_fluid(&sys, &top, &lj, &fcc) != MD_OK) {
+        printf("FAIL system: %s\n", md_last_error());
+        return 1;
+    }
+    ro.natoms = sys.n;
+    snprintf(title, sizeof title,
+             "\nChapter 09: the NVE step of %d argon atoms (%.3f nm box), %d steps per interval "
+             "(sort, %d plain, energy), %d timed intervals",
+             sys.n, sys.box[0], ro.K, ro.K - 2, ro.intervals);
+    ladder_begin(&l, lo, "09_cuda_graphs", title, "steps/s", "atoms", device);
+    for (k = 0; k < NRUNG; k++) {
+        double err;
+        if (!ladder_selected(&l, rung_name[k]) && k != R_STREAM) continue;
+        if (md_system_alloc(&tr[k].end, sys.n) != MD_OK ||
+            !(tr[k].e = (md_energy *)md_alloc_array((size_t)nint, sizeof *tr[k].e))) {
+            ladder_row_error(&l, rung_name[k], md_last_error());
+            continue;
+        }
+        memset(tr[k].e, 0xFF, (size_t)nint * sizeof *tr[k].e); /* poisoned: NaN energies fail the comparison */
+        if (timed_run(&sys, &top, &lj, k, &ro, &res[k], &tr[k]) != MD_OK ||
+            stamped_run(&sys, &top, &lj, k, &ro, &res[k]) != MD_OK) {
+            ladder_row_error(&l, rung_name[k], md_last_error());
+            res[k].ran = 0;
+            continue;
+        }
+        res[k].bitwise = k == R_STREAM || (res[R_STREAM].ran && same_trajectory(&tr[k], &tr[R_STREAM], sys.n, nint));
+        err = k == R_STREAM ? NAN : (res[k].bitwise ? 0.0 : INFINITY);
+        snprintf(l.note, sizeof l.note,
+                 "host %.2f us/step | GPU %.2f us/step, idle %.2f us between steps (%.0f%% busy) | %lld capt %lld inst %lld "
+                 "upd %lld same %lld set",
+                 1e6 * res[k].cpu_s / res[k].steps, res[k].gpu_step_us, res[k].gpu_gap_us, 100.0 * res[k].busy,
+                 res[k].captures, res[k].instantiations, res[k].updates, res[k].identical, res[k].set_calls);
+        if (!ladder_row(&l, rung_name[k], sys.n, res[k].wall_s / res[k].steps, 1.0, NAN, err, 0.0)) {
+            if (!res[k].bitwise) printf("    FAIL %s: trajectory or energies differ from the stream rung's\n", rung_name[k]);
+        }
+        if (k == R_COMPARE)
+            printf("    re-instantiations avoided: %lld of %lld captures (%lld refused by cudaGraphExecUpdate)\n",
+                   res[k].updates + res[k].identical, res[k].captures, res[k].refused);
+        if (results)
+            fprintf(results, "%d,%s,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.4f,%lld,%lld,%lld,%lld,%lld,%d\n", sys.n, rung_name[k], ro.K,
+                    res[k].steps / res[k].wall_s, 1e6 * res[k].wall_s / res[k].steps, 1e6 * res[k].cpu_s / res[k].steps,
+                    res[k].gpu_step_us, res[k].gpu_gap_us, res[k].busy, res[k].captures, res[k].instantiations,
+                    res[k].updates, res[k].identical, res[k].set_calls, res[k].bitwise);
+    }
+    if (res[R_STREAM].ran && res[R_LOOP].ran)
+        printf("    loop over stream: %.2fx the steps/s, %.1f -> %.2f host us/step\n",
+               res[R_STREAM].wall_s / res[R_LOOP].wall_s, 1e6 * res[R_STREAM].cpu_s / res[R_STREAM].steps,
+               1e6 * res[R_LOOP].cpu_s / res[R_LOOP].steps);
+    failed += ladder_end(&l);
+    for (k = 0; k < NRUNG; k++) {
+        md_system_free(&tr[k].end);
+        md_free(tr[k].e);
+    }
+    md_system_free(&sys);
+    md_topology_free(&top);
+    md_lj_table_free(&lj);
+    return failed;
+}
+
+/* ======================================================================== */
+/* the exercise: a kernel in the comparator registry                        */
+/* ======================================================================== */
+
+typedef struct ex_ctx {
+    float4 *d_vel;
+    int n;
+    float lambda;
+} ex_ctx;
+
+static md_status ex_capture(void *ctx, cudaStream_t s) {
+    const ex_ctx *c = (const ex_ctx *)ctx;
+    return exercise_enqueue(c->d_vel, c->n, c->lambda, s);
+}
+
+/* lambda of step k: around 1, a new value every step (exact in float: k / 2^20). */
+static float ex_lambda(int k) { return 1.0f + (float)((k * 37) % 64 - 32) * (1.0f / 1048576.0f); }
+
+/* 200 steps of the thermostat, each captured and given to a cache (policy COMPARE), n one less
+ * from step 100 on; checked bitwise against the host. */
+static int run_exercise(const ladder_opts *lo, const char *device) {
+    const int n = 4000, steps = 200;
+    md_cuda_graph_cache c;
+    ex_ctx x;
+    cudaStream_t s = NULL;
+    float4 *h = NULL, *ref = NULL;
+    ladder l;
+    double t0, wall;
+    md_rng rng;
+    md_status st = MD_OK;
+    int k, i, bad = 0;
+    memset(&c, 0, sizeof c);
+    memset(&x, 0, sizeof x);
+    ladder_begin(&l, lo, "09_cuda_graphs", "\nChapter 09, exercise: a thermostat kernel whose lambda changes every step, "
+                 "captured every step (4,000 velocities, 200 steps)", "steps/s", "atoms", device);
+    if (!(h = (float4 *)md_alloc_array((size_t)n, sizeof *h)) || !(ref = (float4 *)md_alloc_array((size_t)n, sizeof *ref))) {
+        ladder_row_error(&l, "exercise", md_last_error());
+        goto out;
+    }
+    md_rng_seed(&rng, LADDER_SEED);
+    for (i = 0; i < n; i++) {
+        ref[i].x = (float)(md_rng_uniform(&rng) - 0.5);
+        ref[i].y = (float)(md_rng_uniform(&rng) - 0.5);
+        ref[i].z = (float)(md_rng_uniform(&rng) - 0.5);
+        ref[i].w = 0.025f;
+    }
+    x.n = n;
+    if ((st = exercise_register()) != MD_OK || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        (st = md_cuda_alloc((void **)&x.d_vel, (size_t)n, sizeof(float4), "velocities")) != MD_OK ||
+        cudaMemcpy(x.d_vel, ref, (size_t)n * sizeof(float4), cudaMemcpyHostToDevice) != cudaSuccess) {
+        ladder_row_error(&l, "exercise", st != MD_OK ? md_last_error() : "CUDA set-up failed");
+        goto out;
+    }
+    t0 = mono_s();
+    for (k = 0; k < steps && st == MD_OK; k++) {
+        x.lambda = ex_lambda(k);
+        x.n = k < steps / 2 ? n : n - 1;
+        if ((st = md_cuda_graph_cache_capture(&c, s, ex_capture, &x)) == MD_OK) st = md_cuda_graph_cache_launch(&c, s);
+    }
+    if (st == MD_OK && cudaStreamSynchronize(s) != cudaSuccess) st = MD_ERR_CUDA;
+    wall = mono_s() - t0;
+    if (st != MD_OK || cudaMemcpy(h, x.d_vel, (size_t)n * sizeof(float4), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        ladder_row_error(&l, "exercise", md_last_error());
+        goto out;
+    }
+    for (k = 0; k < steps; k++) {
+        const float lam = ex_lambda(k);
+        const int m = k < steps / 2 ? n : n - 1;
+        for (i = 0; i < m; i++) {
+            ref[i].x = ref[i].x * lam;
+            ref[i].y = ref[i].y * lam;
+            ref[i].z = ref[i].z * lam;
+        }
+    }
+    for (i = 0; i < n; i++) bad += memcmp(&h[i], &ref[i], sizeof h[i]) != 0;
+    snprintf(l.note, sizeof l.note, "%lld captures: %lld instantiated anew, %lld updated, %lld identical; last verdict: %.60s",
+             c.captures, c.instantiations, c.updates, c.identical, md_cuda_graph_match_name(c.last.match));
+    if (!ladder_row(&l, "exercise", n, wall / steps, 1.0, NAN, bad ? INFINITY : 0.0, 0.0))
+        printf("    FAIL exercise: %d of %d velocities differ from the host reference\n", bad, n);
+    if (c.instantiations > 2)
+        printf("    (%lld instantiations for 200 steps: register rules that let lambda change; see exercise.cu)\n",
+               c.instantiations);
+out:
+    md_cuda_graph_cache_destroy(&c);
+    md_cuda_free(x.d_vel);
+    if (s) (void)cudaStreamDestroy(s);
+    md_free(h);
+    md_free(ref);
+    return ladder_end(&l);
+}
+
+/* ======================================================================== */
+
+static const char *usage =
+    "Chapter 09 options: --intervals N (timed intervals, default 10) --interval K (steps per interval, default 100)\n"
+    "  --sizes A,B,C (FCC cells per edge, default 10,18,29) --results FILE.csv --timeline FILE.csv";
+
+int main(int argc, char **argv) {
+    ladder_opts lo;
+    run_opts ro;
+    char device[300], *rest[64];
+    const char *results_path = NULL, *timeline_path = NULL, *sizes = NULL;
+    FILE *results = NULL;
+    int cells[8], ncells = 0, i, nrest = 0, rc, failed = 0;
+    memset(&ro, 0, sizeof ro);
+    ro.K = 0;
+    ro.intervals = 0;
+    /* the chapter's own options; the rest go to the ladder */
+    for (i = 0; i < argc && nrest < 63; i++) {
+        const int more = i + 1 < argc;
+        if (i > 0 && more && strcmp(argv[i], "--intervals") == 0) ro.intervals = atoi(argv[++i]);
+        else if (i > 0 && more && strcmp(argv[i], "--interval") == 0) ro.K = atoi(argv[++i]);
+        else if (i > 0 && more && strcmp(argv[i], "--sizes") == 0) sizes = argv[++i];
+        else if (i > 0 && more && strcmp(argv[i], "--results") == 0) results_path = argv[++i];
+        else if (i > 0 && more && strcmp(argv[i], "--timeline") == 0) timeline_path = argv[++i];
+        else rest[nrest++] = argv[i];
+    }
+    rest[nrest] = NULL;
+    if ((rc = ladder_parse(&lo, nrest, rest, usage)) != 0) return rc > 0 ? 0 : 2;
+    if (ro.K == 0) ro.K = lo.quick ? 20 : 100;
+    if (ro.intervals == 0) ro.intervals = lo.quick ? 2 : 10;
+    if (ro.K < 4 || ro.intervals < 1) {
+        fprintf(stderr, "%s: --interval must be >= 4 and --intervals >= 1\n", argv[0]);
+        return 2;
+    }
+    if (sizes) {
+        const char *p = sizes;
+        while (*p && ncells < 8) {
+            cells[ncells] = atoi(p);
+            if (cells[ncells] < 4 || cells[ncells] > 60) {
+                fprintf(stderr, "%s: --sizes wants FCC cells per edge in 4..60, got '%s'\n", argv[0], sizes);
+                return 2;
+            }
+            ncells++;
+            p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p);
+        }
+    } else if (lo.quick) {
+        cells[ncells++] = 10;
+    } else {
+        cells[ncells++] = 10;
+        cells[ncells++] = 18;
+        cells[ncells++] = 29;
+    }
+    (void)cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync); /* before the context: waits sleep, host CPU time is launch work */
+    (void)cudaGetLastError();
+    if ((rc = ladder_gpu_device(device, sizeof device)) >= 0) {
+        for (i = 0; i < NRUNG; i++) printf("SKIP %s: no usable CUDA device\n", rung_name[i]);
+        return rc;
+    }
+    if (results_path) {
+        if (!(results = fopen(results_path, "w"))) {
+            fprintf(stderr, "%s: cannot write %s\n", argv[0], results_path);
+            return 2;
+        }
+        fprintf(results, "atoms,rung,interval,steps_per_s,us_per_step,host_us_per_step,gpu_us_per_step,gpu_idle_us_per_step,"
+                         "gpu_busy,captures,instantiations,updates,identical,set_calls,bitwise\n");
+    }
+    if (timeline_path) {
+        if (!(ro.timeline = fopen(timeline_path, "w"))) {
+            fprintf(stderr, "%s: cannot write %s\n", argv[0], timeline_path);
+            return 2;
+        }
+        fprintf(ro.timeline, "atoms,rung,lane,start_us,end_us,step\n");
+    }
+    for (i = 0; i < ncells; i++) failed += run_system(&lo, cells[i], &ro, device, results);
+    failed += run_exercise(&lo, device);
+    if (results) fclose(results);
+    if (ro.timeline) fclose(ro.timeline);
+    return failed ? 1 : 0;
+}
