@@ -43,7 +43,7 @@ GPU_EXAMPLES:= $(patsubst examples/%/main.cu,$(BUILD)/examples/%,$(wildcard exam
 C_TOOLS     := $(patsubst reference/%.c,$(BUILD)/reference/%,$(wildcard reference/*.c))
 BENCHES     := $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/*.cu))
 FUZZERS     := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-HEADERS := md.h md_cuda.cu.h tests/md_test.h
+HEADERS := md.h md_cuda.cu.h $(wildcard tests/*.h)
 
 CPU_BINS := $(C_TESTS) $(C_CHAPTERS) $(C_EXAMPLES) $(C_TOOLS)
 GPU_BINS := $(GPU_TESTS) $(GPU_CHAPTERS) $(GPU_EXAMPLES) $(BENCHES)

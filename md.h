@@ -85,6 +85,15 @@
  *   pme      md_pme_params, md_pme_choose, md_pme_plan_create/compute/free and
  *            the stages md_pme_spread/forward/solve/backward/gather: smooth PME;
  *            md_fft_plan, md_fft3d: the compact FFT it uses
+ *   bonded   md_bonded (harmonic bonds and angles), md_bonded_compute; md_ff_table,
+ *            md_read_ff_table, md_topology_from_psf: parameters for a PSF
+ *   constraints md_settle_water, md_settle_velocities, md_constraints: SETTLE,
+ *            SHAKE and RATTLE
+ *   thermostat md_philox4x32_10, md_langevin_normals: counter-based noise
+ *   sim      md_sim_create/step/energy/free: the MD step on the CPU (leapfrog,
+ *            Langevin middle, Monte Carlo barostat); energies CSV, progress line
+ *   checkpoint md_checkpoint (write, read, md_sim_checkpoint, md_sim_restore);
+ *            md_dcd_writer: DCD written frame by frame
  *   co       md_co_create/resume/yield/status/free: stackful coroutines (inline
  *            assembly on x86-64 and AArch64, else ucontext); md_remd: temperature
  *            replica exchange (Metropolis swaps of neighbours, seeded, statistics)
@@ -2181,6 +2190,764 @@ MDDEF md_status md_pme_gather(md_pme_plan *p, const md_float4 *xyzq, int n, cons
  *  and @p energy are untouched. */
 MDDEF md_status md_pme_compute(md_pme_plan *p, const md_float4 *xyzq, int n, const double box[3], double *force,
                                md_energy *energy);
+
+/* ======================================================================== */
+/* bonded: harmonic bonds and angles, the force-field table of a PSF        */
+/* ======================================================================== */
+
+/* Harmonic bonds E = k/2 (r - r0)^2 and angles E = k/2 (theta - theta0)^2, with
+ * md_topology's units: k in kJ mol^-1 nm^-2 and kJ mol^-1 rad^-2, the convention
+ * of OpenMM's HarmonicBondForce and HarmonicAngleForce (CHARMM and AMBER files list
+ * K = k / 2 in kcal/mol/A^2: multiply by 2 x 418.4 for k). md_bonded_compute is the
+ * double reference; md_bond_f32 and md_angle_f32 are the float arithmetic of the GPU
+ * kernel (md_cuda.cu.h), shared so the host can test it.
+ *
+ * A PSF holds the atoms, types, charges, masses and bonds of a system but no
+ * parameters. The parameters come from a small text table (md_ff_table) that a
+ * caller writes for the types it uses; md_topology_from_psf() joins the two:
+ *
+ *     # md.h force-field table 1 (a '#' starts a comment; blank lines are skipped)
+ *     lj     OT    0.315061  0.636386          type sigma(nm) epsilon(kJ/mol)
+ *     lj     HT    0         0
+ *     bond   OT HT   0.09572  462750.4         types r0(nm) k(kJ/mol/nm^2)
+ *     angle  HT OT HT  104.52  836.8           types theta0(degrees) k(kJ/mol/rad^2)
+ *     water  OT HT                             a rigid water: oxygen and hydrogen types
+ *
+ * One entry per line, the keyword first, fields separated by blanks, at most
+ * MD_NAME_MAX characters per type. A bond matches its two types in either order, an
+ * angle its three in either direction (the vertex in the middle). The same types
+ * twice is an error naming both lines. `water` names the types of a rigid three-site
+ * water: every residue of an oxygen of that type bonded to two hydrogens of the other
+ * type becomes a rigid group (SETTLE), with the O-H distance of the bond entry and the
+ * H-H distance from the angle entry. */
+
+/** @brief The harmonic bond and angle terms a simulation evaluates, with their parameters.
+ *  Owned arrays (md_bonded_free). */
+typedef struct md_bonded {
+    int nbond;            /**< bonds */
+    int *bond;            /**< 2 nbond atoms */
+    double *bond_r0;      /**< nbond rest lengths (nm) */
+    double *bond_k;       /**< nbond constants (kJ mol^-1 nm^-2) */
+    int nangle;           /**< angles */
+    int *angle;           /**< 3 nangle atoms, the vertex in the middle */
+    double *angle_theta0; /**< nangle rest angles (rad) */
+    double *angle_k;      /**< nangle constants (kJ mol^-1 rad^-2) */
+} md_bonded;
+
+/** @brief The bonded terms of @p t: every bond of t when t->bond_k is set (with t->bond_r0) and
+ *  every angle when t->angle_k is set (with t->angle_theta0); a topology without them gives an
+ *  empty md_bonded.
+ *
+ *  With @p skip_rigid 1 the terms that constraints hold fixed are left out, as OpenMM's
+ *  ForceField does for constrained bonds: a bond inside one rigid water or listed as a
+ *  constraint (either order), and an angle whose three atoms are one rigid water. Errors: NULL,
+ *  an atom index out of range (MD_ERR_RANGE naming bond[k] or angle[k]), a non-finite or
+ *  negative constant or rest value, out of memory. On failure @p b is untouched. */
+MDDEF md_status md_bonded_from_topology(md_bonded *b, const md_topology *t, int skip_rigid);
+
+/** @brief Release the arrays of @p b and zero it. Safe on a zeroed md_bonded. */
+MDDEF void md_bonded_free(md_bonded *b);
+
+/** @brief Bonded energy, forces and virial of positions @p x (3 @p n doubles, nm), in double.
+ *
+ *  Each term's vectors are minimum images in @p box (NULL or all zero: no periodic box): bond
+ *  d = x_i - x_j, angle a = x_i - x_j and c = x_k - x_j (j the vertex), theta =
+ *  atan2(|a x c|, a . c). ADDS the forces to @p force (3 n doubles, may be NULL) and the virial
+ *  (W_ab = sum over terms of (x_atom - x_first)_a F_atom,b with the term's own vectors) to
+ *  energy->virial, and SETS energy->bonded (@p energy may be NULL); other fields are left as
+ *  they were. An angle with sin(theta) below 1e-12 (collinear atoms) gets its energy but no
+ *  force, its direction being undefined. Errors: NULL @p b or @p x, n < 1, an atom outside
+ *  0..n-1 (MD_ERR_RANGE), a non-finite coordinate (MD_ERR_RANGE, field x[i]). On failure
+ *  @p force and @p energy are untouched. */
+MDDEF md_status md_bonded_compute(const md_bonded *b, const double *x, int n, const double box[3], double *force,
+                                  md_energy *energy);
+
+/** @brief One harmonic bond in float (the GPU kernel's arithmetic): @p d = x_i - x_j (nm, a
+ *  minimum image), rest length @p r0, constant @p k. Returns F/r: the force on i is (F/r) d,
+ *  on j the opposite; writes the energy to @p e. A zero-length bond gets no force. */
+MD_HOSTDEV static inline float md_bond_f32(const float d[3], float r0, float k, float *e) {
+    float r2 = fmaf(d[0], d[0], fmaf(d[1], d[1], d[2] * d[2])), r = sqrtf(r2), dr = r - r0;
+    *e = 0.5f * k * dr * dr;
+    return r > 0.0f ? -k * dr / r : 0.0f;
+}
+
+/** @brief One harmonic angle in float (the GPU kernel's arithmetic): @p a = x_i - x_j and
+ *  @p c = x_k - x_j (nm, minimum images, j the vertex), rest angle @p theta0 (rad), constant
+ *  @p k. Writes the forces on i and k to @p fi and @p fk (the vertex gets -(fi + fk)) and the
+ *  energy to @p e. theta = atan2(|a x c|, a . c); with p = a x c the gradients are
+ *  d theta / d x_i = (a x p) / (|a|^2 |p|) and d theta / d x_k = (p x c) / (|c|^2 |p|). A
+ *  collinear angle (|p| below 1e-12 |a| |c|) gets no force. */
+MD_HOSTDEV static inline void md_angle_f32(const float a[3], const float c[3], float theta0, float k, float fi[3],
+                                           float fk[3], float *e) {
+    float p[3], ap[3], pc[3], pn, a2, c2, th, de;
+    int x;
+    p[0] = a[1] * c[2] - a[2] * c[1];
+    p[1] = a[2] * c[0] - a[0] * c[2];
+    p[2] = a[0] * c[1] - a[1] * c[0];
+    pn = sqrtf(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+    a2 = a[0] * a[0] + a[1] * a[1] + a[2] * a[2];
+    c2 = c[0] * c[0] + c[1] * c[1] + c[2] * c[2];
+    th = atan2f(pn, a[0] * c[0] + a[1] * c[1] + a[2] * c[2]);
+    de = k * (th - theta0);
+    *e = 0.5f * de * (th - theta0);
+    for (x = 0; x < 3; x++) fi[x] = fk[x] = 0.0f;
+    if (!(pn > 1e-12f * sqrtf(a2 * c2))) return;
+    ap[0] = a[1] * p[2] - a[2] * p[1];
+    ap[1] = a[2] * p[0] - a[0] * p[2];
+    ap[2] = a[0] * p[1] - a[1] * p[0];
+    pc[0] = p[1] * c[2] - p[2] * c[1];
+    pc[1] = p[2] * c[0] - p[0] * c[2];
+    pc[2] = p[0] * c[1] - p[1] * c[0];
+    for (x = 0; x < 3; x++) {
+        fi[x] = -de * ap[x] / (a2 * pn);
+        fk[x] = -de * pc[x] / (c2 * pn);
+    }
+}
+
+/** @brief Add to @p t one angle per pair of bonds that share an atom (i-j-k for bonds i-j and
+ *  j-k, i < k, the vertex in the middle), in order of the vertex, as CHARMM's AUTOGENERATE
+ *  ANGLES does and as a PSF's !NTHETA section normally lists them. Existing angles are replaced;
+ *  the angle parameters become NULL (md_topology_from_psf fills them). Errors: a bad bond list
+ *  (MD_ERR_RANGE), out of memory; on failure @p t is untouched. */
+MDDEF md_status md_topology_angles_from_bonds(md_topology *t);
+
+/** @brief A force-field table read by md_read_ff_table() (format: see the section's manual).
+ *  Angles are stored in radians. Owned arrays (md_ff_table_free). */
+typedef struct md_ff_table {
+    int nlj;              /**< `lj` entries */
+    md_name *lj_type;     /**< nlj type names */
+    double *lj_sigma;     /**< nlj sigma (nm) */
+    double *lj_epsilon;   /**< nlj epsilon (kJ/mol) */
+    int nbond;            /**< `bond` entries */
+    md_name *bond_type;   /**< 2 nbond type names */
+    double *bond_r0;      /**< nbond rest lengths (nm) */
+    double *bond_k;       /**< nbond constants (kJ mol^-1 nm^-2) */
+    int nangle;           /**< `angle` entries */
+    md_name *angle_type;  /**< 3 nangle type names, the vertex in the middle */
+    double *angle_theta0; /**< nangle rest angles (rad) */
+    double *angle_k;      /**< nangle constants (kJ mol^-1 rad^-2) */
+    int nwater;           /**< `water` entries */
+    md_name *water_type;  /**< 2 nwater type names: oxygen, hydrogen */
+} md_ff_table;
+
+/** @brief Read a force-field table file (see the section's manual). Errors name the file, line
+ *  and field: an unknown keyword (MD_ERR_PARSE, field keyword), a missing or extra field, a
+ *  number that does not parse (MD_ERR_PARSE), a type name longer than MD_NAME_MAX, a value out
+ *  of range: sigma, epsilon or k negative, r0 not > 0, theta0 outside (0, 180] degrees
+ *  (MD_ERR_RANGE), the same types listed twice (MD_ERR_PARSE naming the earlier line). On
+ *  failure @p tab is untouched. */
+MDDEF md_status md_read_ff_table(const char *path, md_ff_table *tab);
+
+/** @brief md_read_ff_table() on @p len bytes at @p data (no NUL needed); @p name is used in
+ *  messages (NULL: "<memory>"). The fuzzing entry point. */
+MDDEF md_status md_read_ff_table_mem(const char *data, size_t len, const char *name, md_ff_table *tab);
+
+/** @brief Release a table's arrays and zero it. Safe on a zeroed table. */
+MDDEF void md_ff_table_free(md_ff_table *tab);
+
+/** @brief How md_topology_from_psf() builds a topology; a zero field takes its default. */
+typedef struct md_psf_desc {
+    md_exclusion_desc exclusions; /**< 1-4 treatment (default: scaled 0.5 / (1/1.2)) */
+    int flexible_water;           /**< 1: waters keep their bonds and angles; 0 (default): a
+                                       residue matching a `water` entry is rigid (SETTLE) */
+    int constrain_hbonds;         /**< 1: every other bond to a hydrogen (element H) becomes a
+                                       constraint at its r0 (SHAKE); 0 (default): none */
+} md_psf_desc;
+
+/** @brief A topology and LJ table for a system read from a PSF (md_read_psf: type names,
+ *  charges, masses, bonds) with the parameters of @p tab.
+ *
+ *  LJ types: one per distinct type name, in order of first appearance, each with its `lj` entry
+ *  (Lorentz-Berthelot). Charges and masses from @p sys. Bonds from sys->bond with their `bond`
+ *  entries; angles generated from the bonds (md_topology_angles_from_bonds) with their `angle`
+ *  entries; exclusions and 1-4 pairs from the bonds (desc->exclusions). Rigid waters (see the
+ *  section's manual; their molecules must have no other bonds) go to md_topology::water; with
+ *  desc->constrain_hbonds the other bonds to hydrogens go to md_topology::constraint. A
+ *  missing parameter is an error naming the atoms, their types and what is missing
+ *  (MD_ERR_INVALID_ARGUMENT, field lj, bond or angle); so are waters of one `water` entry
+ *  with different geometry, or masses (field water). On failure the outputs are untouched. */
+MDDEF md_status md_topology_from_psf(const md_system *sys, const md_ff_table *tab, const md_psf_desc *desc,
+                                     md_topology *top, md_lj_table *lj);
+
+/* ======================================================================== */
+/* constraints: SETTLE for rigid water, SHAKE and RATTLE for the others     */
+/* ======================================================================== */
+
+/* Constraints keep distances fixed: the three distances of every rigid water
+ * (md_topology::water, with md_topology::water_doh and water_dhh) and any other
+ * md_topology::constraint. Waters use SETTLE (Miyamoto and Kollman, J. Comput. Chem.
+ * 13, 952 (1992)): the analytic solution for a rigid triangle, no iteration, exact to
+ * rounding. The others use SHAKE (Ryckaert, Ciccotti and Berendsen, J. Comput. Phys.
+ * 23, 327 (1977)) for positions and RATTLE's velocity step (Andersen, J. Comput. Phys.
+ * 52, 24 (1983)): Gauss-Seidel sweeps over the constraints until every one holds to the
+ * tolerance. SHAKE's tolerance is relative: a constraint of length d holds when
+ * |r^2 - d^2| <= 2 tol d^2 (so |r - d| / d <= tol to first order); RATTLE's when
+ * |v_ij . r_ij| <= tol |r_ij| (|r_ij| is ~0.1 nm, so tol nm/ps relative to a bond).
+ * The default tolerance MD_SHAKE_DEFAULT_TOLERANCE is far below what a float force can
+ * resolve and costs a few sweeps more than OpenMM's 1e-5. */
+
+/** @brief Default relative tolerance of SHAKE and RATTLE (md_constraints_desc). */
+#define MD_SHAKE_DEFAULT_TOLERANCE 1e-10
+/** @brief Default most SHAKE / RATTLE sweeps before MD_ERR_RANGE (md_constraints_desc). */
+#define MD_SHAKE_DEFAULT_MAX_ITERATIONS 1000
+
+/** @brief SETTLE for one rigid water, in double: move the unconstrained new positions @p x
+ *  (O, H1, H2: 9 doubles) to the nearest (in the mass metric) positions with |O-H1| = |O-H2| =
+ *  @p doh and |H1-H2| = @p dhh, the constraint forces along the bonds of the reference
+ *  positions @p ref (the molecule's positions before the step, which satisfy the constraints).
+ *
+ *  Miyamoto and Kollman's construction: in the centre-of-mass frame of @p x, axes from
+ *  @p ref (z normal to its plane, x along H1-H2 projected), the canonical triangle is rotated
+ *  by the angles phi, psi and theta their equations give. The hydrogens must share one mass
+ *  @p mh; @p mo is the oxygen's. Positions may be absolute or relative, but @p ref and @p x must
+ *  be in one frame with whole molecules (the caller takes minimum images). Returns 0, or 1 when
+ *  the displacement is too large for a solution (a sine above 1: the step has exploded), with
+ *  @p x left as it was. Host and device (md_cuda.cu.h) share this code. */
+MD_HOSTDEV static inline int md_settle_water(const double ref[9], double x[9], double mo, double mh, double doh,
+                                             double dhh) {
+    double wo = mo / (mo + 2.0 * mh), wh = mh / (mo + 2.0 * mh);
+    double b0[3], c0[3], com[3], a1[3], b1[3], c1[3], ex[3], ey[3], ez[3], n;
+    double ra, rb, rc, sphi, cphi, spsi, cpsi, zb, zc, xb0, yb0, xc0, yc0, xb1, yb1, xc1, yc1;
+    double ya2, xb2, yb2, yc2, al, be, ga, s2, sth, cth, a3[3], b3[3], c3[3];
+    int k;
+    for (k = 0; k < 3; k++) {
+        b0[k] = ref[3 + k] - ref[k]; /* reference bonds from the oxygen */
+        c0[k] = ref[6 + k] - ref[k];
+        com[k] = wo * x[k] + wh * (x[3 + k] + x[6 + k]);
+        a1[k] = x[k] - com[k];
+        b1[k] = x[3 + k] - com[k];
+        c1[k] = x[6 + k] - com[k];
+    }
+    /* z: normal of the reference plane; x: normal of z and a1 (so a1 has no x component); y = z cross x */
+    ez[0] = b0[1] * c0[2] - b0[2] * c0[1];
+    ez[1] = b0[2] * c0[0] - b0[0] * c0[2];
+    ez[2] = b0[0] * c0[1] - b0[1] * c0[0];
+    ex[0] = a1[1] * ez[2] - a1[2] * ez[1];
+    ex[1] = a1[2] * ez[0] - a1[0] * ez[2];
+    ex[2] = a1[0] * ez[1] - a1[1] * ez[0];
+    ey[0] = ez[1] * ex[2] - ez[2] * ex[1];
+    ey[1] = ez[2] * ex[0] - ez[0] * ex[2];
+    ey[2] = ez[0] * ex[1] - ez[1] * ex[0];
+    n = sqrt(ex[0] * ex[0] + ex[1] * ex[1] + ex[2] * ex[2]);
+    for (k = 0; k < 3; k++) ex[k] /= n;
+    n = sqrt(ey[0] * ey[0] + ey[1] * ey[1] + ey[2] * ey[2]);
+    for (k = 0; k < 3; k++) ey[k] /= n;
+    n = sqrt(ez[0] * ez[0] + ez[1] * ez[1] + ez[2] * ez[2]);
+    for (k = 0; k < 3; k++) ez[k] /= n;
+    /* coordinates in that frame */
+    xb0 = ex[0] * b0[0] + ex[1] * b0[1] + ex[2] * b0[2];
+    yb0 = ey[0] * b0[0] + ey[1] * b0[1] + ey[2] * b0[2];
+    xc0 = ex[0] * c0[0] + ex[1] * c0[1] + ex[2] * c0[2];
+    yc0 = ey[0] * c0[0] + ey[1] * c0[1] + ey[2] * c0[2];
+    xb1 = ex[0] * b1[0] + ex[1] * b1[1] + ex[2] * b1[2];
+    yb1 = ey[0] * b1[0] + ey[1] * b1[1] + ey[2] * b1[2];
+    xc1 = ex[0] * c1[0] + ex[1] * c1[1] + ex[2] * c1[2];
+    yc1 = ey[0] * c1[0] + ey[1] * c1[1] + ey[2] * c1[2];
+    zb = ez[0] * b1[0] + ez[1] * b1[1] + ez[2] * b1[2];
+    zc = ez[0] * c1[0] + ez[1] * c1[1] + ez[2] * c1[2];
+    /* the canonical triangle: O at (0, ra, 0), H at (-+rc, -rb, 0) about the centre of mass */
+    rc = 0.5 * dhh;
+    rb = sqrt(doh * doh - rc * rc);
+    ra = 2.0 * wh * rb;
+    rb -= ra;
+    sphi = (ez[0] * a1[0] + ez[1] * a1[1] + ez[2] * a1[2]) / ra;
+    if (!(fabs(sphi) <= 1.0)) return 1;
+    cphi = sqrt(1.0 - sphi * sphi);
+    spsi = (zb - zc) / (2.0 * rc * cphi);
+    if (!(fabs(spsi) <= 1.0)) return 1;
+    cpsi = sqrt(1.0 - spsi * spsi);
+    ya2 = ra * cphi;
+    xb2 = -rc * cpsi;
+    yb2 = -rb * cphi - rc * spsi * sphi;
+    yc2 = -rb * cphi + rc * spsi * sphi;
+    /* the rotation theta about z that conserves angular momentum (M&K eqs. A13-A15) */
+    al = xb2 * (xb0 - xc0) + yb0 * yb2 + yc0 * yc2;
+    be = xb2 * (yc0 - yb0) + xb0 * yb2 + xc0 * yc2;
+    ga = xb0 * yb1 - xb1 * yb0 + xc0 * yc1 - xc1 * yc0;
+    s2 = al * al + be * be;
+    if (!(s2 - ga * ga >= 0.0)) return 1;
+    sth = (al * ga - be * sqrt(s2 - ga * ga)) / s2;
+    cth = sqrt(1.0 - sth * sth);
+    /* rotated triangle, z kept from the unconstrained positions */
+    a3[0] = -ya2 * sth;
+    a3[1] = ya2 * cth;
+    a3[2] = ez[0] * a1[0] + ez[1] * a1[1] + ez[2] * a1[2];
+    b3[0] = xb2 * cth - yb2 * sth;
+    b3[1] = xb2 * sth + yb2 * cth;
+    b3[2] = zb;
+    c3[0] = -xb2 * cth - yc2 * sth;
+    c3[1] = -xb2 * sth + yc2 * cth;
+    c3[2] = zc;
+    for (k = 0; k < 3; k++) {
+        x[k] = com[k] + ex[k] * a3[0] + ey[k] * a3[1] + ez[k] * a3[2];
+        x[3 + k] = com[k] + ex[k] * b3[0] + ey[k] * b3[1] + ez[k] * b3[2];
+        x[6 + k] = com[k] + ex[k] * c3[0] + ey[k] * c3[1] + ez[k] * c3[2];
+    }
+    return 0;
+}
+
+/** @brief The velocity part of a rigid triangle (SETTLE's velocity correction, RATTLE's second
+ *  half for three constraints at once), in double: remove from @p v (O, H1, H2: 9 doubles) the
+ *  relative velocities along the three bonds of positions @p x (9 doubles, one frame), by the
+ *  impulses along the bonds that make (v_j - v_i) . e_ij = 0 for the three pairs. The 3 x 3
+ *  linear system for the impulses is solved by Cramer's rule; masses @p m (3 values) may
+ *  differ. Momentum is conserved. Returns 0, or 1 for a degenerate (collinear) triangle, with
+ *  @p v left as it was. Host and device share this code. */
+MD_HOSTDEV static inline int md_settle_velocities(const double x[9], double v[9], const double m[3]) {
+    /* bonds 0: (0,1), 1: (1,2), 2: (2,0); e = unit vector from the first atom to the second */
+    const int ia[3] = {0, 1, 2}, ib[3] = {1, 2, 0};
+    double e[3][3], r[3], A[3][3], det, lam[3], w[3];
+    int p, q, k;
+    for (k = 0; k < 3; k++) w[k] = 1.0 / m[k];
+    for (p = 0; p < 3; p++) {
+        double s = 0.0;
+        for (k = 0; k < 3; k++) {
+            e[p][k] = x[3 * ib[p] + k] - x[3 * ia[p] + k];
+            s += e[p][k] * e[p][k];
+        }
+        s = sqrt(s);
+        for (k = 0; k < 3; k++) e[p][k] /= s;
+        /* relative velocity along the bond */
+        r[p] = 0.0;
+        for (k = 0; k < 3; k++) r[p] += (v[3 * ib[p] + k] - v[3 * ia[p] + k]) * e[p][k];
+    }
+    /* impulse lam_q along e_q adds -lam_q e_q / m to its first atom and +lam_q e_q / m to its second;
+     * A[p][q] = d(relative velocity of bond p) / d lam_q; solve A lam = -r */
+    for (p = 0; p < 3; p++)
+        for (q = 0; q < 3; q++) {
+            double dot = e[p][0] * e[q][0] + e[p][1] * e[q][1] + e[p][2] * e[q][2], c = 0.0;
+            if (ib[p] == ib[q]) c += w[ib[p]];
+            if (ib[p] == ia[q]) c -= w[ib[p]];
+            if (ia[p] == ib[q]) c -= w[ia[p]];
+            if (ia[p] == ia[q]) c += w[ia[p]];
+            A[p][q] = c * dot;
+        }
+    det = A[0][0] * (A[1][1] * A[2][2] - A[1][2] * A[2][1]) - A[0][1] * (A[1][0] * A[2][2] - A[1][2] * A[2][0]) +
+          A[0][2] * (A[1][0] * A[2][1] - A[1][1] * A[2][0]);
+    if (!(fabs(det) > 1e-300)) return 1;
+    for (q = 0; q < 3; q++) {
+        double B[3][3], d;
+        for (p = 0; p < 3; p++)
+            for (k = 0; k < 3; k++) B[p][k] = k == q ? -r[p] : A[p][k];
+        d = B[0][0] * (B[1][1] * B[2][2] - B[1][2] * B[2][1]) - B[0][1] * (B[1][0] * B[2][2] - B[1][2] * B[2][0]) +
+            B[0][2] * (B[1][0] * B[2][1] - B[1][1] * B[2][0]);
+        lam[q] = d / det;
+    }
+    for (q = 0; q < 3; q++)
+        for (k = 0; k < 3; k++) {
+            v[3 * ia[q] + k] -= lam[q] * e[q][k] * w[ia[q]];
+            v[3 * ib[q] + k] += lam[q] * e[q][k] * w[ib[q]];
+        }
+    return 0;
+}
+
+/** @brief How md_constraints_create() sets up; a zero field takes its default. */
+typedef struct md_constraints_desc {
+    double tolerance;   /**< SHAKE / RATTLE relative tolerance (default MD_SHAKE_DEFAULT_TOLERANCE) */
+    int max_iterations; /**< most sweeps before MD_ERR_RANGE (default MD_SHAKE_DEFAULT_MAX_ITERATIONS) */
+    int water_by_shake; /**< 1: treat every rigid water as three SHAKE constraints (O-H, O-H, H-H)
+                             instead of SETTLE (to compare the two); 0 (default): SETTLE */
+} md_constraints_desc;
+
+/** @brief The constraints of a topology, ready to apply (CPU). Owned arrays. */
+typedef struct md_constraints {
+    int n;                /**< atoms */
+    int nwater;           /**< rigid waters handled by SETTLE */
+    int *water;           /**< 3 nwater atoms (O, H, H) */
+    double doh;           /**< O-H distance (nm) */
+    double dhh;           /**< H-H distance (nm) */
+    double mass_o;        /**< oxygen mass (amu) of every SETTLE water */
+    double mass_h;        /**< hydrogen mass (amu) of every SETTLE water */
+    int npair;            /**< SHAKE constraints */
+    int *pair;            /**< 2 npair atoms */
+    double *length;       /**< npair lengths (nm) */
+    double *inv_mass;     /**< n inverse masses (1/amu) */
+    double tolerance;     /**< SHAKE / RATTLE tolerance */
+    int max_iterations;   /**< most sweeps */
+    int last_iterations;  /**< sweeps of the last SHAKE or RATTLE call (0 without SHAKE constraints) */
+    double *scratch;      /**< 3 npair doubles (internal) */
+} md_constraints;
+
+/** @brief Prepare the constraints of @p t (waters and md_topology::constraint) with @p desc
+ *  (NULL: defaults). Errors: a mass not finite and > 0 in a constraint, SETTLE waters whose
+ *  oxygen or hydrogen masses differ from the first water's, or whose two hydrogens differ
+ *  (MD_ERR_INVALID_ARGUMENT, field water; use water_by_shake), water_doh / water_dhh not a
+ *  valid triangle, a constraint length not finite and > 0, an atom out of range, an atom in two
+ *  waters or in a water and a constraint (MD_ERR_INVALID_ARGUMENT), out of memory. On failure
+ *  @p c is untouched. */
+MDDEF md_status md_constraints_create(md_constraints *c, const md_topology *t, const md_constraints_desc *desc);
+
+/** @brief Constrain positions: move @p x (3 n doubles, the unconstrained new positions) onto the
+ *  constraints, the constraint directions taken from the reference positions @p ref (3 n, the
+ *  positions before the step, which satisfy them). Differences are minimum images in @p box
+ *  (NULL: none). Errors: SETTLE without a solution or SHAKE not converged within max_iterations
+ *  sweeps (MD_ERR_RANGE naming the water or constraint: the step has exploded). */
+MDDEF md_status md_constraints_apply(md_constraints *c, const double *ref, double *x, const double box[3]);
+
+/** @brief Constrain velocities: remove from @p v (3 n doubles) the relative velocity along
+ *  every constraint at positions @p x (which satisfy them): md_settle_velocities for the
+ *  waters, RATTLE sweeps for the rest. Errors: RATTLE not converged, a degenerate water
+ *  (MD_ERR_RANGE). */
+MDDEF md_status md_constraints_apply_velocities(md_constraints *c, const double *x, double *v, const double box[3]);
+
+/** @brief Degrees of freedom the constraints remove: 3 per water plus one per constraint. */
+MDDEF int md_constraints_count(const md_constraints *c);
+
+/** @brief Largest relative deviation |r - d| / d over every constrained distance of @p x
+ *  (water O-H, O-H, H-H and the constraints; minimum images in @p box, may be NULL). */
+MDDEF double md_constraints_max_deviation(const md_constraints *c, const double *x, const double box[3]);
+
+/** @brief Release @p c and zero it. Safe on a zeroed md_constraints. */
+MDDEF void md_constraints_free(md_constraints *c);
+
+/* ======================================================================== */
+/* thermostat: counter-based noise for Langevin dynamics                    */
+/* ======================================================================== */
+
+/* The Langevin thermostat needs three normal deviates per atom per step. They come
+ * from Philox4x32-10 (Salmon, Moraes, Dror and Shaw, SC'11, "Parallel random numbers:
+ * as easy as 1, 2, 3"), a counter-based generator: the numbers are a pure function of
+ * (seed, step, atom), so a GPU thread computes its atom's noise with no state to load
+ * or save, a CUDA graph replays correctly with the step read from device memory, and
+ * the CPU reference draws the very same numbers (curand_kernel.h has Philox too, but
+ * only on the device: the host reference could not draw the same stream). A restart
+ * needs only the seed and the step. */
+
+/** @brief Philox4x32-10: the 4 x 32-bit output block of counter @p ctr and key @p key (ten
+ *  rounds, Random123's constants). Host and device give the same bits; tests/test_step.c checks
+ *  Random123's published known-answer vectors. */
+MD_HOSTDEV static inline void md_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+    int r;
+    for (r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+/** @brief Three standard normal deviates for atom @p atom at step @p step of the stream @p seed:
+ *  one Philox block of counter (atom, step low 32 bits, step high 32 bits, 0x4C414E47) and key
+ *  (seed low, seed high), four uniforms u = (word + 0.5) / 2^32 in (0, 1), two Box-Muller pairs
+ *  in double (the fourth deviate is dropped). Host and device agree to the rounding of their
+ *  log, sqrt, cos and sin. */
+MD_HOSTDEV static inline void md_langevin_normals(uint64_t seed, long long step, int atom, double out[3]) {
+    uint32_t ctr[4], key[2], w[4];
+    double u[4], r0, r1;
+    int k;
+    ctr[0] = (uint32_t)atom;
+    ctr[1] = (uint32_t)((uint64_t)step & 0xFFFFFFFFu);
+    ctr[2] = (uint32_t)((uint64_t)step >> 32);
+    ctr[3] = 0x4C414E47u;
+    key[0] = (uint32_t)(seed & 0xFFFFFFFFu);
+    key[1] = (uint32_t)(seed >> 32);
+    md_philox4x32_10(ctr, key, w);
+    for (k = 0; k < 4; k++) u[k] = ((double)w[k] + 0.5) * 2.3283064365386963e-10;
+    r0 = sqrt(-2.0 * log(u[0]));
+    r1 = sqrt(-2.0 * log(u[2]));
+    out[0] = r0 * cos(6.283185307179586 * u[1]);
+    out[1] = r0 * sin(6.283185307179586 * u[1]);
+    out[2] = r1 * cos(6.283185307179586 * u[3]);
+}
+
+/* ======================================================================== */
+/* sim: the MD step on the CPU (the reference for md_cuda.cu.h's step)      */
+/* ======================================================================== */
+
+/* md_sim runs molecular dynamics of a system with a force field: nonbonded forces
+ * (md_nb_compute, the double Verlet rung) + PME reciprocal space (md_pme_compute,
+ * when the Coulomb mode is Ewald) + harmonic bonds and angles (md_bonded_compute),
+ * constraints (SETTLE and SHAKE), the Langevin thermostat, the Monte Carlo barostat.
+ * Slow and simple, double everywhere: the reference the GPU step is checked against.
+ *
+ * THE INTEGRATOR is leapfrog, in the form of OpenMM's VerletIntegrator and
+ * LangevinMiddleIntegrator, so a drift comparison with OpenMM compares like with like
+ * and the thermostat is the one OpenMM's benchmarks run. The state is the positions x(t)
+ * and the half-step velocities v(t - dt/2); one step (F = F(x(t)), m the masses):
+ *     v += dt F / m
+ *     Langevin only: constrain v at x (RATTLE / SETTLE velocities)
+ *     NVE:      D = dt v
+ *     Langevin: D = dt/2 v;  v = a v + sqrt((1 - a^2) kT / m) R;  D += dt/2 v,
+ *               a = exp(-gamma dt), R three normals (md_langevin_normals(seed, step, atom))
+ *     x' = x + D, constrained (SETTLE / SHAKE with x as the reference): D' = x' - x
+ *     v += (D' - D) / dt;  x = x'
+ *     remove the centre-of-mass velocity (unless disabled)
+ *     step += 1; F = F(x); every barostat_interval steps a Monte Carlo volume move.
+ * With gamma = 0 the Langevin form is the NVE form plus a velocity constraint. This is the
+ * middle scheme of Zhang, Liu and Li (J. Phys. Chem. A 123, 6056 (2019)), "LF-middle":
+ * the thermostat sits between the two half drifts, which samples configurations more
+ * accurately than the end-of-step placement.
+ *
+ * THE KINETIC ENERGY at time t is estimated as OpenMM's VerletIntegrator does: v(t) =
+ * v(t - dt/2) + dt/2 F(t) / m, constrained (velocities), then sum m v^2 / 2. The
+ * temperature divides 2 KE by (3 n - constraints - 3) k_B (the 3: the centre-of-mass
+ * motion, removed every step by default as OpenMM's CMMotionRemover does).
+ *
+ * THE BAROSTAT (isotropic Monte Carlo, as OpenMM's MonteCarloBarostat; Chow and
+ * Ferguson, Comput. Phys. Commun. 91, 283 (1995); Aqvist et al., Chem. Phys. Lett.
+ * 384, 288 (2004)): every barostat_interval steps a volume change dV uniform in
+ * [-s, s] is tried; every molecule (atoms joined by bonds, constraints or a water) is
+ * translated so its centre (the mean position of its atoms) scales with the box; the
+ * move is accepted when w = U' - U + P dV - N_mol kT ln(V'/V) <= 0, else with
+ * probability exp(-w / kT). s starts at 1% of the volume and is adapted every 10
+ * attempts toward an acceptance between 25% and 75%. Its random numbers come from an
+ * md_rng seeded from the seed (saved in a checkpoint).
+ *
+ * ERRORS that stop a run (md_sim_step returns them, the state is the last good one up to
+ * the failed step): an energy term that is not finite (MD_ERR_RANGE, field energy); an
+ * atom that moved more than max_displacement in one step (MD_ERR_RANGE, field x[i]: the
+ * neighbour list and cell search assume atoms move less than half the Verlet buffer
+ * between checks, so such an atom would escape them; it means the simulation has
+ * exploded); SETTLE or SHAKE failing. */
+
+/** @brief Thermostats of md_sim. */
+typedef enum md_thermostat {
+    MD_THERMOSTAT_NONE = 0,  /**< NVE: leapfrog Verlet (OpenMM's VerletIntegrator) */
+    MD_THERMOSTAT_LANGEVIN   /**< Langevin middle (OpenMM's LangevinMiddleIntegrator) */
+} md_thermostat;
+
+/** @brief Bar to kJ mol^-1 nm^-3 (1e5 Pa x 1e-27 m^3 x N_A / 1000): P dV in kJ/mol. */
+#define MD_BAR 0.06022140857
+
+/** @brief How md_sim_create() sets up a run; a zero field takes its default. */
+typedef struct md_sim_desc {
+    double dt;                 /**< time step (ps) (default 0.002) */
+    md_thermostat thermostat;  /**< default MD_THERMOSTAT_NONE (NVE) */
+    double temperature;        /**< thermostat and barostat temperature (K) (default 300) */
+    double friction;           /**< Langevin friction gamma (1/ps) (default 1) */
+    int barostat_interval;     /**< steps between Monte Carlo volume moves (0, the default: no barostat) */
+    double pressure;           /**< barostat pressure (bar) (default 1) */
+    uint64_t seed;             /**< thermostat and barostat seed (0 is a valid seed) */
+    int com_removal;           /**< 0 (default): remove the centre-of-mass velocity every step; -1: never */
+    double max_displacement;   /**< largest move of an atom in one step (nm) before MD_ERR_RANGE (default:
+                                    half the Verlet buffer, or 0.05 nm without one) */
+    md_nb_params nb;           /**< nonbonded parameters (md_nb_params defaults: Ewald, 0.9 nm) */
+    md_pme_params pme;         /**< PME parameters for MD_COUL_EWALD (alpha and cutoff are taken from the
+                                    resolved nb parameters; the grid from the box at create) */
+    md_constraints_desc constraints; /**< constraint settings */
+} md_sim_desc;
+
+/** @brief The Monte Carlo barostat's state (md_sim and md_cuda_sim share it, and a checkpoint
+ *  holds it): its random numbers and the adaptation of the largest volume change. */
+typedef struct md_barostat {
+    md_rng rng;               /**< random numbers (seeded from the run's seed) */
+    double scale;             /**< largest volume change of a move (nm^3) */
+    int attempted;            /**< moves tried since the last adaptation */
+    int accepted;             /**< moves accepted since the last adaptation */
+    long long total_attempted; /**< moves tried in the run */
+    long long total_accepted;  /**< moves accepted in the run */
+} md_barostat;
+
+/** @brief Start a barostat for a run with @p seed in a box of @p volume (nm^3): the generator
+ *  seeded from seed XOR 0x9E3779B97F4A7C15, the volume scale 1% of the volume. */
+MDDEF void md_barostat_init(md_barostat *b, uint64_t seed, double volume);
+
+/** @brief A trial volume change: dV uniform in [-scale, scale] (one random number). */
+MDDEF double md_barostat_propose(md_barostat *b);
+
+/** @brief Decide a move from volume @p volume to @p volume + @p dv that changed the potential
+ *  energy by @p de (kJ/mol) for @p nmol molecules at temperature @p kt (kJ/mol) and pressure
+ *  @p pressure (bar): accept when w = de + P dv - nmol kT ln(V'/V) <= 0, else with probability
+ *  exp(-w / kT) (one random number); count it and, every 10 moves, adapt the scale toward an
+ *  acceptance between 25% and 75% (OpenMM's MonteCarloBarostat rule, the scale at most 30% of
+ *  the volume). Returns 1 when accepted. */
+MDDEF int md_barostat_decide(md_barostat *b, double de, double dv, double volume, int nmol, double kt,
+                             double pressure);
+
+/** @brief A CPU molecular dynamics run (see the section's manual). The topology and LJ table
+ *  are borrowed and must outlive it. */
+typedef struct md_sim {
+    int n;                      /**< atoms */
+    md_sim_desc desc;           /**< the settings, defaults filled in */
+    const md_topology *top;     /**< borrowed topology */
+    const md_lj_table *lj;      /**< borrowed LJ table */
+    md_nb_plan nb;              /**< nonbonded workspace */
+    md_pme_plan pme;            /**< PME plan (grid unset when the Coulomb mode is not Ewald) */
+    int use_pme;                /**< 1 when the Coulomb mode is Ewald */
+    md_bonded bonded;           /**< the bonds and angles evaluated (rigid ones left out) */
+    md_constraints cons;        /**< constraints */
+    double *x;                  /**< 3 n positions x(t) (nm), not wrapped (molecules stay whole) */
+    double *v;                  /**< 3 n velocities v(t - dt/2) (nm/ps) */
+    double *f;                  /**< 3 n forces F(x(t)) (kJ mol^-1 nm^-1) */
+    double *inv_mass;           /**< n inverse masses */
+    md_float4 *xyzq;            /**< n float positions wrapped into the box and charges (what md_nb_compute reads) */
+    double *work;               /**< 9 n doubles of scratch (internal) */
+    double box[3];              /**< box (nm) */
+    long long step;             /**< steps taken */
+    double time_ps;             /**< simulated time (ps) */
+    md_energy energy;           /**< potential terms and virial of x(t) (kinetic 0: see md_sim_energy) */
+    int ndof;                   /**< degrees of freedom of the temperature */
+    int nmol;                   /**< molecules (barostat) */
+    int *mol_start;             /**< nmol + 1 offsets into mol_atom */
+    int *mol_atom;              /**< n atoms ordered by molecule */
+    md_barostat baro;           /**< the Monte Carlo barostat's state */
+} md_sim;
+
+/** @brief Start a run of @p sys (positions, velocities sys->vel taken as v(-dt/2), box) with the
+ *  force field @p t and @p lj and the settings @p desc (NULL: defaults).
+ *
+ *  The initial positions are constrained (with themselves as the reference) and the velocities
+ *  too, the centre-of-mass velocity removed (unless disabled), then the forces computed. Errors:
+ *  those of md_topology_check, md_nb_plan_create, md_pme_plan_create, md_bonded_from_topology,
+ *  md_constraints_create and the first force evaluation; sys->n != t->n, no box, a setting out
+ *  of range (MD_ERR_RANGE naming it). On failure @p s is untouched. */
+MDDEF md_status md_sim_create(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                              const md_sim_desc *desc);
+
+/** @brief md_sim_create() without its first force evaluation: the checks, the defaults, the
+ *  plans, the constrained initial state, the molecules and the PME grid, with s->f and
+ *  s->energy zero until md_sim_compute_forces(). For code that computes the forces elsewhere
+ *  (md_cuda_sim_create does, on the GPU). Errors and ownership: those of md_sim_create(). */
+MDDEF md_status md_sim_prepare(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                               const md_sim_desc *desc);
+
+/** @brief Advance @p s by @p nsteps steps (see the section's manual). On an error the run stops
+ *  at the failing step with the error's message naming the step. */
+MDDEF md_status md_sim_step(md_sim *s, int nsteps);
+
+/** @brief The forces, potential energy terms and virial of the current positions and box
+ *  (recomputed into s->f and s->energy; md_sim_step keeps them current, this is for a caller
+ *  that changed s->x or s->box). */
+MDDEF md_status md_sim_compute_forces(md_sim *s);
+
+/** @brief The energies at the current time: the potential terms of s->energy and the kinetic
+ *  energy of v(t) = v(t - dt/2) + dt/2 F / m, constrained (see the manual), into @p e. */
+MDDEF md_status md_sim_energy(md_sim *s, md_energy *e);
+
+/** @brief Kinetic temperature (K) of a kinetic energy @p kinetic (kJ/mol) with s->ndof degrees
+ *  of freedom. */
+MDDEF double md_sim_temperature(const md_sim *s, double kinetic);
+
+/** @brief Copy the positions (wrapped into the box, as floats), velocities and box of @p s into
+ *  @p sys (sys->n must equal s->n; charges are kept). */
+MDDEF md_status md_sim_get_system(const md_sim *s, md_system *sys);
+
+/** @brief Mass density (g/cm^3) of the system in its current box. */
+MDDEF double md_sim_density(const md_sim *s);
+
+/** @brief Release @p s and zero it. Safe on a zeroed run. */
+MDDEF void md_sim_free(md_sim *s);
+
+/** @brief One line of an energies CSV: where a run is and what it holds. */
+typedef struct md_sim_report {
+    long long step;      /**< steps taken */
+    double time_ps;      /**< simulated time (ps) */
+    md_energy energy;    /**< energy terms (kinetic included) */
+    double temperature;  /**< kinetic temperature (K) */
+    double volume;       /**< box volume (nm^3) */
+    double density;      /**< mass density (g/cm^3) */
+} md_sim_report;
+
+/** @brief Fill @p r from the current state of @p s (md_sim_energy, md_sim_temperature,
+ *  md_sim_density). */
+MDDEF md_status md_sim_report_make(md_sim *s, md_sim_report *r);
+
+/** @brief Write the header line of an energies CSV to @p f: step,time_ps,potential,kinetic,total,
+ *  temperature_K,volume_nm3,density_g_cm3,lj,lj_dispersion,lj14,coul_real,coul14,coul_excl,
+ *  coul_recip,coul_self,bonded (energies in kJ/mol). Errors: a write error (MD_ERR_IO). */
+MDDEF md_status md_energy_csv_header(FILE *f);
+
+/** @brief Write one CSV line of @p r in the columns of md_energy_csv_header (%.10g). */
+MDDEF md_status md_energy_csv_row(FILE *f, const md_sim_report *r);
+
+/** @brief A progress line into @p buf: "step S/N  t T ps  E_pot P kJ/mol  T K  D g/cm3  R ns/day"
+ *  (ns/day from @p ns_per_day; NaN leaves it out). Returns what snprintf returns. */
+MDDEF int md_progress_line(char *buf, size_t cap, const md_sim_report *r, long long nsteps, double ns_per_day);
+
+/* ======================================================================== */
+/* checkpoint: restartable state                                            */
+/* ======================================================================== */
+
+/* A checkpoint holds what a run needs to continue bit for bit: the positions and
+ * velocities in double, the box, the step and time, the seed (the thermostat's
+ * counter-based noise needs nothing else), the barostat's md_rng state and its
+ * adaptation counters. File layout (version 1), little-endian:
+ *     8 bytes   "MDCHKPT\n"
+ *     u32       version (1)          u32  n (atoms)
+ *     i64       step                 f64  time (ps)
+ *     f64 x 3   box (nm)             u64  seed
+ *     u64 x 4   barostat md_rng      f64  barostat volume scale (nm^3)
+ *     u32       attempted            u32  accepted
+ *     i64       total attempted      i64  total accepted
+ *     f64 x 3n  positions (nm)       f64 x 3n  velocities (nm/ps)
+ *     u64       FNV-1a 64 hash of every byte before it
+ * The reader checks every field (a truncated file, a wrong magic, version, size or hash
+ * is an error naming it) and tests/fuzz/fuzz_checkpoint.c feeds it arbitrary bytes. */
+
+/** @brief Version of the checkpoint layout md_checkpoint_write() writes. */
+#define MD_CHECKPOINT_VERSION 1
+
+/** @brief A run's restartable state (see the section's manual). Owned arrays. */
+typedef struct md_checkpoint {
+    int n;                        /**< atoms */
+    long long step;               /**< steps taken */
+    double time_ps;               /**< simulated time (ps) */
+    double box[3];                /**< box (nm) */
+    uint64_t seed;                /**< thermostat / barostat seed */
+    md_barostat baro;             /**< the barostat's state */
+    double *x;                    /**< 3 n positions (nm) */
+    double *v;                    /**< 3 n velocities (nm/ps) */
+} md_checkpoint;
+
+/** @brief Copy the restartable state of @p s into a new checkpoint @p ck (free it with
+ *  md_checkpoint_free). */
+MDDEF md_status md_sim_checkpoint(const md_sim *s, md_checkpoint *ck);
+
+/** @brief Continue @p s from @p ck: positions, velocities, box, step, time, seed and barostat
+ *  state are set exactly (no constraint or centre-of-mass step is applied), then the forces are
+ *  recomputed. Errors: ck->n != s->n (MD_ERR_INVALID_ARGUMENT), a non-finite value (MD_ERR_RANGE),
+ *  a box that fails the nonbonded check; on failure @p s is unchanged. */
+MDDEF md_status md_sim_restore(md_sim *s, const md_checkpoint *ck);
+
+/** @brief Write @p ck to @p path atomically (a temporary file renamed over it). */
+MDDEF md_status md_checkpoint_write(const char *path, const md_checkpoint *ck);
+
+/** @brief Read a checkpoint file into @p ck. Errors name the file and field: a short file, a
+ *  wrong magic or version, n outside 1..MD_DCD_MAX_ATOMS or not matching the size, a hash
+ *  mismatch (MD_ERR_PARSE), a non-finite or non-positive box edge, a non-finite coordinate
+ *  or velocity (MD_ERR_RANGE). On failure @p ck is untouched. */
+MDDEF md_status md_checkpoint_read(const char *path, md_checkpoint *ck);
+
+/** @brief md_checkpoint_read() on @p size bytes at @p data; @p name is used in messages (NULL:
+ *  "<memory>"). The fuzzing entry point. */
+MDDEF md_status md_checkpoint_read_mem(const void *data, size_t size, const char *name, md_checkpoint *ck);
+
+/** @brief Release @p ck's arrays and zero it. Safe on a zeroed checkpoint. */
+MDDEF void md_checkpoint_free(md_checkpoint *ck);
+
+/* ---- DCD written frame by frame ---- */
+
+/** @brief A DCD file being written one frame at a time (a long run writes as it goes). */
+typedef struct md_dcd_writer {
+    FILE *file;              /**< the open file */
+    int natoms;              /**< atoms per frame */
+    int nframes;             /**< frames written */
+    md_dcd_write_desc desc;  /**< settings */
+    unsigned char *buf;      /**< 4 natoms bytes (internal) */
+} md_dcd_writer;
+
+/** @brief Create (or truncate) @p path and write a DCD header for frames of @p natoms atoms, in
+ *  md_dcd_write()'s layout (@p desc may be NULL). Errors: natoms < 1, I/O. On failure @p w is
+ *  untouched and no file is left open. */
+MDDEF md_status md_dcd_writer_open(md_dcd_writer *w, const char *path, int natoms, const md_dcd_write_desc *desc);
+
+/** @brief Append one frame: positions @p xyzq (natoms, nm) and @p box (nm; ignored with no_cell),
+ *  then rewrite the frame counts of the header and flush, so the file is a valid DCD after
+ *  every frame (a run that is stopped leaves a readable trajectory). Errors: a non-finite
+ *  coordinate or box edge (MD_ERR_RANGE), I/O. */
+MDDEF md_status md_dcd_writer_append(md_dcd_writer *w, const md_float4 *xyzq, const double box[3]);
+
+/** @brief Close the file (safe on a zeroed writer). Returns MD_ERR_IO if the close failed. */
+MDDEF md_status md_dcd_writer_close(md_dcd_writer *w);
 
 /* ======================================================================== */
 /* co: coroutines, and the replica-exchange logic they run                  */
@@ -5417,20 +6184,78 @@ static int md__dcd_put_record(FILE *f, const unsigned char *payload, size_t n, i
     return fwrite(m, 1, 4, f) == 4 && fwrite(payload, 1, n, f) == n && fwrite(m, 1, 4, f) == 4;
 }
 
+/* The header, title and NATOM records of a DCD of `nframes` frames (md_dcd_write's layout).
+ * Returns 0 on a write error. */
+static int md__dcd_put_header(FILE *f, int natoms, int nframes, const md_dcd_write_desc *d) {
+    unsigned char h[84], title[84], b4[4];
+    uint32_t icntrl[20];
+    float delta = (float)(d->timestep_ps / MD__AKMA_PS);
+    int k, be = d->big_endian != 0;
+    memset(h, 0, sizeof h);
+    memcpy(h, "CORD", 4);
+    memset(icntrl, 0, sizeof icntrl);
+    icntrl[0] = (uint32_t)nframes;
+    icntrl[2] = 1;
+    icntrl[3] = (uint32_t)nframes;
+    memcpy(&icntrl[9], &delta, 4);
+    icntrl[10] = d->no_cell ? 0 : 1;
+    icntrl[19] = 24;
+    for (k = 0; k < 20; k++) md__dcd_put32(h + 4 + 4 * k, icntrl[k], be);
+    md__dcd_put32(title, 1, be);
+    memset(title + 4, ' ', 80);
+    memcpy(title + 4, "REMARKS written by md.h", 23);
+    md__dcd_put32(b4, (uint32_t)natoms, be);
+    return md__dcd_put_record(f, h, 84, be) && md__dcd_put_record(f, title, 84, be) && md__dcd_put_record(f, b4, 4, be);
+}
+
+/* One frame: the cell record (unless no_cell) and the X, Y, Z records (Angstrom); `buf` holds
+ * 4 natoms bytes. Returns 0 on a write error. */
+static int md__dcd_put_frame(FILE *f, unsigned char *buf, const md_float4 *xyzq, const double box[3], int natoms,
+                             const md_dcd_write_desc *d) {
+    int i, k, ok = 1, be = d->big_endian != 0;
+    if (!d->no_cell) {
+        double v[6];
+        unsigned char c[48];
+        v[0] = 10.0 * box[0];
+        v[1] = 0.0; /* cos(gamma) */
+        v[2] = 10.0 * box[1];
+        v[3] = 0.0; /* cos(beta) */
+        v[4] = 0.0; /* cos(alpha) */
+        v[5] = 10.0 * box[2];
+        for (k = 0; k < 6; k++) {
+            uint64_t u;
+            memcpy(&u, &v[k], 8);
+            md__dcd_put32(c + 8 * k + (be ? 4 : 0), (uint32_t)u, be);
+            md__dcd_put32(c + 8 * k + (be ? 0 : 4), (uint32_t)(u >> 32), be);
+        }
+        ok = md__dcd_put_record(f, c, 48, be);
+    }
+    for (k = 0; ok && k < 3; k++) {
+        for (i = 0; i < natoms; i++) {
+            const md_float4 p = xyzq[i];
+            float x = (float)(10.0 * (k == 0 ? p.x : k == 1 ? p.y : p.z));
+            uint32_t u;
+            memcpy(&u, &x, 4);
+            md__dcd_put32(buf + 4 * (size_t)i, u, be);
+        }
+        ok = md__dcd_put_record(f, buf, 4 * (size_t)natoms, be);
+    }
+    return ok;
+}
+
 MDDEF md_status md_dcd_write(const char *path, const md_system *frames, int nframes,
                              const md_dcd_write_desc *desc) {
     const char *fn = "md_dcd_write";
     md_dcd_write_desc d;
-    unsigned char h[84], title[84], b4[4], *buf;
+    unsigned char *buf;
     char tmp[4096];
-    int natoms, fr, i, k, ok = 1, be;
+    int natoms, fr, i, k, ok = 1;
     FILE *f;
     if (!path || !frames) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path/frames", "is NULL");
     if (nframes < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nframes", "must be >= 1 (got %d)", nframes);
     if (!md__tmp_path(tmp, sizeof tmp, path)) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path", "is too long");
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    be = d.big_endian != 0;
     natoms = frames[0].n;
     for (fr = 0; fr < nframes; fr++) {
         if (frames[fr].n != natoms || natoms < 1 || !frames[fr].xyzq)
@@ -5446,58 +6271,12 @@ MDDEF md_status md_dcd_write(const char *path, const md_system *frames, int nfra
     }
     buf = (unsigned char *)md_alloc_array((size_t)natoms, 4);
     if (!buf) return MD_ERR_OUT_OF_MEMORY;
-    memset(h, 0, sizeof h);
-    memcpy(h, "CORD", 4);
-    {
-        uint32_t icntrl[20];
-        float delta = (float)(d.timestep_ps / MD__AKMA_PS);
-        memset(icntrl, 0, sizeof icntrl);
-        icntrl[0] = (uint32_t)nframes;
-        icntrl[2] = 1;
-        icntrl[3] = (uint32_t)nframes;
-        memcpy(&icntrl[9], &delta, 4);
-        icntrl[10] = d.no_cell ? 0 : 1;
-        icntrl[19] = 24;
-        for (k = 0; k < 20; k++) md__dcd_put32(h + 4 + 4 * k, icntrl[k], be);
-    }
-    md__dcd_put32(title, 1, be);
-    memset(title + 4, ' ', 80);
-    memcpy(title + 4, "REMARKS written by md.h", 23);
     if (!(f = fopen(tmp, "wb"))) {
         md_free(buf);
         return md_set_error(MD_ERR_IO, tmp, 0, NULL, "cannot open for writing: %s", strerror(errno));
     }
-    md__dcd_put32(b4, (uint32_t)natoms, be);
-    ok = md__dcd_put_record(f, h, 84, be) && md__dcd_put_record(f, title, 84, be) && md__dcd_put_record(f, b4, 4, be);
-    for (fr = 0; ok && fr < nframes; fr++) {
-        if (!d.no_cell) {
-            double v[6];
-            unsigned char c[48];
-            v[0] = 10.0 * frames[fr].box[0];
-            v[1] = 0.0; /* cos(gamma) */
-            v[2] = 10.0 * frames[fr].box[1];
-            v[3] = 0.0; /* cos(beta) */
-            v[4] = 0.0; /* cos(alpha) */
-            v[5] = 10.0 * frames[fr].box[2];
-            for (k = 0; k < 6; k++) {
-                uint64_t u;
-                memcpy(&u, &v[k], 8);
-                md__dcd_put32(c + 8 * k + (be ? 4 : 0), (uint32_t)u, be);
-                md__dcd_put32(c + 8 * k + (be ? 0 : 4), (uint32_t)(u >> 32), be);
-            }
-            ok = md__dcd_put_record(f, c, 48, be);
-        }
-        for (k = 0; ok && k < 3; k++) {
-            for (i = 0; i < natoms; i++) {
-                const md_float4 p = frames[fr].xyzq[i];
-                float x = (float)(10.0 * (k == 0 ? p.x : k == 1 ? p.y : p.z));
-                uint32_t u;
-                memcpy(&u, &x, 4);
-                md__dcd_put32(buf + 4 * (size_t)i, u, be);
-            }
-            ok = md__dcd_put_record(f, buf, 4 * (size_t)natoms, be);
-        }
-    }
+    ok = md__dcd_put_header(f, natoms, nframes, &d);
+    for (fr = 0; ok && fr < nframes; fr++) ok = md__dcd_put_frame(f, buf, frames[fr].xyzq, frames[fr].box, natoms, &d);
     md_free(buf);
     ok &= !ferror(f);
     ok &= fclose(f) == 0;
@@ -8586,6 +9365,1735 @@ MDDEF md_status md_pme_compute(md_pme_plan *p, const md_float4 *xyzq, int n, con
         for (x = 0; x < 9; x++) energy->virial[x] += p->virial[x];
     }
     return MD_OK;
+}
+
+/* ---- bonded ---- */
+
+/* d - L rint(d / L) per axis where box[k] > 0; box NULL: nothing. */
+static void md__image3(double d[3], const double *box) {
+    int k;
+    if (!box) return;
+    for (k = 0; k < 3; k++)
+        if (box[k] > 0.0) d[k] -= box[k] * rint(d[k] / box[k]);
+}
+
+/* The minimum-image vector x[j] - x[i] (3-vectors in a 3 n array). */
+static void md__sub_image(const double *x, int i, int j, const double *box, double d[3]) {
+    int k;
+    for (k = 0; k < 3; k++) d[k] = x[3 * (size_t)j + k] - x[3 * (size_t)i + k];
+    md__image3(d, box);
+}
+
+/* The rigid water each atom belongs to (-1: none): n ints, or NULL on out of memory. */
+static int *md__water_of_atom(const md_topology *t) {
+    int *w = (int *)md_alloc_array((size_t)t->n, sizeof(int)), i, k;
+    if (!w) return NULL;
+    for (i = 0; i < t->n; i++) w[i] = -1;
+    for (k = 0; k < 3 * t->nwater; k++)
+        if (t->water[k] >= 0 && t->water[k] < t->n) w[t->water[k]] = k / 3;
+    return w;
+}
+
+static int md__cmp_ll(const void *a, const void *b) {
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Key of an unordered atom pair. */
+static long long md__pair_key(int a, int b) {
+    return a < b ? (long long)a << 32 | (long long)(unsigned)b : (long long)b << 32 | (long long)(unsigned)a;
+}
+
+MDDEF void md_bonded_free(md_bonded *b) {
+    if (!b) return;
+    md_free(b->bond);
+    md_free(b->bond_r0);
+    md_free(b->bond_k);
+    md_free(b->angle);
+    md_free(b->angle_theta0);
+    md_free(b->angle_k);
+    memset(b, 0, sizeof *b);
+}
+
+MDDEF md_status md_bonded_from_topology(md_bonded *b, const md_topology *t, int skip_rigid) {
+    const char *fn = "md_bonded_from_topology";
+    md_bonded s;
+    int *wat = NULL, k, x, nb = 0, na = 0;
+    long long *ckey = NULL;
+    if (!b || !t) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b/t", "is NULL");
+    if (t->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t.n", "must be >= 1 (got %d)", t->n);
+    if ((t->bond_k && !t->bond_r0) || (t->angle_k && !t->angle_theta0))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has force constants without rest values");
+    if ((t->nbond > 0 && !t->bond) || (t->nangle > 0 && !t->angle) || t->nbond < 0 || t->nangle < 0 ||
+        (t->nwater > 0 && !t->water) || (t->nconstraint > 0 && !t->constraint))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has counts without arrays");
+    for (k = 0; t->bond_k && k < t->nbond; k++) {
+        for (x = 0; x < 2; x++)
+            if (t->bond[2 * k + x] < 0 || t->bond[2 * k + x] >= t->n)
+                return md__err_index(MD_ERR_RANGE, fn, "bond", k, "atom %g is out of range", (double)t->bond[2 * k + x]);
+        if (!md__finite_nonneg(t->bond_k[k]) || !md__finite_nonneg(t->bond_r0[k]))
+            return md__err_index(MD_ERR_RANGE, fn, "bond", k, "constant or rest length not finite and >= 0 (k %g)",
+                                 t->bond_k[k]);
+    }
+    for (k = 0; t->angle_k && k < t->nangle; k++) {
+        for (x = 0; x < 3; x++)
+            if (t->angle[3 * k + x] < 0 || t->angle[3 * k + x] >= t->n)
+                return md__err_index(MD_ERR_RANGE, fn, "angle", k, "atom %g is out of range",
+                                     (double)t->angle[3 * k + x]);
+        if (!md__finite_nonneg(t->angle_k[k]) || !md__finite_nonneg(t->angle_theta0[k]))
+            return md__err_index(MD_ERR_RANGE, fn, "angle", k, "constant or rest angle not finite and >= 0 (k %g)",
+                                 t->angle_k[k]);
+    }
+    memset(&s, 0, sizeof s);
+    if (skip_rigid) {
+        if (!(wat = md__water_of_atom(t))) goto oom;
+        if (t->nconstraint > 0) {
+            if (!(ckey = (long long *)md_alloc_array((size_t)t->nconstraint, sizeof(long long)))) goto oom;
+            for (k = 0; k < t->nconstraint; k++) ckey[k] = md__pair_key(t->constraint[2 * k], t->constraint[2 * k + 1]);
+            qsort(ckey, (size_t)t->nconstraint, sizeof *ckey, md__cmp_ll);
+        }
+    }
+    if (t->bond_k && t->nbond > 0) {
+        s.bond = (int *)md_alloc_array(2 * (size_t)t->nbond, sizeof(int));
+        s.bond_r0 = (double *)md_alloc_array((size_t)t->nbond, sizeof(double));
+        s.bond_k = (double *)md_alloc_array((size_t)t->nbond, sizeof(double));
+        if (!s.bond || !s.bond_r0 || !s.bond_k) goto oom;
+        for (k = 0; k < t->nbond; k++) {
+            int i = t->bond[2 * k], j = t->bond[2 * k + 1];
+            if (skip_rigid) {
+                long long key = md__pair_key(i, j);
+                if (wat[i] >= 0 && wat[i] == wat[j]) continue;
+                if (ckey && bsearch(&key, ckey, (size_t)t->nconstraint, sizeof *ckey, md__cmp_ll)) continue;
+            }
+            s.bond[2 * nb] = i;
+            s.bond[2 * nb + 1] = j;
+            s.bond_r0[nb] = t->bond_r0[k];
+            s.bond_k[nb] = t->bond_k[k];
+            nb++;
+        }
+    }
+    if (t->angle_k && t->nangle > 0) {
+        s.angle = (int *)md_alloc_array(3 * (size_t)t->nangle, sizeof(int));
+        s.angle_theta0 = (double *)md_alloc_array((size_t)t->nangle, sizeof(double));
+        s.angle_k = (double *)md_alloc_array((size_t)t->nangle, sizeof(double));
+        if (!s.angle || !s.angle_theta0 || !s.angle_k) goto oom;
+        for (k = 0; k < t->nangle; k++) {
+            const int *a = t->angle + 3 * k;
+            if (skip_rigid && wat[a[0]] >= 0 && wat[a[0]] == wat[a[1]] && wat[a[1]] == wat[a[2]]) continue;
+            for (x = 0; x < 3; x++) s.angle[3 * na + x] = a[x];
+            s.angle_theta0[na] = t->angle_theta0[k];
+            s.angle_k[na] = t->angle_k[k];
+            na++;
+        }
+    }
+    s.nbond = nb;
+    s.nangle = na;
+    md_free(wat);
+    md_free(ckey);
+    *b = s;
+    return MD_OK;
+oom:
+    md_free(wat);
+    md_free(ckey);
+    md_bonded_free(&s);
+    return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "t", "cannot allocate the bonded terms");
+}
+
+MDDEF md_status md_bonded_compute(const md_bonded *b, const double *x, int n, const double box[3], double *force,
+                                  md_energy *energy) {
+    const char *fn = "md_bonded_compute";
+    const double *bx = NULL;
+    double e = 0.0, w[9], *f = NULL;
+    int k, i, u, v;
+    if (!b || !x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "b/x", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "must be >= 1 (got %d)", n);
+    if (box && (box[0] > 0.0 || box[1] > 0.0 || box[2] > 0.0)) bx = box;
+    for (k = 0; k < 2 * b->nbond; k++)
+        if (b->bond[k] < 0 || b->bond[k] >= n)
+            return md__err_index(MD_ERR_RANGE, fn, "bond", k / 2, "atom %g is out of range", (double)b->bond[k]);
+    for (k = 0; k < 3 * b->nangle; k++)
+        if (b->angle[k] < 0 || b->angle[k] >= n)
+            return md__err_index(MD_ERR_RANGE, fn, "angle", k / 3, "atom %g is out of range", (double)b->angle[k]);
+    for (i = 0; i < 3 * n; i++)
+        if (!isfinite(x[i])) return md__err_index(MD_ERR_RANGE, fn, "x", i / 3, "coordinate is not finite (%g)", x[i]);
+    if (force && (b->nbond > 0 || b->nangle > 0)) {
+        if (!(f = (double *)md_alloc_array(3 * (size_t)n, sizeof(double))))
+            return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate %d forces", n);
+        memset(f, 0, 3 * (size_t)n * sizeof(double));
+    }
+    memset(w, 0, sizeof w);
+    for (k = 0; k < b->nbond; k++) {
+        int ia = b->bond[2 * k], ib = b->bond[2 * k + 1];
+        double d[3], r, dr, fs;
+        md__sub_image(x, ib, ia, bx, d); /* d = x_a - x_b */
+        r = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+        dr = r - b->bond_r0[k];
+        e += 0.5 * b->bond_k[k] * dr * dr;
+        fs = r > 0.0 ? -b->bond_k[k] * dr / r : 0.0; /* F_a = fs d */
+        for (u = 0; u < 3; u++) {
+            if (f) {
+                f[3 * ia + u] += fs * d[u];
+                f[3 * ib + u] -= fs * d[u];
+            }
+            for (v = 0; v < 3; v++) w[3 * u + v] += d[u] * fs * d[v];
+        }
+    }
+    for (k = 0; k < b->nangle; k++) {
+        int ii = b->angle[3 * k], ij = b->angle[3 * k + 1], ik = b->angle[3 * k + 2];
+        double a[3], c[3], p[3], ap[3], pc[3], pn, a2, c2, th, de, fi[3], fk[3];
+        md__sub_image(x, ij, ii, bx, a); /* a = x_i - x_j */
+        md__sub_image(x, ij, ik, bx, c); /* c = x_k - x_j */
+        p[0] = a[1] * c[2] - a[2] * c[1];
+        p[1] = a[2] * c[0] - a[0] * c[2];
+        p[2] = a[0] * c[1] - a[1] * c[0];
+        pn = sqrt(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]);
+        a2 = a[0] * a[0] + a[1] * a[1] + a[2] * a[2];
+        c2 = c[0] * c[0] + c[1] * c[1] + c[2] * c[2];
+        th = atan2(pn, a[0] * c[0] + a[1] * c[1] + a[2] * c[2]);
+        de = b->angle_k[k] * (th - b->angle_theta0[k]);
+        e += 0.5 * de * (th - b->angle_theta0[k]);
+        if (!(pn > 1e-12 * sqrt(a2 * c2))) continue;
+        ap[0] = a[1] * p[2] - a[2] * p[1];
+        ap[1] = a[2] * p[0] - a[0] * p[2];
+        ap[2] = a[0] * p[1] - a[1] * p[0];
+        pc[0] = p[1] * c[2] - p[2] * c[1];
+        pc[1] = p[2] * c[0] - p[0] * c[2];
+        pc[2] = p[0] * c[1] - p[1] * c[0];
+        for (u = 0; u < 3; u++) {
+            fi[u] = -de * ap[u] / (a2 * pn);
+            fk[u] = -de * pc[u] / (c2 * pn);
+        }
+        for (u = 0; u < 3; u++) {
+            if (f) {
+                f[3 * ii + u] += fi[u];
+                f[3 * ik + u] += fk[u];
+                f[3 * ij + u] -= fi[u] + fk[u];
+            }
+            for (v = 0; v < 3; v++) w[3 * u + v] += a[u] * fi[v] + c[u] * fk[v];
+        }
+    }
+    if (!isfinite(e)) {
+        md_free(f);
+        return md_set_error(MD_ERR_RANGE, fn, 0, "energy", "the bonded energy is not finite");
+    }
+    if (f) {
+        for (i = 0; i < 3 * n; i++) force[i] += f[i];
+        md_free(f);
+    }
+    if (energy) {
+        energy->bonded = e;
+        for (u = 0; u < 9; u++) energy->virial[u] += w[u];
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_topology_angles_from_bonds(md_topology *t) {
+    const char *fn = "md_topology_angles_from_bonds";
+    md_status st;
+    int *start = NULL, *adj = NULL, *fill = NULL, *ang = NULL, i, k, pass;
+    long long na = 0;
+    if (!t || t->n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "is NULL or empty");
+    if ((st = md__check_bonds(fn, t->n, t->nbond, t->bond)) != MD_OK) return st;
+    start = (int *)md_alloc_array((size_t)t->n + 1, sizeof(int));
+    fill = (int *)md_alloc_array((size_t)t->n + 1, sizeof(int));
+    adj = (int *)md_alloc_array(2 * (size_t)t->nbond + 1, sizeof(int));
+    if (!start || !fill || !adj) goto oom;
+    memset(start, 0, ((size_t)t->n + 1) * sizeof(int));
+    for (k = 0; k < t->nbond; k++) {
+        start[t->bond[2 * k] + 1]++;
+        start[t->bond[2 * k + 1] + 1]++;
+    }
+    for (i = 0; i < t->n; i++) start[i + 1] += start[i];
+    memcpy(fill, start, ((size_t)t->n + 1) * sizeof(int));
+    for (k = 0; k < t->nbond; k++) {
+        adj[fill[t->bond[2 * k]]++] = t->bond[2 * k + 1];
+        adj[fill[t->bond[2 * k + 1]]++] = t->bond[2 * k];
+    }
+    /* sorted neighbours without duplicates, their count back in fill[i] - start[i] */
+    for (i = 0; i < t->n; i++) {
+        int m = 0, e;
+        qsort(adj + start[i], (size_t)(start[i + 1] - start[i]), sizeof(int), md__cmp_int);
+        for (e = start[i]; e < start[i + 1]; e++)
+            if (m == 0 || adj[start[i] + m - 1] != adj[e]) adj[start[i] + m++] = adj[e];
+        fill[i] = start[i] + m;
+    }
+    for (pass = 0; pass < 2; pass++) {
+        na = 0;
+        for (i = 0; i < t->n; i++) {
+            int p, q;
+            for (p = start[i]; p < fill[i]; p++)
+                for (q = p + 1; q < fill[i]; q++) {
+                    if (pass) {
+                        ang[3 * na] = adj[p];
+                        ang[3 * na + 1] = i;
+                        ang[3 * na + 2] = adj[q];
+                    }
+                    na++;
+                }
+            if (na > INT_MAX / 3) {
+                md_free(start);
+                md_free(fill);
+                md_free(adj);
+                md_free(ang);
+                return md_set_error(MD_ERR_RANGE, fn, 0, "bond", "too many angles");
+            }
+        }
+        if (pass == 0 && !(ang = (int *)md_alloc_array(3 * (size_t)na + 1, sizeof(int)))) goto oom;
+    }
+    md_free(start);
+    md_free(fill);
+    md_free(adj);
+    md_free(t->angle);
+    md_free(t->angle_theta0);
+    md_free(t->angle_k);
+    t->angle = ang;
+    t->angle_theta0 = NULL;
+    t->angle_k = NULL;
+    t->nangle = (int)na;
+    return MD_OK;
+oom:
+    md_free(start);
+    md_free(fill);
+    md_free(adj);
+    md_free(ang);
+    return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate the angles of %d atoms", t->n);
+}
+
+/* ---- the force-field table ---- */
+
+MDDEF void md_ff_table_free(md_ff_table *tab) {
+    if (!tab) return;
+    md_free(tab->lj_type);
+    md_free(tab->lj_sigma);
+    md_free(tab->lj_epsilon);
+    md_free(tab->bond_type);
+    md_free(tab->bond_r0);
+    md_free(tab->bond_k);
+    md_free(tab->angle_type);
+    md_free(tab->angle_theta0);
+    md_free(tab->angle_k);
+    md_free(tab->water_type);
+    memset(tab, 0, sizeof *tab);
+}
+
+/* One entry's types in canonical order (a bond's two sorted, an angle's ends sorted), the kind
+ * (0 lj, 1 bond, 2 angle, 3 water) and its line, for the duplicate check. */
+typedef struct md__ff_key {
+    int kind;
+    md_name t[3];
+    long line;
+} md__ff_key;
+
+static int md__ff_key_cmp(const void *pa, const void *pb) {
+    const md__ff_key *a = (const md__ff_key *)pa, *b = (const md__ff_key *)pb;
+    int k, c;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    for (k = 0; k < 3; k++)
+        if ((c = strcmp(a->t[k].s, b->t[k].s)) != 0) return c;
+    return (a->line > b->line) - (a->line < b->line);
+}
+
+static const char *const md__ff_kinds[4] = {"lj", "bond", "angle", "water"};
+
+/* Parse the table (pass 0: check and count; pass 1: fill). */
+static md_status md__ff_parse(md__lines *L, md_ff_table *t, md__ff_key *keys, int pass, long *count) {
+    md_status st;
+    int got;
+    long nkey = 0;
+    t->nlj = t->nbond = t->nangle = t->nwater = 0;
+    while ((st = md__next_line(L, &got)) == MD_OK && got) {
+        char *hash = strchr(L->buf, '#'), *tok[8];
+        int nt, kind, ntypes, nnum, k;
+        double num[2] = {0.0, 0.0};
+        md_name ty[3];
+        if (hash) *hash = '\0';
+        nt = md__split(L->buf, tok, 8);
+        if (nt == 0) continue;
+        for (kind = 0; kind < 4; kind++)
+            if (strcmp(tok[0], md__ff_kinds[kind]) == 0) break;
+        if (kind == 4) return md__lerr(L, MD_ERR_PARSE, "keyword", "unknown entry '%.20s' (lj, bond, angle or water)", tok[0]);
+        ntypes = kind == 0 ? 1 : kind == 1 ? 2 : kind == 2 ? 3 : 2;
+        nnum = kind == 3 ? 0 : 2;
+        if (nt != 1 + ntypes + nnum)
+            return md__lerr(L, MD_ERR_PARSE, md__ff_kinds[kind], "%d fields, expected %d", nt - 1, ntypes + nnum);
+        memset(ty, 0, sizeof ty);
+        for (k = 0; k < ntypes; k++)
+            if ((st = md__name_field(L, &ty[k], tok[1 + k], "type")) != MD_OK) return st;
+        for (k = 0; k < nnum; k++) {
+            static const char *const fields[4][2] = {{"sigma", "epsilon"}, {"r0", "k"}, {"theta0", "k"}, {"", ""}};
+            if ((st = md__field_double(L, tok[1 + ntypes + k], fields[kind][k], &num[k])) != MD_OK) return st;
+            if (num[k] < 0.0) return md__lerr(L, MD_ERR_RANGE, fields[kind][k], "must be >= 0 (got %g)", num[k]);
+        }
+        if (kind == 1 && !(num[0] > 0.0)) return md__lerr(L, MD_ERR_RANGE, "r0", "must be > 0 (got %g)", num[0]);
+        if (kind == 2 && !(num[0] > 0.0 && num[0] <= 180.0))
+            return md__lerr(L, MD_ERR_RANGE, "theta0", "must be in (0, 180] degrees (got %g)", num[0]);
+        if (pass) {
+            md__ff_key *key = &keys[nkey];
+            key->kind = kind;
+            key->line = L->line;
+            memset(key->t, 0, sizeof key->t);
+            for (k = 0; k < ntypes; k++) key->t[k] = ty[k];
+            if (kind == 1 && strcmp(ty[0].s, ty[1].s) > 0) {
+                key->t[0] = ty[1];
+                key->t[1] = ty[0];
+            }
+            if (kind == 2 && strcmp(ty[0].s, ty[2].s) > 0) {
+                key->t[0] = ty[2];
+                key->t[2] = ty[0];
+            }
+            if (kind == 0) {
+                t->lj_type[t->nlj] = ty[0];
+                t->lj_sigma[t->nlj] = num[0];
+                t->lj_epsilon[t->nlj] = num[1];
+            } else if (kind == 1) {
+                t->bond_type[2 * t->nbond] = ty[0];
+                t->bond_type[2 * t->nbond + 1] = ty[1];
+                t->bond_r0[t->nbond] = num[0];
+                t->bond_k[t->nbond] = num[1];
+            } else if (kind == 2) {
+                for (k = 0; k < 3; k++) t->angle_type[3 * t->nangle + k] = ty[k];
+                t->angle_theta0[t->nangle] = num[0] * (3.14159265358979323846 / 180.0);
+                t->angle_k[t->nangle] = num[1];
+            } else {
+                t->water_type[2 * t->nwater] = ty[0];
+                t->water_type[2 * t->nwater + 1] = ty[1];
+            }
+        }
+        if (kind == 0) t->nlj++;
+        else if (kind == 1) t->nbond++;
+        else if (kind == 2) t->nangle++;
+        else t->nwater++;
+        if (++nkey > INT_MAX / 4) return md__lerr(L, MD_ERR_RANGE, "text", "too many entries");
+    }
+    *count = nkey;
+    return st;
+}
+
+MDDEF md_status md_read_ff_table_mem(const char *data, size_t len, const char *name, md_ff_table *tab) {
+    const char *fn = "md_read_ff_table";
+    md__lines L;
+    md_ff_table t;
+    md__ff_key *keys = NULL;
+    md_status st;
+    long nkey = 0, k;
+    if (!tab || (!data && len > 0)) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "tab/data", "is NULL");
+    memset(&t, 0, sizeof t);
+    md__lines_mem(&L, data, len, name);
+    st = md__ff_parse(&L, &t, NULL, 0, &nkey);
+    md_free(L.buf);
+    if (st != MD_OK) return st;
+    if (nkey == 0)
+        return md_set_error(MD_ERR_PARSE, name ? name : "<memory>", 0, "text", "no entries (lj, bond, angle, water)");
+    keys = (md__ff_key *)md_alloc_array((size_t)nkey, sizeof *keys);
+    t.lj_type = (md_name *)md_alloc_array((size_t)t.nlj + 1, sizeof(md_name));
+    t.lj_sigma = (double *)md_alloc_array((size_t)t.nlj + 1, sizeof(double));
+    t.lj_epsilon = (double *)md_alloc_array((size_t)t.nlj + 1, sizeof(double));
+    t.bond_type = (md_name *)md_alloc_array(2 * (size_t)t.nbond + 1, sizeof(md_name));
+    t.bond_r0 = (double *)md_alloc_array((size_t)t.nbond + 1, sizeof(double));
+    t.bond_k = (double *)md_alloc_array((size_t)t.nbond + 1, sizeof(double));
+    t.angle_type = (md_name *)md_alloc_array(3 * (size_t)t.nangle + 1, sizeof(md_name));
+    t.angle_theta0 = (double *)md_alloc_array((size_t)t.nangle + 1, sizeof(double));
+    t.angle_k = (double *)md_alloc_array((size_t)t.nangle + 1, sizeof(double));
+    t.water_type = (md_name *)md_alloc_array(2 * (size_t)t.nwater + 1, sizeof(md_name));
+    if (!keys || !t.lj_type || !t.lj_sigma || !t.lj_epsilon || !t.bond_type || !t.bond_r0 || !t.bond_k ||
+        !t.angle_type || !t.angle_theta0 || !t.angle_k || !t.water_type) {
+        md_free(keys);
+        md_ff_table_free(&t);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "text", "cannot allocate %ld entries", nkey);
+    }
+    md__lines_mem(&L, data, len, name);
+    st = md__ff_parse(&L, &t, keys, 1, &nkey);
+    md_free(L.buf);
+    if (st == MD_OK) {
+        qsort(keys, (size_t)nkey, sizeof *keys, md__ff_key_cmp);
+        for (k = 1; k < nkey; k++)
+            if (keys[k].kind == keys[k - 1].kind && strcmp(keys[k].t[0].s, keys[k - 1].t[0].s) == 0 &&
+                strcmp(keys[k].t[1].s, keys[k - 1].t[1].s) == 0 && strcmp(keys[k].t[2].s, keys[k - 1].t[2].s) == 0) {
+                st = md_set_error(MD_ERR_PARSE, name ? name : "<memory>", keys[k].line, md__ff_kinds[keys[k].kind],
+                                  "types %s %s %s already listed on line %ld", keys[k].t[0].s, keys[k].t[1].s,
+                                  keys[k].t[2].s, keys[k - 1].line);
+                break;
+            }
+    }
+    md_free(keys);
+    if (st != MD_OK) {
+        md_ff_table_free(&t);
+        return st;
+    }
+    *tab = t;
+    return MD_OK;
+}
+
+MDDEF md_status md_read_ff_table(const char *path, md_ff_table *tab) {
+    char *data = NULL;
+    size_t len = 0;
+    md_status st;
+    if (!tab) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_read_ff_table", 0, "tab", "is NULL");
+    if ((st = md__slurp(path, &data, &len)) != MD_OK) return st;
+    st = md_read_ff_table_mem(data, len, path, tab);
+    md_free(data);
+    return st;
+}
+
+/* Index of the entry of `kind` matching the atom types (a bond either way, an angle either
+ * direction), or -1. */
+static int md__ff_find(const md_ff_table *tab, int kind, const char *a, const char *b, const char *c) {
+    int k;
+    if (kind == 0) {
+        for (k = 0; k < tab->nlj; k++)
+            if (strcmp(tab->lj_type[k].s, a) == 0) return k;
+    } else if (kind == 1) {
+        for (k = 0; k < tab->nbond; k++) {
+            const char *p = tab->bond_type[2 * k].s, *q = tab->bond_type[2 * k + 1].s;
+            if ((strcmp(p, a) == 0 && strcmp(q, b) == 0) || (strcmp(p, b) == 0 && strcmp(q, a) == 0)) return k;
+        }
+    } else {
+        for (k = 0; k < tab->nangle; k++) {
+            const char *p = tab->angle_type[3 * k].s, *q = tab->angle_type[3 * k + 1].s, *r = tab->angle_type[3 * k + 2].s;
+            if (strcmp(q, b) != 0) continue;
+            if ((strcmp(p, a) == 0 && strcmp(r, c) == 0) || (strcmp(p, c) == 0 && strcmp(r, a) == 0)) return k;
+        }
+    }
+    return -1;
+}
+
+/* An atom counts as a hydrogen for constrain_hbonds: element H, or no element and mass < 1.5. */
+static int md__is_hydrogen(const md_system *sys, int i) {
+    if (sys->element && sys->element[i].s[0]) return strcmp(sys->element[i].s, "H") == 0;
+    return sys->mass && sys->mass[i] < 1.5f;
+}
+
+MDDEF md_status md_topology_from_psf(const md_system *sys, const md_ff_table *tab, const md_psf_desc *desc,
+                                     md_topology *top, md_lj_table *lj) {
+    const char *fn = "md_topology_from_psf";
+    md_psf_desc d;
+    md_topology t;
+    md_lj_table tl;
+    md_status st = MD_OK;
+    md_name *names = NULL;
+    double *sig = NULL, *eps = NULL, *r0 = NULL, *kb = NULL, doh = 0.0, dhh = 0.0;
+    int *type = NULL, *nbr_start = NULL, *nbr = NULL, *fill = NULL, *wat = NULL, *cons = NULL;
+    double *clen = NULL;
+    int ntypes = 0, i, k, nw = 0, nc = 0;
+    if (!sys || !tab || !top || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys/tab/top/lj", "is NULL");
+    if (sys->n < 1 || !sys->xyzq || !sys->mass || !sys->type_name)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "is empty or has no type names (read a PSF)");
+    if ((st = md__check_bonds(fn, sys->n, sys->nbond, sys->bond)) != MD_OK) return st;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    memset(&t, 0, sizeof t);
+    memset(&tl, 0, sizeof tl);
+    names = (md_name *)md_alloc_array((size_t)sys->n, sizeof(md_name));
+    type = (int *)md_alloc_array((size_t)sys->n, sizeof(int));
+    sig = (double *)md_alloc_array((size_t)sys->n, sizeof(double));
+    eps = (double *)md_alloc_array((size_t)sys->n, sizeof(double));
+    r0 = (double *)md_alloc_array((size_t)sys->nbond + 1, sizeof(double));
+    kb = (double *)md_alloc_array((size_t)sys->nbond + 1, sizeof(double));
+    if (!names || !type || !sig || !eps || !r0 || !kb) goto oom;
+    /* LJ types: distinct type names in order of first appearance (a linear search per new name
+     * would be quadratic for a file with many types; a PSF has a few hundred at most) */
+    for (i = 0; i < sys->n; i++) {
+        for (k = ntypes - 1; k >= 0; k--)
+            if (strcmp(names[k].s, sys->type_name[i].s) == 0) break;
+        if (k < 0) {
+            int e = md__ff_find(tab, 0, sys->type_name[i].s, NULL, NULL);
+            if (e < 0) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "lj", "atom %d (%s, type '%s') has no lj entry", i,
+                                  sys->name ? sys->name[i].s : "", sys->type_name[i].s);
+                goto fail;
+            }
+            names[ntypes] = sys->type_name[i];
+            sig[ntypes] = tab->lj_sigma[e];
+            eps[ntypes] = tab->lj_epsilon[e];
+            k = ntypes++;
+        }
+        type[i] = k;
+    }
+    if ((st = md_lj_table_create(&tl, ntypes, sig, eps, MD_LJ_COMBINE_LB)) != MD_OK) goto fail;
+    if ((st = md_topology_alloc(&t, sys->n)) != MD_OK) goto fail;
+    for (i = 0; i < sys->n; i++) {
+        t.lj_type[i] = type[i];
+        t.charge[i] = sys->xyzq[i].w;
+        t.mass[i] = sys->mass[i];
+    }
+    for (k = 0; k < sys->nbond; k++) {
+        int a = sys->bond[2 * k], b = sys->bond[2 * k + 1];
+        int e = md__ff_find(tab, 1, sys->type_name[a].s, sys->type_name[b].s, NULL);
+        if (e < 0) {
+            st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "bond", "atoms %d-%d (types '%s' '%s') have no bond entry", a,
+                              b, sys->type_name[a].s, sys->type_name[b].s);
+            goto fail;
+        }
+        r0[k] = tab->bond_r0[e];
+        kb[k] = tab->bond_k[e];
+    }
+    if ((st = md_topology_set_bonds(&t, sys->nbond, sys->bond, r0, kb)) != MD_OK ||
+        (st = md_topology_angles_from_bonds(&t)) != MD_OK || (st = md_topology_build_exclusions(&t, &d.exclusions)) != MD_OK)
+        goto fail;
+    if (t.nangle > 0) {
+        t.angle_theta0 = (double *)md_alloc_array((size_t)t.nangle, sizeof(double));
+        t.angle_k = (double *)md_alloc_array((size_t)t.nangle, sizeof(double));
+        if (!t.angle_theta0 || !t.angle_k) goto oom;
+        for (k = 0; k < t.nangle; k++) {
+            const int *a = t.angle + 3 * k;
+            int e = md__ff_find(tab, 2, sys->type_name[a[0]].s, sys->type_name[a[1]].s, sys->type_name[a[2]].s);
+            if (e < 0) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "angle",
+                                  "atoms %d-%d-%d (types '%s' '%s' '%s') have no angle entry", a[0], a[1], a[2],
+                                  sys->type_name[a[0]].s, sys->type_name[a[1]].s, sys->type_name[a[2]].s);
+                goto fail;
+            }
+            t.angle_theta0[k] = tab->angle_theta0[e];
+            t.angle_k[k] = tab->angle_k[e];
+        }
+    }
+    /* neighbours of every atom (CSR), for the water and hydrogen rules */
+    nbr_start = (int *)md_alloc_array((size_t)sys->n + 1, sizeof(int));
+    fill = (int *)md_alloc_array((size_t)sys->n + 1, sizeof(int));
+    nbr = (int *)md_alloc_array(2 * (size_t)sys->nbond + 1, sizeof(int));
+    wat = (int *)md_alloc_array(3 * (size_t)sys->n + 1, sizeof(int));
+    if (!nbr_start || !fill || !nbr || !wat) goto oom;
+    memset(nbr_start, 0, ((size_t)sys->n + 1) * sizeof(int));
+    for (k = 0; k < sys->nbond; k++) {
+        nbr_start[sys->bond[2 * k] + 1]++;
+        nbr_start[sys->bond[2 * k + 1] + 1]++;
+    }
+    for (i = 0; i < sys->n; i++) nbr_start[i + 1] += nbr_start[i];
+    memcpy(fill, nbr_start, ((size_t)sys->n + 1) * sizeof(int));
+    for (k = 0; k < sys->nbond; k++) {
+        nbr[fill[sys->bond[2 * k]]++] = sys->bond[2 * k + 1];
+        nbr[fill[sys->bond[2 * k + 1]]++] = sys->bond[2 * k];
+    }
+    if (!d.flexible_water && tab->nwater > 0) {
+        int have = 0;
+        for (i = 0; i < sys->n; i++) {
+            int e, h1, h2, be, ae;
+            double wdoh, wdhh;
+            for (e = 0; e < tab->nwater; e++)
+                if (strcmp(tab->water_type[2 * e].s, sys->type_name[i].s) == 0) break;
+            if (e == tab->nwater || nbr_start[i + 1] - nbr_start[i] != 2) continue;
+            h1 = nbr[nbr_start[i]];
+            h2 = nbr[nbr_start[i] + 1];
+            if (h1 > h2) {
+                int tmp = h1;
+                h1 = h2;
+                h2 = tmp;
+            }
+            if (strcmp(sys->type_name[h1].s, tab->water_type[2 * e + 1].s) != 0 ||
+                strcmp(sys->type_name[h2].s, tab->water_type[2 * e + 1].s) != 0 ||
+                nbr_start[h1 + 1] - nbr_start[h1] != 1 || nbr_start[h2 + 1] - nbr_start[h2] != 1)
+                continue;
+            be = md__ff_find(tab, 1, sys->type_name[i].s, sys->type_name[h1].s, NULL);
+            ae = md__ff_find(tab, 2, sys->type_name[h1].s, sys->type_name[i].s, sys->type_name[h2].s);
+            if (be < 0 || ae < 0) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "water",
+                                  "water at atom %d (types '%s' '%s') needs a bond and an angle entry", i,
+                                  sys->type_name[i].s, sys->type_name[h1].s);
+                goto fail;
+            }
+            wdoh = tab->bond_r0[be];
+            wdhh = 2.0 * wdoh * sin(0.5 * tab->angle_theta0[ae]);
+            if (have && (wdoh != doh || wdhh != dhh)) {
+                st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "water",
+                                  "water at atom %d has d_OH %g nm, d_HH %g nm; an earlier one %g, %g (one geometry only)",
+                                  i, wdoh, wdhh, doh, dhh);
+                goto fail;
+            }
+            doh = wdoh;
+            dhh = wdhh;
+            have = 1;
+            wat[3 * nw] = i;
+            wat[3 * nw + 1] = h1;
+            wat[3 * nw + 2] = h2;
+            nw++;
+        }
+    }
+    if (d.constrain_hbonds && sys->nbond > 0) {
+        int *inw = (int *)md_alloc_array((size_t)sys->n, sizeof(int));
+        cons = (int *)md_alloc_array(2 * (size_t)sys->nbond, sizeof(int));
+        clen = (double *)md_alloc_array((size_t)sys->nbond, sizeof(double));
+        if (!inw || !cons || !clen) {
+            md_free(inw);
+            goto oom;
+        }
+        memset(inw, 0, (size_t)sys->n * sizeof(int));
+        for (k = 0; k < 3 * nw; k++) inw[wat[k]] = 1;
+        for (k = 0; k < sys->nbond; k++) {
+            int a = sys->bond[2 * k], b = sys->bond[2 * k + 1];
+            if (inw[a] || inw[b] || (!md__is_hydrogen(sys, a) && !md__is_hydrogen(sys, b))) continue;
+            cons[2 * nc] = a;
+            cons[2 * nc + 1] = b;
+            clen[nc] = r0[k];
+            nc++;
+        }
+        md_free(inw);
+    }
+    if (nw > 0) {
+        if (!(t.water = (int *)md_alloc_array(3 * (size_t)nw, sizeof(int)))) goto oom;
+        memcpy(t.water, wat, 3 * (size_t)nw * sizeof(int));
+        t.nwater = nw;
+        t.water_doh = doh;
+        t.water_dhh = dhh;
+    }
+    if (nc > 0) {
+        t.constraint = cons;
+        t.constraint_length = clen;
+        t.nconstraint = nc;
+        cons = NULL;
+        clen = NULL;
+    }
+    md_free(names);
+    md_free(type);
+    md_free(sig);
+    md_free(eps);
+    md_free(r0);
+    md_free(kb);
+    md_free(nbr_start);
+    md_free(fill);
+    md_free(nbr);
+    md_free(wat);
+    md_free(cons);
+    md_free(clen);
+    *top = t;
+    *lj = tl;
+    return MD_OK;
+oom:
+    st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "sys", "cannot allocate the topology of %d atoms", sys->n);
+fail:
+    md_free(names);
+    md_free(type);
+    md_free(sig);
+    md_free(eps);
+    md_free(r0);
+    md_free(kb);
+    md_free(nbr_start);
+    md_free(fill);
+    md_free(nbr);
+    md_free(wat);
+    md_free(cons);
+    md_free(clen);
+    md_topology_free(&t);
+    md_lj_table_free(&tl);
+    return st;
+}
+
+/* ---- constraints ---- */
+
+MDDEF void md_constraints_free(md_constraints *c) {
+    if (!c) return;
+    md_free(c->water);
+    md_free(c->pair);
+    md_free(c->length);
+    md_free(c->inv_mass);
+    md_free(c->scratch);
+    memset(c, 0, sizeof *c);
+}
+
+MDDEF md_status md_constraints_create(md_constraints *c, const md_topology *t, const md_constraints_desc *desc) {
+    const char *fn = "md_constraints_create";
+    md_constraints s;
+    md_constraints_desc d;
+    int *owner = NULL, i, k, np;
+    if (!c || !t) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "c/t", "is NULL");
+    if (t->n < 1 || !t->mass) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "is empty");
+    if (t->nwater < 0 || (t->nwater > 0 && !t->water) || t->nconstraint < 0 ||
+        (t->nconstraint > 0 && (!t->constraint || !t->constraint_length)))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "has counts without arrays");
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (d.tolerance == 0.0) d.tolerance = MD_SHAKE_DEFAULT_TOLERANCE;
+    if (d.max_iterations == 0) d.max_iterations = MD_SHAKE_DEFAULT_MAX_ITERATIONS;
+    if (!(d.tolerance > 0.0 && d.tolerance < 0.1))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "tolerance", "must be in (0, 0.1) (got %g)", d.tolerance);
+    if (d.max_iterations < 1)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "max_iterations", "must be >= 1 (got %d)", d.max_iterations);
+    if (t->nwater > 0 && !(t->water_doh > 0.0 && t->water_dhh > 0.0 && t->water_dhh < 2.0 * t->water_doh))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "water_doh/water_dhh", "%g, %g nm do not make a triangle",
+                            t->water_doh, t->water_dhh);
+    memset(&s, 0, sizeof s);
+    s.n = t->n;
+    s.tolerance = d.tolerance;
+    s.max_iterations = d.max_iterations;
+    s.doh = t->water_doh;
+    s.dhh = t->water_dhh;
+    np = t->nconstraint + (d.water_by_shake ? 3 * t->nwater : 0);
+    owner = (int *)md_alloc_array((size_t)t->n, sizeof(int));
+    s.inv_mass = (double *)md_alloc_array((size_t)t->n, sizeof(double));
+    s.pair = (int *)md_alloc_array(2 * (size_t)np + 1, sizeof(int));
+    s.length = (double *)md_alloc_array((size_t)np + 1, sizeof(double));
+    s.scratch = (double *)md_alloc_array(3 * (size_t)np + 1, sizeof(double));
+    if (!d.water_by_shake && t->nwater > 0) s.water = (int *)md_alloc_array(3 * (size_t)t->nwater, sizeof(int));
+    if (!owner || !s.inv_mass || !s.pair || !s.length || !s.scratch || (!d.water_by_shake && t->nwater > 0 && !s.water)) {
+        md_free(owner);
+        md_constraints_free(&s);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "t", "cannot allocate the constraints of %d atoms", t->n);
+    }
+    for (i = 0; i < t->n; i++) {
+        owner[i] = 0; /* 0 free, 1 in a water, 2 in a SHAKE constraint */
+        s.inv_mass[i] = t->mass[i] > 0.0f && isfinite(t->mass[i]) ? 1.0 / (double)t->mass[i] : 0.0;
+    }
+#define MD__CONS_FAIL(...)                                                                                             \
+    do {                                                                                                               \
+        md_status st_ = md_set_error(__VA_ARGS__);                                                                     \
+        md_free(owner);                                                                                                \
+        md_constraints_free(&s);                                                                                       \
+        return st_;                                                                                                    \
+    } while (0)
+    for (k = 0; k < t->nwater; k++) {
+        const int *w = t->water + 3 * k;
+        for (i = 0; i < 3; i++) {
+            if (w[i] < 0 || w[i] >= t->n) MD__CONS_FAIL(MD_ERR_RANGE, fn, 0, "water", "water %d: atom %d out of range", k, w[i]);
+            if (owner[w[i]]) MD__CONS_FAIL(MD_ERR_INVALID_ARGUMENT, fn, 0, "water", "atom %d is in two waters", w[i]);
+            if (!(s.inv_mass[w[i]] > 0.0))
+                MD__CONS_FAIL(MD_ERR_RANGE, fn, 0, "mass", "atom %d of water %d has mass %g", w[i], k, t->mass[w[i]]);
+            owner[w[i]] = 1;
+        }
+        if (d.water_by_shake) {
+            int *p = s.pair + 2 * (size_t)(t->nconstraint + 3 * k);
+            double *L = s.length + t->nconstraint + 3 * k;
+            p[0] = w[0], p[1] = w[1], L[0] = s.doh;
+            p[2] = w[0], p[3] = w[2], L[1] = s.doh;
+            p[4] = w[1], p[5] = w[2], L[2] = s.dhh;
+            continue;
+        }
+        if (t->mass[w[1]] != t->mass[w[2]])
+            MD__CONS_FAIL(MD_ERR_INVALID_ARGUMENT, fn, 0, "water", "water %d: hydrogens of masses %g and %g (SETTLE needs one)",
+                          k, t->mass[w[1]], t->mass[w[2]]);
+        if (k == 0) {
+            s.mass_o = t->mass[w[0]];
+            s.mass_h = t->mass[w[1]];
+        } else if ((double)t->mass[w[0]] != s.mass_o || (double)t->mass[w[1]] != s.mass_h) {
+            MD__CONS_FAIL(MD_ERR_INVALID_ARGUMENT, fn, 0, "water", "water %d has masses %g, %g; water 0 %g, %g", k,
+                          t->mass[w[0]], t->mass[w[1]], s.mass_o, s.mass_h);
+        }
+        memcpy(s.water + 3 * k, w, 3 * sizeof(int));
+    }
+    if (!d.water_by_shake) s.nwater = t->nwater;
+    for (k = 0; k < t->nconstraint; k++) {
+        int a = t->constraint[2 * k], b = t->constraint[2 * k + 1];
+        double L = t->constraint_length[k];
+        if (a < 0 || a >= t->n || b < 0 || b >= t->n || a == b)
+            MD__CONS_FAIL(MD_ERR_RANGE, fn, 0, "constraint", "constraint %d: atoms %d-%d out of range or equal", k, a, b);
+        if (owner[a] == 1 || owner[b] == 1)
+            MD__CONS_FAIL(MD_ERR_INVALID_ARGUMENT, fn, 0, "constraint", "constraint %d: atom of a rigid water (%d-%d)", k, a, b);
+        if (!(L > 0.0) || !isfinite(L))
+            MD__CONS_FAIL(MD_ERR_RANGE, fn, 0, "constraint_length", "constraint %d: length %g must be finite and > 0", k, L);
+        if (!(s.inv_mass[a] > 0.0) || !(s.inv_mass[b] > 0.0))
+            MD__CONS_FAIL(MD_ERR_RANGE, fn, 0, "mass", "constraint %d: atom %d or %d has no positive mass", k, a, b);
+        owner[a] = owner[b] = 2;
+        s.pair[2 * k] = a;
+        s.pair[2 * k + 1] = b;
+        s.length[k] = L;
+    }
+#undef MD__CONS_FAIL
+    s.npair = np;
+    md_free(owner);
+    *c = s;
+    return MD_OK;
+}
+
+MDDEF int md_constraints_count(const md_constraints *c) { return c ? 3 * c->nwater + c->npair : 0; }
+
+/* Gather a water's three positions relative to `org` (minimum images) into w[9]. */
+static void md__water_rel(const double *x, const int *w, const double org[3], const double *box, double out[9]) {
+    int a, k;
+    for (a = 0; a < 3; a++) {
+        double d[3];
+        for (k = 0; k < 3; k++) d[k] = x[3 * (size_t)w[a] + k] - org[k];
+        md__image3(d, box);
+        for (k = 0; k < 3; k++) out[3 * a + k] = d[k];
+    }
+}
+
+MDDEF md_status md_constraints_apply(md_constraints *c, const double *ref, double *x, const double box[3]) {
+    const char *fn = "md_constraints_apply";
+    int k, it, a;
+    if (!c || !ref || !x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "c/ref/x", "is NULL");
+    for (k = 0; k < c->nwater; k++) {
+        const int *w = c->water + 3 * k;
+        double org[3], r[9], y[9];
+        for (a = 0; a < 3; a++) org[a] = ref[3 * (size_t)w[0] + a];
+        md__water_rel(ref, w, org, box, r);
+        md__water_rel(x, w, org, box, y);
+        if (md_settle_water(r, y, c->mass_o, c->mass_h, c->doh, c->dhh) != 0)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "water", "water %d (atoms %d %d %d): SETTLE has no solution, the step "
+                                "has exploded", k, w[0], w[1], w[2]);
+        for (a = 0; a < 9; a++) x[3 * (size_t)w[a / 3] + a % 3] = org[a % 3] + y[a];
+    }
+    c->last_iterations = 0;
+    if (c->npair == 0) return MD_OK;
+    /* the reference directions, once */
+    for (k = 0; k < c->npair; k++) {
+        double *r = c->scratch + 3 * (size_t)k;
+        md__sub_image(ref, c->pair[2 * k + 1], c->pair[2 * k], box, r); /* ref_i - ref_j */
+    }
+    for (it = 1; it <= c->max_iterations; it++) {
+        int done = 1;
+        for (k = 0; k < c->npair; k++) {
+            int i = c->pair[2 * k], j = c->pair[2 * k + 1];
+            const double *r = c->scratch + 3 * (size_t)k;
+            double d[3], d2, L2 = c->length[k] * c->length[k], diff, rr, g, wi = c->inv_mass[i], wj = c->inv_mass[j];
+            md__sub_image(x, j, i, box, d);
+            d2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+            diff = L2 - d2;
+            if (fabs(diff) <= 2.0 * c->tolerance * L2) continue;
+            rr = r[0] * d[0] + r[1] * d[1] + r[2] * d[2];
+            if (!(rr > 1e-6 * L2))
+                return md_set_error(MD_ERR_RANGE, fn, 0, "constraint", "constraint %d (atoms %d %d) turned by more than 90 "
+                                    "degrees in one step: SHAKE cannot follow, the step has exploded", k, i, j);
+            g = diff / (2.0 * (wi + wj) * rr);
+            for (a = 0; a < 3; a++) {
+                x[3 * (size_t)i + a] += g * wi * r[a];
+                x[3 * (size_t)j + a] -= g * wj * r[a];
+            }
+            done = 0;
+        }
+        if (done) {
+            c->last_iterations = it;
+            return MD_OK;
+        }
+    }
+    return md_set_error(MD_ERR_RANGE, fn, 0, "constraint", "SHAKE did not converge to %g in %d sweeps", c->tolerance,
+                        c->max_iterations);
+}
+
+MDDEF md_status md_constraints_apply_velocities(md_constraints *c, const double *x, double *v, const double box[3]) {
+    const char *fn = "md_constraints_apply_velocities";
+    int k, a, it;
+    if (!c || !x || !v) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "c/x/v", "is NULL");
+    for (k = 0; k < c->nwater; k++) {
+        const int *w = c->water + 3 * k;
+        double org[3], r[9], u[9], m[3];
+        for (a = 0; a < 3; a++) org[a] = x[3 * (size_t)w[0] + a];
+        md__water_rel(x, w, org, box, r);
+        for (a = 0; a < 9; a++) u[a] = v[3 * (size_t)w[a / 3] + a % 3];
+        m[0] = c->mass_o;
+        m[1] = m[2] = c->mass_h;
+        if (md_settle_velocities(r, u, m) != 0)
+            return md_set_error(MD_ERR_RANGE, fn, 0, "water", "water %d (atoms %d %d %d) is collinear", k, w[0], w[1], w[2]);
+        for (a = 0; a < 9; a++) v[3 * (size_t)w[a / 3] + a % 3] = u[a];
+    }
+    c->last_iterations = 0;
+    if (c->npair == 0) return MD_OK;
+    for (k = 0; k < c->npair; k++) md__sub_image(x, c->pair[2 * k + 1], c->pair[2 * k], box, c->scratch + 3 * (size_t)k);
+    for (it = 1; it <= c->max_iterations; it++) {
+        int done = 1;
+        for (k = 0; k < c->npair; k++) {
+            int i = c->pair[2 * k], j = c->pair[2 * k + 1];
+            const double *r = c->scratch + 3 * (size_t)k;
+            double wi = c->inv_mass[i], wj = c->inv_mass[j], dot = 0.0, r2, g;
+            for (a = 0; a < 3; a++) dot += r[a] * (v[3 * (size_t)i + a] - v[3 * (size_t)j + a]);
+            r2 = r[0] * r[0] + r[1] * r[1] + r[2] * r[2];
+            if (fabs(dot) <= c->tolerance * c->length[k] * c->length[k]) continue;
+            g = dot / ((wi + wj) * r2);
+            for (a = 0; a < 3; a++) {
+                v[3 * (size_t)i + a] -= g * wi * r[a];
+                v[3 * (size_t)j + a] += g * wj * r[a];
+            }
+            done = 0;
+        }
+        if (done) {
+            c->last_iterations = it;
+            return MD_OK;
+        }
+    }
+    return md_set_error(MD_ERR_RANGE, fn, 0, "constraint", "RATTLE did not converge to %g in %d sweeps", c->tolerance,
+                        c->max_iterations);
+}
+
+MDDEF double md_constraints_max_deviation(const md_constraints *c, const double *x, const double box[3]) {
+    double worst = 0.0;
+    int k, p;
+    if (!c || !x) return NAN;
+    for (k = 0; k < c->nwater; k++) {
+        const int *w = c->water + 3 * k;
+        static const int pa[3] = {0, 0, 1}, pb[3] = {1, 2, 2};
+        for (p = 0; p < 3; p++) {
+            double d[3], r, L = p < 2 ? c->doh : c->dhh, dev;
+            md__sub_image(x, w[pa[p]], w[pb[p]], box, d);
+            r = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+            dev = fabs(r - L) / L;
+            if (!(dev <= worst)) worst = dev; /* NaN propagates */
+        }
+    }
+    for (k = 0; k < c->npair; k++) {
+        double d[3], r, dev;
+        md__sub_image(x, c->pair[2 * k], c->pair[2 * k + 1], box, d);
+        r = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+        dev = fabs(r - c->length[k]) / c->length[k];
+        if (!(dev <= worst)) worst = dev;
+    }
+    return worst;
+}
+
+/* ---- sim ---- */
+
+MDDEF void md_sim_free(md_sim *s) {
+    if (!s) return;
+    md_nb_plan_free(&s->nb);
+    md_pme_plan_free(&s->pme);
+    md_bonded_free(&s->bonded);
+    md_constraints_free(&s->cons);
+    md_free(s->x);
+    md_free(s->v);
+    md_free(s->f);
+    md_free(s->inv_mass);
+    md_free(s->xyzq);
+    md_free(s->work);
+    md_free(s->mol_start);
+    md_free(s->mol_atom);
+    memset(s, 0, sizeof *s);
+}
+
+/* xyzq = x wrapped into [0, L), rounded to float (charges stay). */
+static void md__sim_wrap(md_sim *s) {
+    int i, a;
+    for (i = 0; i < s->n; i++) {
+        float w[3];
+        for (a = 0; a < 3; a++) {
+            double x = s->x[3 * (size_t)i + a], L = s->box[a];
+            w[a] = (float)(x - L * floor(x / L));
+            if (w[a] >= (float)L) w[a] = 0.0f; /* x just below a multiple of L rounds up to L */
+        }
+        s->xyzq[i].x = w[0];
+        s->xyzq[i].y = w[1];
+        s->xyzq[i].z = w[2];
+    }
+}
+
+static const char *md__energy_bad_term(const md_energy *e) {
+    if (!isfinite(e->lj)) return "lj";
+    if (!isfinite(e->lj_dispersion)) return "lj_dispersion";
+    if (!isfinite(e->lj14)) return "lj14";
+    if (!isfinite(e->coul_real)) return "coul_real";
+    if (!isfinite(e->coul14)) return "coul14";
+    if (!isfinite(e->coul_excl)) return "coul_excl";
+    if (!isfinite(e->coul_recip)) return "coul_recip";
+    if (!isfinite(e->coul_self)) return "coul_self";
+    if (!isfinite(e->bonded)) return "bonded";
+    return NULL;
+}
+
+MDDEF md_status md_sim_compute_forces(md_sim *s) {
+    const char *fn = "md_sim_compute_forces";
+    md_energy e;
+    md_status st;
+    const char *bad;
+    if (!s || !s->x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is NULL or not created");
+    md__sim_wrap(s);
+    /* nonbonded overwrites the forces, PME and the bonded terms add */
+    if ((st = md_nb_compute(MD_NB_CPU_VERLET, &s->nb, s->top, s->lj, s->xyzq, s->box, s->f, &e)) != MD_OK) return st;
+    if (s->use_pme && (st = md_pme_compute(&s->pme, s->xyzq, s->n, s->box, s->f, &e)) != MD_OK) return st;
+    if ((st = md_bonded_compute(&s->bonded, s->x, s->n, s->box, s->f, &e)) != MD_OK) return st;
+    if ((bad = md__energy_bad_term(&e)) != NULL)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "energy", "term %s is not finite at step %lld", bad, s->step);
+    e.kinetic = 0.0;
+    s->energy = e;
+    return MD_OK;
+}
+
+static void md__sim_remove_com(md_sim *s) {
+    double p[3] = {0.0, 0.0, 0.0}, m = 0.0;
+    int i, a;
+    if (s->desc.com_removal < 0) return;
+    for (i = 0; i < s->n; i++) {
+        double mi = 1.0 / s->inv_mass[i];
+        m += mi;
+        for (a = 0; a < 3; a++) p[a] += mi * s->v[3 * (size_t)i + a];
+    }
+    for (a = 0; a < 3; a++) p[a] /= m;
+    for (i = 0; i < s->n; i++)
+        for (a = 0; a < 3; a++) s->v[3 * (size_t)i + a] -= p[a];
+}
+
+/* Molecules for the barostat: union-find over bonds, constraints and waters; ordered by their
+ * lowest atom. */
+static md_status md__sim_molecules(md_sim *s, const md_topology *t) {
+    int *parent = (int *)md_alloc_array((size_t)s->n, sizeof(int)), *id = NULL, i, k, m = 0;
+    if (!parent) return MD_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < s->n; i++) parent[i] = i;
+#define MD__FIND(x) \
+    while (parent[x] != x) x = parent[x] = parent[parent[x]]
+#define MD__JOIN(a0, b0)                    \
+    do {                                    \
+        int ra_ = (a0), rb_ = (b0);         \
+        MD__FIND(ra_);                      \
+        MD__FIND(rb_);                      \
+        if (ra_ < rb_) parent[rb_] = ra_;   \
+        else if (rb_ < ra_) parent[ra_] = rb_; \
+    } while (0)
+    for (k = 0; k < t->nbond; k++) MD__JOIN(t->bond[2 * k], t->bond[2 * k + 1]);
+    for (k = 0; k < t->nconstraint; k++) MD__JOIN(t->constraint[2 * k], t->constraint[2 * k + 1]);
+    for (k = 0; k < t->nwater; k++) {
+        MD__JOIN(t->water[3 * k], t->water[3 * k + 1]);
+        MD__JOIN(t->water[3 * k], t->water[3 * k + 2]);
+    }
+    id = (int *)md_alloc_array((size_t)s->n, sizeof(int));
+    s->mol_atom = (int *)md_alloc_array((size_t)s->n, sizeof(int));
+    s->mol_start = (int *)md_alloc_array((size_t)s->n + 1, sizeof(int));
+    if (!id || !s->mol_atom || !s->mol_start) {
+        md_free(parent);
+        md_free(id);
+        return MD_ERR_OUT_OF_MEMORY;
+    }
+    for (i = 0; i < s->n; i++) {
+        int r = i;
+        MD__FIND(r);
+        id[i] = r == i ? m++ : id[r]; /* a root is its molecule's lowest atom, seen first */
+    }
+#undef MD__FIND
+#undef MD__JOIN
+    memset(s->mol_start, 0, ((size_t)s->n + 1) * sizeof(int));
+    for (i = 0; i < s->n; i++) s->mol_start[id[i] + 1]++;
+    for (k = 0; k < m; k++) s->mol_start[k + 1] += s->mol_start[k];
+    for (k = 0; k < m; k++) parent[k] = s->mol_start[k]; /* next free slot of each molecule */
+    for (i = 0; i < s->n; i++) s->mol_atom[parent[id[i]]++] = i;
+    s->nmol = m;
+    md_free(parent);
+    md_free(id);
+    return MD_OK;
+}
+
+MDDEF md_status md_sim_prepare(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                               const md_sim_desc *desc) {
+    const char *fn = "md_sim_create";
+    md_sim r;
+    md_sim_desc d;
+    md_nb_params nbp;
+    md_status st;
+    size_t un;
+    int i, a;
+    if (!s || !sys || !t || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s/sys/t/lj", "is NULL");
+    if ((st = md_topology_check(t, lj, fn)) != MD_OK) return st;
+    if (!sys->xyzq || !sys->vel || sys->n != t->n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "sys", "has %d atoms (or no arrays), the topology %d", sys->n,
+                            t->n);
+    for (a = 0; a < 3; a++)
+        if (!(sys->box[a] > 0.0) || !isfinite(sys->box[a]))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "box", "edge %d is %g: a periodic box is needed", a, sys->box[a]);
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (d.dt == 0.0) d.dt = 0.002;
+    if (d.temperature == 0.0) d.temperature = 300.0;
+    if (d.friction == 0.0) d.friction = 1.0;
+    if (d.pressure == 0.0) d.pressure = 1.0;
+    if (!(d.dt > 0.0 && d.dt < 0.1)) return md_set_error(MD_ERR_RANGE, fn, 0, "dt", "must be in (0, 0.1) ps (got %g)", d.dt);
+    if (d.thermostat != MD_THERMOSTAT_NONE && d.thermostat != MD_THERMOSTAT_LANGEVIN)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "thermostat", "unknown thermostat %d", (int)d.thermostat);
+    if (!(d.temperature > 0.0) || !isfinite(d.temperature))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "temperature", "must be finite and > 0 (got %g)", d.temperature);
+    if (!(d.friction > 0.0) || !isfinite(d.friction))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "friction", "must be finite and > 0 (got %g)", d.friction);
+    if (!isfinite(d.pressure)) return md_set_error(MD_ERR_RANGE, fn, 0, "pressure", "must be finite (got %g)", d.pressure);
+    if (d.barostat_interval < 0)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "barostat_interval", "must be >= 0 (got %d)", d.barostat_interval);
+    if ((st = md_nb_params_resolve(&d.nb, &nbp)) != MD_OK) return st;
+    d.nb = nbp;
+    if (d.max_displacement == 0.0) d.max_displacement = nbp.buffer > 0.0 ? 0.5 * nbp.buffer : 0.05;
+    if (!(d.max_displacement > 0.0) || !isfinite(d.max_displacement))
+        return md_set_error(MD_ERR_RANGE, fn, 0, "max_displacement", "must be finite and > 0 (got %g)", d.max_displacement);
+    for (i = 0; i < t->n; i++)
+        if (!(t->mass[i] > 0.0f))
+            return md__err_index(MD_ERR_RANGE, fn, "mass", i, "must be > 0 (got %g): massless sites are not supported",
+                                 t->mass[i]);
+    memset(&r, 0, sizeof r);
+    r.n = t->n;
+    r.desc = d;
+    r.top = t;
+    r.lj = lj;
+    un = (size_t)r.n;
+    r.x = (double *)md_alloc_array(3 * un, sizeof(double));
+    r.v = (double *)md_alloc_array(3 * un, sizeof(double));
+    r.f = (double *)md_alloc_array(3 * un, sizeof(double));
+    r.inv_mass = (double *)md_alloc_array(un, sizeof(double));
+    r.xyzq = (md_float4 *)md_alloc_array(un, sizeof(md_float4));
+    r.work = (double *)md_alloc_array(9 * un, sizeof(double));
+    if (!r.x || !r.v || !r.f || !r.inv_mass || !r.xyzq || !r.work || md__sim_molecules(&r, t) != MD_OK) {
+        md_sim_free(&r);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate a run of %d atoms", t->n);
+    }
+    for (i = 0; i < r.n; i++) {
+        const double p[3] = {sys->xyzq[i].x, sys->xyzq[i].y, sys->xyzq[i].z};
+        const double u[3] = {sys->vel[i].x, sys->vel[i].y, sys->vel[i].z};
+        for (a = 0; a < 3; a++) {
+            if (!isfinite(p[a]) || !isfinite(u[a])) {
+                md_sim_free(&r);
+                return md__err_index(MD_ERR_RANGE, fn, "sys.xyzq/vel", i, "is not finite (component %g)", (double)a);
+            }
+            r.x[3 * (size_t)i + a] = p[a];
+            r.v[3 * (size_t)i + a] = u[a];
+        }
+        r.inv_mass[i] = 1.0 / (double)t->mass[i];
+        r.xyzq[i].w = t->charge[i];
+    }
+    for (a = 0; a < 3; a++) r.box[a] = sys->box[a];
+    r.use_pme = nbp.coul == MD_COUL_EWALD;
+    if ((st = md_nb_plan_create(&r.nb, &nbp, r.n)) != MD_OK || (st = md_bonded_from_topology(&r.bonded, t, 1)) != MD_OK ||
+        (st = md_constraints_create(&r.cons, t, &d.constraints)) != MD_OK) {
+        md_sim_free(&r);
+        return st;
+    }
+    if (r.use_pme) {
+        md_pme_params pp = d.pme;
+        pp.alpha = nbp.ewald_beta;
+        pp.cutoff = nbp.cutoff;
+        pp.tolerance = nbp.ewald_tolerance;
+        if ((st = md_pme_plan_create(&r.pme, &pp, r.box, r.n)) != MD_OK) {
+            md_sim_free(&r);
+            return st;
+        }
+        r.desc.pme = r.pme.params;
+    }
+    /* constrain the initial state: positions against themselves, then velocities */
+    memcpy(r.work, r.x, 3 * un * sizeof(double));
+    if ((st = md_constraints_apply(&r.cons, r.work, r.x, r.box)) != MD_OK ||
+        (st = md_constraints_apply_velocities(&r.cons, r.x, r.v, r.box)) != MD_OK) {
+        md_sim_free(&r);
+        return st;
+    }
+    md__sim_remove_com(&r);
+    r.ndof = 3 * r.n - md_constraints_count(&r.cons) - (d.com_removal == 0 || d.thermostat == MD_THERMOSTAT_NONE ? 3 : 0);
+    if (r.ndof < 1) r.ndof = 1;
+    md_barostat_init(&r.baro, d.seed, r.box[0] * r.box[1] * r.box[2]);
+    md__sim_wrap(&r);
+    *s = r;
+    return MD_OK;
+}
+
+MDDEF md_status md_sim_create(md_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                              const md_sim_desc *desc) {
+    md_sim r;
+    md_status st;
+    if (!s) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_sim_create", 0, "s", "is NULL");
+    if ((st = md_sim_prepare(&r, sys, t, lj, desc)) != MD_OK) return st;
+    if ((st = md_sim_compute_forces(&r)) != MD_OK) {
+        md_sim_free(&r);
+        return st;
+    }
+    *s = r;
+    return MD_OK;
+}
+
+MDDEF void md_barostat_init(md_barostat *b, uint64_t seed, double volume) {
+    if (!b) return;
+    memset(b, 0, sizeof *b);
+    md_rng_seed(&b->rng, seed ^ 0x9E3779B97F4A7C15ULL);
+    b->scale = 0.01 * volume;
+}
+
+MDDEF double md_barostat_propose(md_barostat *b) { return b ? b->scale * 2.0 * (md_rng_uniform(&b->rng) - 0.5) : 0.0; }
+
+MDDEF int md_barostat_decide(md_barostat *b, double de, double dv, double volume, int nmol, double kt,
+                             double pressure) {
+    double w;
+    int accept;
+    if (!b) return 0;
+    w = de + pressure * MD_BAR * dv - nmol * kt * log((volume + dv) / volume);
+    accept = isfinite(w) && !(w > 0.0 && md_rng_uniform(&b->rng) > exp(-w / kt));
+    b->attempted++;
+    b->total_attempted++;
+    if (accept) {
+        b->accepted++;
+        b->total_accepted++;
+    }
+    if (b->attempted >= 10) {
+        const double v = accept ? volume + dv : volume;
+        if (b->accepted < 0.25 * b->attempted) {
+            b->scale /= 1.1;
+            b->attempted = b->accepted = 0;
+        } else if (b->accepted > 0.75 * b->attempted) {
+            b->scale = fmin(b->scale * 1.1, 0.3 * v);
+            b->attempted = b->accepted = 0;
+        }
+    }
+    return accept;
+}
+
+/* One Monte Carlo volume move (see the section's manual). */
+static md_status md__sim_barostat(md_sim *s) {
+    const double kT = MD_KB * s->desc.temperature;
+    double V = s->box[0] * s->box[1] * s->box[2], dV, Vn, sc, e0, box0[3], *x0 = s->work, *f0 = s->work + 3 * (size_t)s->n;
+    md_energy en0 = s->energy;
+    md_status st;
+    int m, a, k, accept;
+    size_t bytes = 3 * (size_t)s->n * sizeof(double);
+    dV = md_barostat_propose(&s->baro);
+    Vn = V + dV;
+    if (!(Vn > 0.0)) return MD_OK;
+    sc = cbrt(Vn / V);
+    e0 = md_energy_potential(&s->energy);
+    memcpy(x0, s->x, bytes);
+    memcpy(f0, s->f, bytes);
+    for (a = 0; a < 3; a++) box0[a] = s->box[a];
+    for (m = 0; m < s->nmol; m++) {
+        int first = s->mol_atom[s->mol_start[m]], cnt = s->mol_start[m + 1] - s->mol_start[m];
+        double c[3] = {0.0, 0.0, 0.0};
+        for (k = s->mol_start[m]; k < s->mol_start[m + 1]; k++) {
+            double d[3];
+            md__sub_image(s->x, first, s->mol_atom[k], s->box, d);
+            for (a = 0; a < 3; a++) c[a] += d[a];
+        }
+        for (a = 0; a < 3; a++) c[a] = s->x[3 * (size_t)first + a] + c[a] / cnt;
+        for (k = s->mol_start[m]; k < s->mol_start[m + 1]; k++)
+            for (a = 0; a < 3; a++) s->x[3 * (size_t)s->mol_atom[k] + a] += (sc - 1.0) * c[a];
+    }
+    for (a = 0; a < 3; a++) s->box[a] *= sc;
+    st = md_sim_compute_forces(s);
+    /* a trial whose energy cannot be computed (an overlap: MD_ERR_RANGE) counts as rejected */
+    accept = st == MD_OK ? md_barostat_decide(&s->baro, md_energy_potential(&s->energy) - e0, dV, V, s->nmol, kT,
+                                              s->desc.pressure)
+                         : (md_barostat_decide(&s->baro, INFINITY, dV, V, s->nmol, kT, s->desc.pressure), 0);
+    if (!accept) {
+        memcpy(s->x, x0, bytes);
+        memcpy(s->f, f0, bytes);
+        for (a = 0; a < 3; a++) s->box[a] = box0[a];
+        s->energy = en0;
+        md__sim_wrap(s);
+        if (st != MD_OK && st != MD_ERR_RANGE) return st;
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_sim_step(md_sim *s, int nsteps) {
+    const char *fn = "md_sim_step";
+    md_status st;
+    int it;
+    if (!s || !s->x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is NULL or not created");
+    if (nsteps < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nsteps", "must be >= 0 (got %d)", nsteps);
+    for (it = 0; it < nsteps; it++) {
+        const double dt = s->desc.dt, maxd2 = s->desc.max_displacement * s->desc.max_displacement;
+        const int lang = s->desc.thermostat == MD_THERMOSTAT_LANGEVIN;
+        double *x0 = s->work, *D = s->work + 3 * (size_t)s->n;
+        int i, a;
+        for (i = 0; i < s->n; i++)
+            for (a = 0; a < 3; a++) s->v[3 * (size_t)i + a] += dt * s->f[3 * (size_t)i + a] * s->inv_mass[i];
+        if (lang && (st = md_constraints_apply_velocities(&s->cons, s->x, s->v, s->box)) != MD_OK) goto fail;
+        if (lang) {
+            const double vs = exp(-s->desc.friction * dt), kT = MD_KB * s->desc.temperature;
+            for (i = 0; i < s->n; i++) {
+                double R[3], sd = sqrt((1.0 - vs * vs) * kT * s->inv_mass[i]);
+                md_langevin_normals(s->desc.seed, s->step, i, R);
+                for (a = 0; a < 3; a++) {
+                    double *v = &s->v[3 * (size_t)i + a];
+                    D[3 * (size_t)i + a] = 0.5 * dt * *v;
+                    *v = vs * *v + sd * R[a];
+                    D[3 * (size_t)i + a] += 0.5 * dt * *v;
+                }
+            }
+        } else {
+            for (i = 0; i < 3 * s->n; i++) D[i] = dt * s->v[i];
+        }
+        memcpy(x0, s->x, 3 * (size_t)s->n * sizeof(double));
+        for (i = 0; i < 3 * s->n; i++) s->x[i] += D[i];
+        if ((st = md_constraints_apply(&s->cons, x0, s->x, s->box)) != MD_OK) goto fail;
+        for (i = 0; i < s->n; i++) {
+            double m2 = 0.0;
+            for (a = 0; a < 3; a++) {
+                size_t j = 3 * (size_t)i + a;
+                double dc = s->x[j] - x0[j];
+                s->v[j] += (dc - D[j]) / dt;
+                m2 += dc * dc;
+            }
+            if (!(m2 <= maxd2)) {
+                st = md__err_index(MD_ERR_RANGE, fn, "x", i, "moved %g nm in one step, more than max_displacement (the "
+                                   "neighbour search cannot follow it): the simulation has exploded", sqrt(m2));
+                goto fail;
+            }
+        }
+        md__sim_remove_com(s);
+        s->step++;
+        s->time_ps += dt;
+        if ((st = md_sim_compute_forces(s)) != MD_OK) goto fail;
+        if (s->desc.barostat_interval > 0 && s->step % s->desc.barostat_interval == 0 &&
+            (st = md__sim_barostat(s)) != MD_OK)
+            goto fail;
+    }
+    return MD_OK;
+fail: {
+    char msg[600]; /* md_last_error() is the buffer md_set_error writes: copy it first */
+    snprintf(msg, sizeof msg, "%s", md_last_error());
+    return md_set_error(st, fn, 0, "step", "stopped at step %lld: %s", s->step, msg);
+}
+}
+
+MDDEF md_status md_sim_energy(md_sim *s, md_energy *e) {
+    md_status st;
+    double ke = 0.0, *u;
+    int i, a;
+    if (!s || !s->x || !e) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_sim_energy", 0, "s/e", "is NULL");
+    u = s->work + 6 * (size_t)s->n;
+    for (i = 0; i < s->n; i++)
+        for (a = 0; a < 3; a++)
+            u[3 * (size_t)i + a] = s->v[3 * (size_t)i + a] + 0.5 * s->desc.dt * s->f[3 * (size_t)i + a] * s->inv_mass[i];
+    if ((st = md_constraints_apply_velocities(&s->cons, s->x, u, s->box)) != MD_OK) return st;
+    for (i = 0; i < s->n; i++) {
+        double v2 = 0.0;
+        for (a = 0; a < 3; a++) v2 += u[3 * (size_t)i + a] * u[3 * (size_t)i + a];
+        ke += v2 / s->inv_mass[i];
+    }
+    *e = s->energy;
+    e->kinetic = 0.5 * ke;
+    return MD_OK;
+}
+
+MDDEF double md_sim_temperature(const md_sim *s, double kinetic) {
+    if (!s || s->ndof < 1) return 0.0;
+    return 2.0 * kinetic / (s->ndof * MD_KB);
+}
+
+MDDEF double md_sim_density(const md_sim *s) {
+    double m = 0.0;
+    int i;
+    if (!s || !s->x) return 0.0;
+    for (i = 0; i < s->n; i++) m += 1.0 / s->inv_mass[i];
+    return m / (602.214076 * s->box[0] * s->box[1] * s->box[2]);
+}
+
+MDDEF md_status md_sim_get_system(const md_sim *s, md_system *sys) {
+    int i, a;
+    if (!s || !s->x || !sys || !sys->xyzq || !sys->vel)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_sim_get_system", 0, "s/sys", "is NULL or empty");
+    if (sys->n != s->n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_sim_get_system", 0, "sys", "has %d atoms, the run %d", sys->n, s->n);
+    for (i = 0; i < s->n; i++) {
+        double w[3];
+        for (a = 0; a < 3; a++) {
+            double x = s->x[3 * (size_t)i + a], L = s->box[a];
+            w[a] = x - L * floor(x / L);
+        }
+        sys->xyzq[i].x = (float)w[0];
+        sys->xyzq[i].y = (float)w[1];
+        sys->xyzq[i].z = (float)w[2];
+        sys->vel[i].x = (float)s->v[3 * (size_t)i];
+        sys->vel[i].y = (float)s->v[3 * (size_t)i + 1];
+        sys->vel[i].z = (float)s->v[3 * (size_t)i + 2];
+    }
+    for (a = 0; a < 3; a++) sys->box[a] = s->box[a];
+    return MD_OK;
+}
+
+MDDEF md_status md_sim_report_make(md_sim *s, md_sim_report *r) {
+    md_status st;
+    md_sim_report o;
+    if (!s || !r) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_sim_report_make", 0, "s/r", "is NULL");
+    memset(&o, 0, sizeof o);
+    if ((st = md_sim_energy(s, &o.energy)) != MD_OK) return st;
+    o.step = s->step;
+    o.time_ps = s->time_ps;
+    o.temperature = md_sim_temperature(s, o.energy.kinetic);
+    o.volume = s->box[0] * s->box[1] * s->box[2];
+    o.density = md_sim_density(s);
+    *r = o;
+    return MD_OK;
+}
+
+MDDEF md_status md_energy_csv_header(FILE *f) {
+    if (!f) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_energy_csv_header", 0, "f", "is NULL");
+    if (fputs("step,time_ps,potential,kinetic,total,temperature_K,volume_nm3,density_g_cm3,lj,lj_dispersion,lj14,"
+              "coul_real,coul14,coul_excl,coul_recip,coul_self,bonded\n",
+              f) < 0)
+        return md_set_error(MD_ERR_IO, "md_energy_csv_header", 0, "f", "write failed: %s", strerror(errno));
+    return MD_OK;
+}
+
+MDDEF md_status md_energy_csv_row(FILE *f, const md_sim_report *r) {
+    const md_energy *e;
+    if (!f || !r) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_energy_csv_row", 0, "f/r", "is NULL");
+    e = &r->energy;
+    if (fprintf(f, "%lld,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g\n",
+                r->step, r->time_ps, md_energy_potential(e), e->kinetic, md_energy_total(e), r->temperature, r->volume,
+                r->density, e->lj, e->lj_dispersion, e->lj14, e->coul_real, e->coul14, e->coul_excl, e->coul_recip,
+                e->coul_self, e->bonded) < 0)
+        return md_set_error(MD_ERR_IO, "md_energy_csv_row", 0, "f", "write failed: %s", strerror(errno));
+    return MD_OK;
+}
+
+MDDEF int md_progress_line(char *buf, size_t cap, const md_sim_report *r, long long nsteps, double ns_per_day) {
+    char rate[48] = "";
+    if (!buf || !r) return -1;
+    if (isfinite(ns_per_day)) snprintf(rate, sizeof rate, "  %.1f ns/day", ns_per_day);
+    return snprintf(buf, cap, "step %lld/%lld  t %.3f ps  E_pot %.6g kJ/mol  T %.2f K  %.4f g/cm3%s", r->step, nsteps,
+                    r->time_ps, md_energy_potential(&r->energy), r->temperature, r->density, rate);
+}
+
+/* ---- checkpoint ---- */
+
+#define MD__CHK_HEADER 128
+
+MDDEF void md_checkpoint_free(md_checkpoint *ck) {
+    if (!ck) return;
+    md_free(ck->x);
+    md_free(ck->v);
+    memset(ck, 0, sizeof *ck);
+}
+
+MDDEF md_status md_sim_checkpoint(const md_sim *s, md_checkpoint *ck) {
+    md_checkpoint c;
+    size_t bytes;
+    if (!s || !s->x || !ck) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_sim_checkpoint", 0, "s/ck", "is NULL");
+    memset(&c, 0, sizeof c);
+    bytes = 3 * (size_t)s->n * sizeof(double);
+    c.x = (double *)md_alloc_array(3 * (size_t)s->n, sizeof(double));
+    c.v = (double *)md_alloc_array(3 * (size_t)s->n, sizeof(double));
+    if (!c.x || !c.v) {
+        md_checkpoint_free(&c);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_sim_checkpoint", 0, "n", "cannot allocate %d atoms", s->n);
+    }
+    memcpy(c.x, s->x, bytes);
+    memcpy(c.v, s->v, bytes);
+    c.n = s->n;
+    c.step = s->step;
+    c.time_ps = s->time_ps;
+    memcpy(c.box, s->box, sizeof c.box);
+    c.seed = s->desc.seed;
+    c.baro = s->baro;
+    *ck = c;
+    return MD_OK;
+}
+
+MDDEF md_status md_sim_restore(md_sim *s, const md_checkpoint *ck) {
+    const char *fn = "md_sim_restore";
+    md_sim keep;
+    md_status st;
+    size_t bytes;
+    int i;
+    if (!s || !s->x || !ck || !ck->x || !ck->v) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s/ck", "is NULL");
+    if (ck->n != s->n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "checkpoint of %d atoms for a run of %d", ck->n, s->n);
+    for (i = 0; i < 3 * ck->n; i++)
+        if (!isfinite(ck->x[i]) || !isfinite(ck->v[i]))
+            return md__err_index(MD_ERR_RANGE, fn, "x/v", i / 3, "is not finite (%g)", ck->x[i]);
+    bytes = 3 * (size_t)s->n * sizeof(double);
+    if ((st = md_nb_check_box(fn, &s->nb.params, ck->box)) != MD_OK) return st;
+    /* keep the old state until the forces of the new one are computed */
+    keep = *s;
+    memcpy(s->work, s->x, bytes);
+    memcpy(s->work + 3 * (size_t)s->n, s->v, bytes);
+    memcpy(s->x, ck->x, bytes);
+    memcpy(s->v, ck->v, bytes);
+    memcpy(s->box, ck->box, sizeof s->box);
+    s->step = ck->step;
+    s->time_ps = ck->time_ps;
+    s->desc.seed = ck->seed;
+    s->baro = ck->baro;
+    if ((st = md_sim_compute_forces(s)) != MD_OK) {
+        memcpy(s->x, s->work, bytes);
+        memcpy(s->v, s->work + 3 * (size_t)s->n, bytes);
+        memcpy(s->box, keep.box, sizeof s->box);
+        s->step = keep.step;
+        s->time_ps = keep.time_ps;
+        s->desc.seed = keep.desc.seed;
+        s->baro = keep.baro;
+        if (md_sim_compute_forces(s) != MD_OK) s->energy = keep.energy;
+        return st;
+    }
+    return MD_OK;
+}
+
+static void md__put_u32(unsigned char *p, uint32_t v) {
+    int k;
+    for (k = 0; k < 4; k++) p[k] = (unsigned char)(v >> (8 * k));
+}
+static void md__put_u64(unsigned char *p, uint64_t v) {
+    int k;
+    for (k = 0; k < 8; k++) p[k] = (unsigned char)(v >> (8 * k));
+}
+static void md__put_f64(unsigned char *p, double v) {
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    md__put_u64(p, u);
+}
+static uint32_t md__get_u32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t md__get_u64(const unsigned char *p) { return (uint64_t)md__get_u32(p) | (uint64_t)md__get_u32(p + 4) << 32; }
+static double md__get_f64(const unsigned char *p) {
+    uint64_t u = md__get_u64(p);
+    double v;
+    memcpy(&v, &u, 8);
+    return v;
+}
+
+/* FNV-1a, 64 bits. */
+static uint64_t md__fnv1a(const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    size_t k;
+    for (k = 0; k < n; k++) {
+        h ^= p[k];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+MDDEF md_status md_checkpoint_write(const char *path, const md_checkpoint *ck) {
+    const char *fn = "md_checkpoint_write";
+    unsigned char *buf, *p;
+    char tmp[4096];
+    size_t size, k;
+    FILE *f;
+    int ok;
+    if (!path || !ck || !ck->x || !ck->v || ck->n < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path/ck", "is NULL or empty");
+    if (!md__tmp_path(tmp, sizeof tmp, path)) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "path", "is too long");
+    size = MD__CHK_HEADER + 48 * (size_t)ck->n + 8;
+    if (!(buf = (unsigned char *)md_alloc_array(size, 1)))
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot allocate %zu bytes", size);
+    memcpy(buf, "MDCHKPT\n", 8);
+    md__put_u32(buf + 8, MD_CHECKPOINT_VERSION);
+    md__put_u32(buf + 12, (uint32_t)ck->n);
+    md__put_u64(buf + 16, (uint64_t)ck->step);
+    md__put_f64(buf + 24, ck->time_ps);
+    for (k = 0; k < 3; k++) md__put_f64(buf + 32 + 8 * k, ck->box[k]);
+    md__put_u64(buf + 56, ck->seed);
+    for (k = 0; k < 4; k++) md__put_u64(buf + 64 + 8 * k, ck->baro.rng.s[k]);
+    md__put_f64(buf + 96, ck->baro.scale);
+    md__put_u32(buf + 104, (uint32_t)ck->baro.attempted);
+    md__put_u32(buf + 108, (uint32_t)ck->baro.accepted);
+    md__put_u64(buf + 112, (uint64_t)ck->baro.total_attempted);
+    md__put_u64(buf + 120, (uint64_t)ck->baro.total_accepted);
+    p = buf + MD__CHK_HEADER;
+    for (k = 0; k < 3 * (size_t)ck->n; k++) md__put_f64(p + 8 * k, ck->x[k]);
+    p += 24 * (size_t)ck->n;
+    for (k = 0; k < 3 * (size_t)ck->n; k++) md__put_f64(p + 8 * k, ck->v[k]);
+    md__put_u64(buf + size - 8, md__fnv1a(buf, size - 8));
+    if (!(f = fopen(tmp, "wb"))) {
+        md_free(buf);
+        return md_set_error(MD_ERR_IO, tmp, 0, NULL, "cannot open for writing: %s", strerror(errno));
+    }
+    ok = fwrite(buf, 1, size, f) == size;
+    ok &= fclose(f) == 0;
+    md_free(buf);
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return md_set_error(MD_ERR_IO, path, 0, NULL, "write failed: %s", strerror(errno));
+    }
+    return MD_OK;
+}
+
+MDDEF md_status md_checkpoint_read_mem(const void *data, size_t size, const char *name, md_checkpoint *ck) {
+    const unsigned char *b = (const unsigned char *)data;
+    md_checkpoint c;
+    uint32_t ver, n;
+    size_t k, need;
+    if (!name) name = "<memory>";
+    if (!ck || (!data && size > 0)) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_checkpoint_read", 0, "ck/data", "is NULL");
+    if (size < MD__CHK_HEADER + 8) return md_set_error(MD_ERR_PARSE, name, 0, "size", "%zu bytes: too short for a checkpoint", size);
+    if (memcmp(b, "MDCHKPT\n", 8) != 0) return md_set_error(MD_ERR_PARSE, name, 0, "magic", "not an md.h checkpoint");
+    ver = md__get_u32(b + 8);
+    if (ver != MD_CHECKPOINT_VERSION)
+        return md_set_error(MD_ERR_PARSE, name, 0, "version", "%u (this md.h reads version %d)", ver, MD_CHECKPOINT_VERSION);
+    n = md__get_u32(b + 12);
+    if (n < 1 || n > MD_DCD_MAX_ATOMS) return md_set_error(MD_ERR_PARSE, name, 0, "n", "%u atoms is out of range", n);
+    need = MD__CHK_HEADER + 48 * (size_t)n + 8;
+    if (size != need) return md_set_error(MD_ERR_PARSE, name, 0, "size", "%zu bytes, %zu expected for %u atoms", size, need, n);
+    if (md__get_u64(b + size - 8) != md__fnv1a(b, size - 8))
+        return md_set_error(MD_ERR_PARSE, name, 0, "hash", "does not match the content (a damaged file)");
+    memset(&c, 0, sizeof c);
+    c.n = (int)n;
+    c.step = (long long)md__get_u64(b + 16);
+    c.time_ps = md__get_f64(b + 24);
+    for (k = 0; k < 3; k++) c.box[k] = md__get_f64(b + 32 + 8 * k);
+    c.seed = md__get_u64(b + 56);
+    for (k = 0; k < 4; k++) c.baro.rng.s[k] = md__get_u64(b + 64 + 8 * k);
+    c.baro.scale = md__get_f64(b + 96);
+    c.baro.attempted = (int)md__get_u32(b + 104);
+    c.baro.accepted = (int)md__get_u32(b + 108);
+    c.baro.total_attempted = (long long)md__get_u64(b + 112);
+    c.baro.total_accepted = (long long)md__get_u64(b + 120);
+    if (c.step < 0) return md_set_error(MD_ERR_RANGE, name, 0, "step", "is negative (%lld)", c.step);
+    if (!isfinite(c.time_ps)) return md_set_error(MD_ERR_RANGE, name, 0, "time", "is not finite");
+    for (k = 0; k < 3; k++)
+        if (!(c.box[k] > 0.0) || !isfinite(c.box[k]))
+            return md_set_error(MD_ERR_RANGE, name, 0, "box", "edge %zu is %g, not finite and > 0", k, c.box[k]);
+    if (!(c.baro.scale >= 0.0) || !isfinite(c.baro.scale))
+        return md_set_error(MD_ERR_RANGE, name, 0, "baro_scale", "is %g, not finite and >= 0", c.baro.scale);
+    if (c.baro.attempted < 0 || c.baro.accepted < 0 || c.baro.accepted > c.baro.attempted || c.baro.total_attempted < 0 ||
+        c.baro.total_accepted < 0 || c.baro.total_accepted > c.baro.total_attempted)
+        return md_set_error(MD_ERR_RANGE, name, 0, "baro_counts", "are inconsistent");
+    for (k = 0; k < 48 * (size_t)n; k += 8)
+        if (!isfinite(md__get_f64(b + MD__CHK_HEADER + k)))
+            return md_set_error(MD_ERR_RANGE, name, 0, k < 24 * (size_t)n ? "x" : "v", "atom %zu: not finite",
+                                (k % (24 * (size_t)n)) / 24);
+    c.x = (double *)md_alloc_array(3 * (size_t)n, sizeof(double));
+    c.v = (double *)md_alloc_array(3 * (size_t)n, sizeof(double));
+    if (!c.x || !c.v) {
+        md_checkpoint_free(&c);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, name, 0, "n", "cannot allocate %u atoms", n);
+    }
+    for (k = 0; k < 3 * (size_t)n; k++) {
+        c.x[k] = md__get_f64(b + MD__CHK_HEADER + 8 * k);
+        c.v[k] = md__get_f64(b + MD__CHK_HEADER + 24 * (size_t)n + 8 * k);
+    }
+    *ck = c;
+    return MD_OK;
+}
+
+MDDEF md_status md_checkpoint_read(const char *path, md_checkpoint *ck) {
+    char *data = NULL;
+    size_t len = 0;
+    md_status st;
+    if (!ck) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_checkpoint_read", 0, "ck", "is NULL");
+    if ((st = md__slurp(path, &data, &len)) != MD_OK) return st;
+    st = md_checkpoint_read_mem(data, len, path, ck);
+    md_free(data);
+    return st;
+}
+
+/* ---- DCD written frame by frame ---- */
+
+MDDEF md_status md_dcd_writer_open(md_dcd_writer *w, const char *path, int natoms, const md_dcd_write_desc *desc) {
+    const char *fn = "md_dcd_writer_open";
+    md_dcd_writer s;
+    if (!w || !path) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "w/path", "is NULL");
+    if (natoms < 1 || natoms > MD_DCD_MAX_ATOMS)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "natoms", "must be in 1..%d (got %d)", MD_DCD_MAX_ATOMS, natoms);
+    memset(&s, 0, sizeof s);
+    if (desc) s.desc = *desc;
+    s.natoms = natoms;
+    if (!(s.buf = (unsigned char *)md_alloc_array((size_t)natoms, 4))) return MD_ERR_OUT_OF_MEMORY;
+    if (!(s.file = fopen(path, "wb+"))) {
+        md_free(s.buf);
+        return md_set_error(MD_ERR_IO, path, 0, NULL, "cannot open for writing: %s", strerror(errno));
+    }
+    if (!md__dcd_put_header(s.file, natoms, 0, &s.desc) || fflush(s.file) != 0) {
+        fclose(s.file);
+        md_free(s.buf);
+        return md_set_error(MD_ERR_IO, path, 0, NULL, "write failed: %s", strerror(errno));
+    }
+    *w = s;
+    return MD_OK;
+}
+
+MDDEF md_status md_dcd_writer_append(md_dcd_writer *w, const md_float4 *xyzq, const double box[3]) {
+    const char *fn = "md_dcd_writer_append";
+    unsigned char c[4];
+    int i, k, ok, be;
+    if (!w || !w->file || !xyzq) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "w/xyzq", "is NULL or not open");
+    for (i = 0; i < w->natoms; i++)
+        if (!isfinite(xyzq[i].x) || !isfinite(xyzq[i].y) || !isfinite(xyzq[i].z))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "xyzq", "frame %d: atom %d: coordinate is not finite", w->nframes, i);
+    if (!w->desc.no_cell)
+        for (k = 0; k < 3; k++)
+            if (!box || !(box[k] >= 0.0) || !isfinite(box[k]))
+                return md_set_error(MD_ERR_RANGE, fn, 0, "box", "frame %d: edge %d is not finite and >= 0", w->nframes, k);
+    be = w->desc.big_endian != 0;
+    ok = md__dcd_put_frame(w->file, w->buf, xyzq, box, w->natoms, &w->desc);
+    /* the frame counts ICNTRL[0] and ICNTRL[3] (bytes 8 and 20), then back to the end */
+    md__dcd_put32(c, (uint32_t)(w->nframes + 1), be);
+    ok = ok && fseek(w->file, 8, SEEK_SET) == 0 && fwrite(c, 1, 4, w->file) == 4 && fseek(w->file, 20, SEEK_SET) == 0 &&
+         fwrite(c, 1, 4, w->file) == 4 && fseek(w->file, 0, SEEK_END) == 0 && fflush(w->file) == 0;
+    if (!ok) return md_set_error(MD_ERR_IO, fn, 0, "file", "write failed at frame %d: %s", w->nframes, strerror(errno));
+    w->nframes++;
+    return MD_OK;
+}
+
+MDDEF md_status md_dcd_writer_close(md_dcd_writer *w) {
+    int bad = 0;
+    if (!w) return MD_OK;
+    if (w->file) bad = fclose(w->file) != 0;
+    md_free(w->buf);
+    memset(w, 0, sizeof *w);
+    return bad ? md_set_error(MD_ERR_IO, "md_dcd_writer_close", 0, "file", "close failed: %s", strerror(errno)) : MD_OK;
 }
 
 /* ---- co ---- */

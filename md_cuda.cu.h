@@ -70,6 +70,10 @@
  *             gather, md_cuda_pme (one call), md_cuda_pme_locate, md_cuda_pme_bspline:
  *             particle-mesh Ewald with cuFFT, forces and energy added in 64-bit
  *             fixed point
+ *   step      md_cuda_sim_create/enqueue/run/poll/download/get_system/checkpoint/
+ *             restore/barostat/profile/destroy: the GPU-resident MD step (integrate +
+ *             SETTLE/SHAKE + Langevin in one kernel, nonbonded and PME on two streams);
+ *             md_cuda_bonded_plan: harmonic bonds and angles (needs section nb)
  *   graph     md_cuda_graph_capture, md_cuda_graph_walk, the comparator registry
  *             (md_cuda_graph_register, MD_CUDA_GRAPH_RULES, md_cuda_graph_rules),
  *             md_cuda_graph_compare, md_cuda_graph_cache_capture/launch/destroy,
@@ -1302,6 +1306,9 @@ md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, in
  * capture). Spline orders 4, 5 and 6 are compiled (templates); the B-spline weights are
  * md_cuda_pme_bspline(), float arithmetic with every product rounded on its own. */
 
+#ifndef MD_CUDA_PME_DECLARED /* its own guard: the section stays whole wherever it sits */
+/** @brief Defined once the pme section's declarations are in (the section's include guard). */
+#define MD_CUDA_PME_DECLARED
 #include <cufft.h>
 
 /** @brief Fixed-point units per e of a spread grid value (2^32; a grid value is a sum of
@@ -1488,6 +1495,8 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
         w[0] = md__fmul(md__fmul(div, 1.0f - dr), w[0]);
     }
 }
+
+#endif /* MD_CUDA_PME_DECLARED */
 
 /* ======================================================================== */
 /* graph: CUDA graphs of enqueues (chapter 09)                              */
@@ -8447,6 +8456,9 @@ md_status md_cuda_timestamp_enqueue(cudaStream_t stream, unsigned long long *d_t
     if (cap < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "cap", "must be >= 0 (got %lld)", cap);
     MD_CUDA_GRAPH_RULES(md__timestamp_kernel, "DDM", MD_CUDA_PARAM_MUST_MATCH);
     MD_CUDA_LAUNCH(md__timestamp_kernel, 1, 1, 0, stream, d_times, d_next, cap);
+    return MD_OK;
+}
+
 /* ---- sched ---- */
 
 #include <algorithm>
@@ -8942,3 +8954,1540 @@ md_status md_cuda_report_enqueue(const md_cuda_report_desc *d, unsigned long lon
 
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
 #endif /* MD_CUDA_IMPLEMENTATION */
+
+
+
+
+/* ======================================================================== */
+/* step: the MD step on the GPU (chapter 08)                                */
+/* ======================================================================== */
+
+/* THE GPU-RESIDENT STEP. md_cuda_sim is md.h's md_sim on the device: the same integrator
+ * (leapfrog in OpenMM's VerletIntegrator / LangevinMiddleIntegrator form), the same Langevin
+ * noise (md_langevin_normals: Philox of (seed, step, atom), so the CPU and the GPU draw the
+ * same numbers), the same SETTLE (md_settle_water, md_settle_velocities: one code for host and
+ * device), SHAKE and RATTLE, centre-of-mass removal and Monte Carlo barostat; the forces are
+ * chapter 06's nonbonded plan, chapter 07's PME plan and a bonded plan, all adding into the MD
+ * state's fixed-point SoA force array. One step, as enqueued by md_cuda_sim_enqueue:
+ *
+ *   integrate   ONE kernel, one thread per unit: a rigid water (SETTLE), a cluster of atoms
+ *               joined by constraints (SHAKE / RATTLE in the thread), or a free atom. Per atom:
+ *               subtract the centre-of-mass velocity of the previous step, kick with F(x) read
+ *               from the fixed-point forces (then zero them for the next evaluation), the
+ *               Langevin part, drift, constrain, the velocity correction, the runaway and NaN
+ *               checks, write the float4 positions (wrapped) the force kernels read; the block
+ *               sums of m v go to a fixed-point accumulator, the last block to finish turns it
+ *               into the centre-of-mass velocity for the next step and advances the step
+ *               counter in device memory (a "last block" reduction: no second launch).
+ *   forces      fork: PME (md_cuda_pme_plan_enqueue) on the PME plan's stream, concurrently
+ *               with the nonbonded plan (md_cuda_nb_enqueue: displacement check, device-gated
+ *               list rebuild, pair kernel) and the bonded kernel on the state's stream; join.
+ *               Both add into one fixed-point force array (order-independent sums, so the
+ *               overlap changes no bit). On the steps the nonbonded plan sorts the atoms (it
+ *               permutes the state's arrays) PME waits for it.
+ *   energies    only when asked (MD_CUDA_SIM_ENERGY on the last step of an enqueue): the
+ *               energy words are zeroed before the forces, the force kernels add their terms,
+ *               and the integrate kernel in kinetic mode adds the kinetic energy of
+ *               v(t) = v(t - dt/2) + dt/2 F/m, constrained, as md_sim_energy does.
+ * Everything per step lives in device memory (positions and velocities in double, the step,
+ * the box, the centre-of-mass velocity), so the enqueue only launches: no allocation, no
+ * synchronisation, no pageable copy, and chapter 09 can capture it as it is. The positions are
+ * kept in double in the caller's atom order (md_cuda_step_plan::d_x, d_v); the state's float4
+ * d_xyzq is their wrapped float mirror in the state's internal order (the nonbonded plan sorts
+ * it; the integrate kernel maps atoms through d_rank).
+ *
+ * THE BAROSTAT needs an energy decision, which is made on the host outside the captured step:
+ * md_cuda_sim_run() enqueues barostat_interval steps, then md_cuda_sim_barostat() evaluates
+ * the energy, scales the molecule centres and the box (a kernel), evaluates again, decides with
+ * the same md_rng as md_sim and, on rejection, restores positions and box (device copies) and
+ * recomputes the forces. Three force evaluations and two synchronisations per attempt, every
+ * barostat_interval steps (OpenMM's GPU barostat decides on the host as well).
+ *
+ * ERRORS a step finds on the device raise flags that md_cuda_sim_poll() reports: an atom that
+ * moved more than max_displacement in one step (it would escape the neighbour list between
+ * checks: the run has exploded), a non-finite position or velocity, SETTLE without a solution,
+ * SHAKE or RATTLE not converged (MD_ERR_RANGE naming the atom); a non-finite energy term;
+ * the nonbonded and PME plans' own flags (capacity overflow: md_cuda_sim_poll grows the plan
+ * and returns MD_ERR_RANGE so the caller may restart from a checkpoint).
+ *
+ * EXAMPLE
+ *       md_cuda_sim g; md_energy e; md_sim_desc d = {0};
+ *       d.thermostat = MD_THERMOSTAT_LANGEVIN;
+ *       md_cuda_sim_create(&g, &sys, &top, &lj, &d, NULL);
+ *       md_cuda_sim_enqueue(&g, 5000, MD_CUDA_SIM_ENERGY);   (launches only)
+ *       md_cuda_sim_poll(&g, &e, NULL);                       (waits; energies of step 5000)
+ *       md_cuda_sim_get_system(&g, &sys);  md_cuda_sim_destroy(&g); */
+
+/* The section builds on the MD state of section nb (md_cuda_state, md_cuda_nb_plan): it is
+ * compiled when that section is in the header (MD_CUDA_STRIDE, its stride macro, is defined). */
+#if defined(MD_CUDA_STRIDE) && !defined(MD_CUDA_STEP_DECLARED) /* its own guard: the section stays whole */
+/** @brief Defined once the step section's declarations are in (its include guard; programs test
+ *  it to know the build has the GPU step). */
+#define MD_CUDA_STEP_DECLARED
+
+/** @brief Threads per block of the step's kernels. */
+#define MD_CUDA_STEP_BLOCK 64
+/** @brief Most atoms of one constraint cluster (a heavy atom and its hydrogens has 2 to 5);
+ *  larger clusters are rejected at create. */
+#define MD_CUDA_STEP_MAX_CLUSTER 8
+/** @brief `what` bit of md_cuda_sim_enqueue(): the last step computes the energies (potential
+ *  terms of the new positions and the kinetic energy), for md_cuda_sim_poll(). */
+#define MD_CUDA_SIM_ENERGY 1u
+
+/** @brief The harmonic bonds and angles of an md_bonded on the device (chapter 08's bonded
+ *  kernel: one thread per term, md.h's md_bond_f32 / md_angle_f32 arithmetic, forces and
+ *  energy added in fixed point). */
+typedef struct md_cuda_bonded_plan {
+    int nbond;        /**< bonds */
+    int nangle;       /**< angles */
+    int2 *d_bond;     /**< nbond atom pairs (caller numbering) */
+    float2 *d_bondp;  /**< nbond (r0, k) as floats */
+    int4 *d_angle;    /**< nangle (i, j, k, 0), j the vertex */
+    float2 *d_anglep; /**< nangle (theta0, k) as floats */
+} md_cuda_bonded_plan;
+
+/** @brief Upload the terms of @p b (a copy; @p b may be freed afterwards). Synchronous. An empty
+ *  md_bonded gives a plan whose enqueue launches nothing. On failure @p p is zeroed. */
+md_status md_cuda_bonded_plan_create(md_cuda_bonded_plan *p, const md_bonded *b);
+
+/** @brief Enqueue the bonded forces on @p stream: positions @p d_xyzq (float4, the state's
+ *  internal order) of the caller's atoms mapped through @p d_rank (NULL: identity), minimum
+ *  images in the box @p d_box (3 doubles, device); ADDS forces to @p d_force (SoA fixed point,
+ *  @p stride), the energy to @p d_energy (one md_fixed, may be NULL: not computed) and the
+ *  virial to @p d_virial (9 md_fixed, may be NULL). Launches only. */
+md_status md_cuda_bonded_enqueue(const md_cuda_bonded_plan *p, cudaStream_t stream, const float4 *d_xyzq,
+                                 const int *d_rank, const double *d_box, md_fixed *d_force, int stride,
+                                 md_fixed *d_energy, md_fixed *d_virial);
+
+/** @brief Free the plan and zero it; safe on a zeroed plan (waits for the device). */
+void md_cuda_bonded_plan_destroy(md_cuda_bonded_plan *p);
+
+/** @brief Flags words of md_cuda_step_plan::d_flags (the md_cuda_flag layout), read by
+ *  md_cuda_sim_poll(): MD_CUDA_FLAG_RANGE an atom moved more than max_displacement (detail:
+ *  the atom), MD_CUDA_FLAG_NONFINITE a non-finite position or velocity (the atom),
+ *  MD_CUDA_FLAG_OVERFLOW SETTLE without a solution or SHAKE / RATTLE not converged (detail:
+ *  the unit's first atom). */
+typedef struct md_cuda_step_plan {
+    md_sim_desc desc;       /**< resolved settings (md_sim_create's defaults) */
+    int n;                  /**< atoms */
+    int stride;             /**< the state's force stride */
+    int nwater;             /**< SETTLE units */
+    int ncluster;           /**< SHAKE units */
+    int nsingle;            /**< free atoms */
+    int nunit;              /**< nwater + ncluster + nsingle */
+    int nmol;               /**< molecules (barostat) */
+    double mass_o;          /**< SETTLE oxygen mass */
+    double mass_h;          /**< SETTLE hydrogen mass */
+    double doh;             /**< SETTLE O-H distance */
+    double dhh;             /**< SETTLE H-H distance */
+    double total_mass;      /**< sum of the masses (amu) */
+    int4 *d_water;          /**< nwater (O, H1, H2, 0) caller indices */
+    int *d_cstart;          /**< ncluster + 1 offsets into d_catom */
+    int *d_catom;           /**< the clusters' atoms (caller indices) */
+    int *d_kstart;          /**< ncluster + 1 offsets into d_kpair / d_klen */
+    int2 *d_kpair;          /**< constraint atom pairs as positions within their cluster */
+    double *d_klen;         /**< their lengths (nm) */
+    int *d_single;          /**< nsingle caller indices */
+    int *d_mstart;          /**< nmol + 1 offsets into d_matom */
+    int *d_matom;           /**< atoms by molecule */
+    double *d_x;            /**< 3 n positions (nm), caller order, not wrapped */
+    double *d_v;            /**< 3 n velocities (nm/ps): v(t - dt/2) before the centre-of-mass correction */
+    double *d_inv_mass;     /**< n inverse masses */
+    float *d_charge;        /**< n charges (caller order) for the float4 mirror */
+    double *d_x_save;       /**< 3 n positions saved by the barostat */
+    double *d_vcom;         /**< 4 doubles: the centre-of-mass velocity to subtract at the next step, then the
+                                 barostat's scale */
+    md_fixed *d_pacc;       /**< 3 fixed-point momentum sums of the running step (MD_FORCE_FIXED_SCALE units) */
+    unsigned int *d_done;   /**< blocks finished in the running step (the last-block reduction) */
+    unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words (see above) */
+    unsigned long long *h_flags; /**< pinned mirror */
+    double *h_stage;        /**< pinned staging: 6 n + 8 doubles */
+} md_cuda_step_plan;
+
+/** @brief Options of md_cuda_sim_create(); a zero field takes its default. */
+typedef struct md_cuda_sim_opts {
+    md_nb_variant nb_variant;   /**< nonbonded rung (default MD_NB_GPU_CLUSTER_SMEM, or MD_NB_GPU_CLUSTER
+                                     with more than MD_CUDA_NB_SMEM_TYPES types); a CPU rung is an error */
+    md_cuda_nb_opts nb;         /**< the nonbonded plan's options (sort_interval: steps between sorts) */
+    md_cuda_pme_spread spread;  /**< PME spread rung (default MD_CUDA_PME_SPREAD_ATOMIC) */
+    int serial_pme;             /**< 1: PME on the state's stream after the nonbonded kernels (no overlap);
+                                     0 (default): concurrent on the PME plan's stream */
+} md_cuda_sim_opts;
+
+/** @brief A GPU MD run (see the section's manual): the state, the force plans, the step plan,
+ *  the fork/join events and the host-side bookkeeping (step count, barostat). */
+typedef struct md_cuda_sim {
+    md_sim_desc desc;           /**< resolved settings */
+    md_cuda_sim_opts opts;      /**< options, defaults filled in */
+    md_cuda_state state;        /**< the MD state (positions' float mirror, forces, energies, box, step) */
+    md_cuda_nb_plan nb;         /**< nonbonded plan */
+    md_cuda_pme_plan pme;       /**< PME plan (when the Coulomb mode is Ewald) */
+    int use_pme;                /**< 1 with PME */
+    md_cuda_bonded_plan bonded; /**< bonds and angles (rigid ones left out) */
+    md_cuda_step_plan step;     /**< integrator, constraints, thermostat */
+    cudaEvent_t ev_fork;        /**< recorded on the state's stream before PME */
+    cudaEvent_t ev_join;        /**< recorded on PME's stream after it */
+    int ndof;                   /**< degrees of freedom of the temperature (as md_sim) */
+    long long steps;            /**< steps enqueued */
+    long long since_sort;       /**< steps since the last sort of the nonbonded plan */
+    double time_ps;             /**< simulated time (ps) of the steps enqueued */
+    double box[3];              /**< the box (host copy; the device's is state.d_box) */
+    double *h_box;              /**< pinned 3 doubles for box writes */
+    md_barostat baro;           /**< the Monte Carlo barostat's state (md.h's, as md_sim's) */
+    int energy_valid;           /**< 1 when the last enqueue computed energies */
+} md_cuda_sim;
+
+/** @brief Make a GPU run of @p sys with force field @p t, @p lj and settings @p desc (NULL:
+ *  defaults; md_sim_create's rules), @p opts (NULL: defaults), on the current device.
+ *
+ *  As md_sim_create: the initial positions are constrained (against themselves), the
+ *  velocities constrained and their centre-of-mass motion removed (on the host, in double,
+ *  with md.h's md_constraints), then uploaded and the initial forces computed. Synchronous.
+ *  Errors: those of md_sim_create's checks, of the state, nonbonded, PME and bonded plans, a
+ *  constraint cluster above MD_CUDA_STEP_MAX_CLUSTER atoms (MD_ERR_UNSUPPORTED), CUDA errors.
+ *  On failure @p s is zeroed. */
+md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                             const md_sim_desc *desc, const md_cuda_sim_opts *opts);
+
+/** @brief Enqueue @p nsteps steps (see the section's manual); with MD_CUDA_SIM_ENERGY in @p what
+ *  the last one also computes the energies of its new positions. Launches, device copies,
+ *  memsets and event records only. The barostat is not applied here (md_cuda_sim_run). */
+md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what);
+
+/** @brief The second half of a step alone, for code that integrates with a kernel of its own
+ *  (chapter 08's exercise): enqueue the forces of the current positions (nonbonded, PME,
+ *  bonded), ADDED into the state's forces, which the integrate kernel leaves zeroed; with
+ *  MD_CUDA_SIM_ENERGY the energy words are zeroed first and the energies and the kinetic energy
+ *  added (md_cuda_sim_poll reads them). Launches only. */
+md_status md_cuda_sim_enqueue_forces(md_cuda_sim *s, unsigned what);
+
+/** @brief @p nsteps steps with the barostat: enqueues in chunks ending on the multiples of
+ *  barostat_interval and applies md_cuda_sim_barostat() there (without a barostat: one enqueue).
+ *  With MD_CUDA_SIM_ENERGY the last step computes the energies. Synchronises at every barostat
+ *  move. */
+md_status md_cuda_sim_run(md_cuda_sim *s, int nsteps, unsigned what);
+
+/** @brief One Monte Carlo volume move on the device (see the section's manual). Synchronous. */
+md_status md_cuda_sim_barostat(md_cuda_sim *s);
+
+/** @brief The synchronisation point: wait for the streams, check the step's, the nonbonded and
+ *  the PME flags, and (when the last enqueue asked for them) write the energies to @p e (may be
+ *  NULL; MD_ERR_INVALID_ARGUMENT when they were not computed) and the device's step counter
+ *  to @p step (may be NULL). A non-finite energy term is MD_ERR_RANGE naming it. */
+md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step);
+
+/** @brief Copy the run's positions and velocities (double, caller order, centre-of-mass
+ *  correction applied as the next step would) and box to the host: @p x and @p v hold 3 n
+ *  doubles each (either may be NULL). Synchronous. */
+md_status md_cuda_sim_download(md_cuda_sim *s, double *x, double *v, double box[3]);
+
+/** @brief md_sim_get_system's counterpart: positions wrapped into the box (floats), velocities
+ *  and box into @p sys (sys->n must equal the run's). */
+md_status md_cuda_sim_get_system(md_cuda_sim *s, md_system *sys);
+
+/** @brief The run's restartable state as an md_checkpoint (md.h's format; a GPU checkpoint
+ *  restores into md_sim and the reverse). Synchronous. */
+md_status md_cuda_sim_checkpoint(md_cuda_sim *s, md_checkpoint *ck);
+
+/** @brief Continue from @p ck: positions, velocities, box, step, time, seed and barostat state
+ *  set exactly, the forces recomputed. Synchronous. Errors: ck->n differs, non-finite values. */
+md_status md_cuda_sim_restore(md_cuda_sim *s, const md_checkpoint *ck);
+
+/** @brief Kinetic temperature (K) of @p kinetic (kJ/mol) with the run's degrees of freedom. */
+double md_cuda_sim_temperature(const md_cuda_sim *s, double kinetic);
+
+/** @brief Mass density (g/cm^3) in the current box. */
+double md_cuda_sim_density(const md_cuda_sim *s);
+
+/** @brief Where the time of a step goes, measured by md_cuda_sim_profile(): GPU time (s) per
+ *  step of each part, with the parts run one after another (PME not overlapped), and of the
+ *  whole step as md_cuda_sim_enqueue runs it. */
+typedef struct md_cuda_step_profile {
+    int steps;          /**< steps measured */
+    double integrate;   /**< the integrate kernel */
+    double nonbonded;   /**< md_cuda_nb_enqueue: displacement check, list rebuild (when due), pair kernels */
+    double pme_spread;  /**< PME spread (and charge sums) */
+    double pme_forward; /**< cuFFT R2C */
+    double pme_solve;   /**< influence function, energy */
+    double pme_backward;/**< cuFFT C2R */
+    double pme_gather;  /**< forces from the grid */
+    double bonded;      /**< bonds and angles (0 without them) */
+    double parts_sum;   /**< the sum of the parts */
+    double step_serial; /**< elapsed GPU time per step with the parts back to back (event to event
+                             over all steps): parts_sum plus the GPU's idle gaps between launches */
+    double step;        /**< elapsed time per step of md_cuda_sim_enqueue (PME overlapped), event to
+                             event over all steps */
+    double host_enqueue;/**< host wall time per step spent in md_cuda_sim_enqueue */
+} md_cuda_step_profile;
+
+/** @brief Measure @p nsteps steps part by part (events around each kernel group, PME stage by
+ *  stage) and then @p nsteps ordinary steps (see md_cuda_step_profile). The run advances by
+ *  2 @p nsteps steps. Not for capture (it records events between launches and synchronises). */
+md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *out);
+
+/** @brief Wait for the device, free everything and zero the run; safe on a zeroed run. */
+void md_cuda_sim_destroy(md_cuda_sim *s);
+
+#endif /* MD_CUDA_STEP_DECLARED */
+
+#if defined(MD_CUDA_IMPLEMENTATION) && defined(MD_CUDA_STEP_DECLARED) && !defined(MD_CUDA_STEP_IMPLEMENTED)
+#define MD_CUDA_STEP_IMPLEMENTED
+
+/* ---- step: bonded ---- */
+
+/* The minimum-image float difference x_i - x_j in the box of edges L, inverses iL. */
+static __device__ __forceinline__ void md__step_delta_f32(const float4 a, const float4 b, const float L[3],
+                                                          const float iL[3], float d[3]) {
+    d[0] = a.x - b.x;
+    d[1] = a.y - b.y;
+    d[2] = a.z - b.z;
+#pragma unroll
+    for (int k = 0; k < 3; k++) d[k] = fmaf(-L[k], rintf(d[k] * iL[k]), d[k]);
+}
+
+/* Sum a 64-bit fixed-point value over the block (wrap-around integer addition is exact and
+ * associative, so the total does not depend on the order) and add it to *dst from thread 0.
+ * All threads of the block must call it. */
+static __device__ __forceinline__ void md__step_block_add_fixed(md_fixed v, md_fixed *dst) {
+    __shared__ md_fixed part[MD_CUDA_STEP_BLOCK / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    __syncthreads(); /* part[] may still be read by a previous call */
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        md_fixed s = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += part[w];
+        if (s) atomicAdd(dst, s);
+    }
+}
+
+/* One thread per term: bonds [0, nbond), then angles. */
+__global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK)
+    md__bonded_kernel(int nbond, const int2 *__restrict__ bond, const float2 *__restrict__ bondp, int nangle,
+                      const int4 *__restrict__ angle, const float2 *__restrict__ anglep,
+                      const float4 *__restrict__ xyzq, const int *__restrict__ rank, const double *__restrict__ box,
+                      md_fixed *__restrict__ force, int stride, md_fixed *energy, md_fixed *virial) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const float FS = (float)MD_FORCE_FIXED_SCALE, ES = (float)MD_ENERGY_FIXED_SCALE;
+    float L[3], iL[3], e = 0.0f, w[9];
+    md_fixed ef;
+    int k;
+    for (k = 0; k < 3; k++) {
+        L[k] = (float)box[k];
+        iL[k] = (float)(1.0 / box[k]);
+    }
+    for (k = 0; k < 9; k++) w[k] = 0.0f;
+    if (t < nbond) {
+        const int2 b = bond[t];
+        const int i = rank ? rank[b.x] : b.x, j = rank ? rank[b.y] : b.y;
+        float d[3], f[3], fs;
+        md__step_delta_f32(xyzq[i], xyzq[j], L, iL, d);
+        fs = md_bond_f32(d, bondp[t].x, bondp[t].y, &e);
+        for (k = 0; k < 3; k++) {
+            md_fixed q;
+            f[k] = fs * d[k];
+            q = md_fixed_from_float(f[k], FS);
+            atomicAdd(&force[(size_t)k * stride + i], q);
+            atomicAdd(&force[(size_t)k * stride + j], (md_fixed)0 - q);
+        }
+        for (k = 0; k < 9; k++) w[k] = d[k / 3] * f[k % 3];
+    } else if (t < nbond + nangle) {
+        const int4 a4 = angle[t - nbond];
+        const int i = rank ? rank[a4.x] : a4.x, j = rank ? rank[a4.y] : a4.y, l = rank ? rank[a4.z] : a4.z;
+        const float4 xj = xyzq[j];
+        float a[3], c[3], fi[3], fk[3];
+        md__step_delta_f32(xyzq[i], xj, L, iL, a);
+        md__step_delta_f32(xyzq[l], xj, L, iL, c);
+        md_angle_f32(a, c, anglep[t - nbond].x, anglep[t - nbond].y, fi, fk, &e);
+        for (k = 0; k < 3; k++) {
+            const md_fixed qi = md_fixed_from_float(fi[k], FS), qk = md_fixed_from_float(fk[k], FS);
+            atomicAdd(&force[(size_t)k * stride + i], qi);
+            atomicAdd(&force[(size_t)k * stride + l], qk);
+            atomicAdd(&force[(size_t)k * stride + j], (md_fixed)0 - qi - qk);
+        }
+        for (k = 0; k < 9; k++) w[k] = a[k / 3] * fi[k % 3] + c[k / 3] * fk[k % 3];
+    }
+    if (energy) {
+        ef = md_fixed_from_float(e, ES);
+        md__step_block_add_fixed(ef, energy);
+    }
+    if (virial)
+        for (k = 0; k < 9; k++) md__step_block_add_fixed(md_fixed_from_float(w[k], ES), &virial[k]);
+}
+
+void md_cuda_bonded_plan_destroy(md_cuda_bonded_plan *p) {
+    if (!p) return;
+    if (p->d_bond || p->d_angle) (void)cudaDeviceSynchronize();
+    md_cuda_free(p->d_bond);
+    md_cuda_free(p->d_bondp);
+    md_cuda_free(p->d_angle);
+    md_cuda_free(p->d_anglep);
+    memset(p, 0, sizeof *p);
+}
+
+md_status md_cuda_bonded_plan_create(md_cuda_bonded_plan *p, const md_bonded *b) {
+    const char *fn = "md_cuda_bonded_plan_create";
+    md_cuda_bonded_plan q;
+    md_status st = MD_OK;
+    int2 *hb = NULL;
+    float2 *hbp = NULL, *hap = NULL;
+    int4 *ha = NULL;
+    int k;
+    if (!p || !b) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p/b", "is NULL");
+    memset(&q, 0, sizeof q);
+    memset(p, 0, sizeof *p);
+    q.nbond = b->nbond;
+    q.nangle = b->nangle;
+    hb = (int2 *)md_alloc_array((size_t)b->nbond + 1, sizeof(int2));
+    hbp = (float2 *)md_alloc_array((size_t)b->nbond + 1, sizeof(float2));
+    ha = (int4 *)md_alloc_array((size_t)b->nangle + 1, sizeof(int4));
+    hap = (float2 *)md_alloc_array((size_t)b->nangle + 1, sizeof(float2));
+    if (!hb || !hbp || !ha || !hap) {
+        st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "b", "cannot stage %d bonds and %d angles", b->nbond, b->nangle);
+        goto done;
+    }
+    for (k = 0; k < b->nbond; k++) {
+        hb[k] = make_int2(b->bond[2 * k], b->bond[2 * k + 1]);
+        hbp[k] = make_float2((float)b->bond_r0[k], (float)b->bond_k[k]);
+    }
+    for (k = 0; k < b->nangle; k++) {
+        ha[k] = make_int4(b->angle[3 * k], b->angle[3 * k + 1], b->angle[3 * k + 2], 0);
+        hap[k] = make_float2((float)b->angle_theta0[k], (float)b->angle_k[k]);
+    }
+    if ((st = md_cuda_alloc((void **)&q.d_bond, (size_t)b->nbond + 1, sizeof(int2), "bonds")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&q.d_bondp, (size_t)b->nbond + 1, sizeof(float2), "bond parameters")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&q.d_angle, (size_t)b->nangle + 1, sizeof(int4), "angles")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&q.d_anglep, (size_t)b->nangle + 1, sizeof(float2), "angle parameters")) != MD_OK)
+        goto done;
+    {
+        cudaError_t e;
+        if ((e = cudaMemcpy(q.d_bond, hb, ((size_t)b->nbond + 1) * sizeof(int2), cudaMemcpyHostToDevice)) != cudaSuccess ||
+            (e = cudaMemcpy(q.d_bondp, hbp, ((size_t)b->nbond + 1) * sizeof(float2), cudaMemcpyHostToDevice)) != cudaSuccess ||
+            (e = cudaMemcpy(q.d_angle, ha, ((size_t)b->nangle + 1) * sizeof(int4), cudaMemcpyHostToDevice)) != cudaSuccess ||
+            (e = cudaMemcpy(q.d_anglep, hap, ((size_t)b->nangle + 1) * sizeof(float2), cudaMemcpyHostToDevice)) != cudaSuccess)
+            st = md_cuda_error(e, "cudaMemcpy(bonded terms)", __FILE__, __LINE__);
+    }
+done:
+    md_free(hb);
+    md_free(hbp);
+    md_free(ha);
+    md_free(hap);
+    if (st != MD_OK) {
+        md_cuda_bonded_plan_destroy(&q);
+        return st;
+    }
+    *p = q;
+    return MD_OK;
+}
+
+md_status md_cuda_bonded_enqueue(const md_cuda_bonded_plan *p, cudaStream_t stream, const float4 *d_xyzq,
+                                 const int *d_rank, const double *d_box, md_fixed *d_force, int stride,
+                                 md_fixed *d_energy, md_fixed *d_virial) {
+    const int total = p ? p->nbond + p->nangle : 0;
+    if (!p || !d_xyzq || !d_box || !d_force)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_bonded_enqueue", 0, "p/d_xyzq/d_box/d_force", "is NULL");
+    if (total == 0) return MD_OK;
+    MD_CUDA_LAUNCH(md__bonded_kernel, (total + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK, MD_CUDA_STEP_BLOCK, 0, stream,
+                   p->nbond, (const int2 *)p->d_bond, (const float2 *)p->d_bondp, p->nangle, (const int4 *)p->d_angle,
+                   (const float2 *)p->d_anglep, d_xyzq, d_rank, d_box, d_force, stride, d_energy, d_virial);
+    return MD_OK;
+}
+
+/* ---- step: the integrate kernel ---- */
+
+/* What one launch of the integrate kernel does. */
+typedef struct md__step_args {
+    const int4 *water;
+    const int *cstart, *catom, *kstart;
+    const int2 *kpair;
+    const double *klen;
+    const int *single;
+    int nwater, ncluster, nsingle;
+    double mo, mh, doh, dhh;
+    double *x, *v;
+    const double *inv_mass;
+    const float *charge;
+    double *vcom;
+    md_fixed *pacc;
+    unsigned int *done;
+    unsigned long long *flags;
+    float4 *xyzq;
+    float4 *vel;
+    md_fixed *force;
+    int stride;
+    const int *rank;
+    const double *box;
+    long long *step;
+    md_fixed *ekin;        /* MD_CUDA_E_KINETIC word, or NULL: no kinetic energy */
+    int kinetic_only;      /* 1: only the kinetic energy of v + dt/2 F/m (no integration) */
+    int langevin;
+    int com;               /* 1: subtract vcom at the start, accumulate momentum at the end */
+    double dt, vscale, kT, maxd2, tol;
+    int max_iter;
+    uint64_t seed;
+    double total_mass;
+} md__step_args;
+
+static __device__ __forceinline__ void md__step_image(double d[3], const double box[3]) {
+#pragma unroll
+    for (int k = 0; k < 3; k++) d[k] -= box[k] * rint(d[k] / box[k]);
+}
+
+/* SHAKE on one cluster's relative positions xn (K slots) against the reference r. Returns 1 when
+ * it does not converge or a constraint turned by more than 90 degrees. */
+template <int K>
+static __device__ int md__step_shake(const md__step_args &A, int c, const double *r, double *xn, const double *w) {
+    const int k0 = A.kstart[c], k1 = A.kstart[c + 1];
+    for (int it = 0; it < A.max_iter; it++) {
+        int done = 1;
+        for (int q = k0; q < k1; q++) {
+            const int2 p = A.kpair[q];
+            const double L2 = A.klen[q] * A.klen[q];
+            double d[3], rr[3], d2 = 0.0, rd = 0.0, diff, g;
+            for (int a = 0; a < 3; a++) {
+                d[a] = xn[3 * p.x + a] - xn[3 * p.y + a];
+                rr[a] = r[3 * p.x + a] - r[3 * p.y + a];
+                d2 += d[a] * d[a];
+                rd += rr[a] * d[a];
+            }
+            diff = L2 - d2;
+            if (fabs(diff) <= 2.0 * A.tol * L2) continue;
+            if (!(rd > 1e-6 * L2)) return 1;
+            g = diff / (2.0 * (w[p.x] + w[p.y]) * rd);
+            for (int a = 0; a < 3; a++) {
+                xn[3 * p.x + a] += g * w[p.x] * rr[a];
+                xn[3 * p.y + a] -= g * w[p.y] * rr[a];
+            }
+            done = 0;
+        }
+        if (done) return 0;
+    }
+    return 1;
+}
+
+/* RATTLE's velocity sweeps on one cluster at relative positions r. */
+template <int K>
+static __device__ int md__step_rattle(const md__step_args &A, int c, const double *r, double *v, const double *w) {
+    const int k0 = A.kstart[c], k1 = A.kstart[c + 1];
+    for (int it = 0; it < A.max_iter; it++) {
+        int done = 1;
+        for (int q = k0; q < k1; q++) {
+            const int2 p = A.kpair[q];
+            double d[3], dot = 0.0, r2 = 0.0, g;
+            for (int a = 0; a < 3; a++) {
+                d[a] = r[3 * p.x + a] - r[3 * p.y + a];
+                dot += d[a] * (v[3 * p.x + a] - v[3 * p.y + a]);
+                r2 += d[a] * d[a];
+            }
+            if (fabs(dot) <= A.tol * A.klen[q] * A.klen[q]) continue;
+            g = dot / ((w[p.x] + w[p.y]) * r2);
+            for (int a = 0; a < 3; a++) {
+                v[3 * p.x + a] -= g * w[p.x] * d[a];
+                v[3 * p.y + a] += g * w[p.y] * d[a];
+            }
+            done = 0;
+        }
+        if (done) return 0;
+    }
+    return 1;
+}
+
+/* Velocity constraints of a unit: KIND 0 a water (SETTLE), 1 a cluster (RATTLE), 2 none. */
+template <int K, int KIND>
+static __device__ __forceinline__ int md__step_vconstrain(const md__step_args &A, int c, const double *x, double *v,
+                                                          const double *w) {
+    if (KIND == 0) {
+        const double m[3] = {A.mo, A.mh, A.mh};
+        return md_settle_velocities(x, v, m);
+    }
+    if (KIND == 1) return md__step_rattle<K>(A, c, x, v, w);
+    return 0;
+}
+
+/* One unit of K slots (k atoms used; k == K for waters and free atoms): the whole step, or only
+ * its kinetic energy (A.kinetic_only). Accumulates the momentum into P and the kinetic energy
+ * into ke; returns the error bits (1 runaway, 2 non-finite, 4 constraints failed). */
+template <int K, int KIND>
+static __device__ __forceinline__ int md__step_unit(const md__step_args &A, const int *atoms, int k, int c, long long step,
+                                                    const double box[3], const double vc[3], double P[3], double *ke) {
+    double x[3 * K], v[3 * K], f[3 * K], w[K], org[3];
+    int slot[K], bad = 0;
+#pragma unroll
+    for (int i = 0; i < K; i++) {
+        if (i >= k) break;
+        const int at = atoms[i];
+        slot[i] = A.rank ? A.rank[at] : at;
+        w[i] = A.inv_mass[at];
+#pragma unroll
+        for (int a = 0; a < 3; a++) {
+            v[3 * i + a] = A.v[3 * (size_t)at + a] - vc[a];
+            f[3 * i + a] = md_fixed_to_double(A.force[(size_t)a * A.stride + slot[i]], MD_FORCE_FIXED_SCALE);
+            x[3 * i + a] = A.x[3 * (size_t)at + a];
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 3; a++) org[a] = x[a];
+#pragma unroll
+    for (int i = 0; i < K; i++) { /* positions relative to the first atom, minimum images */
+        if (i >= k) break;
+#pragma unroll
+        for (int a = 0; a < 3; a++) {
+            double d = x[3 * i + a] - org[a];
+            x[3 * i + a] = d - box[a] * rint(d / box[a]);
+        }
+    }
+    if (A.ekin) { /* kinetic energy at time t: v + dt/2 F/m, constrained */
+        double u[3 * K];
+#pragma unroll
+        for (int j = 0; j < 3 * K; j++)
+            if (j < 3 * k) u[j] = v[j] + 0.5 * A.dt * f[j] * w[j / 3];
+        bad |= md__step_vconstrain<K, KIND>(A, c, x, u, w) ? 4 : 0;
+#pragma unroll
+        for (int j = 0; j < 3 * K; j++)
+            if (j < 3 * k) *ke += 0.5 * u[j] * u[j] / w[j / 3];
+    }
+    if (A.kinetic_only) return bad;
+    {
+        double D[3 * K], xn[3 * K];
+#pragma unroll
+        for (int j = 0; j < 3 * K; j++)
+            if (j < 3 * k) v[j] += A.dt * f[j] * w[j / 3];
+        if (A.langevin) {
+            bad |= md__step_vconstrain<K, KIND>(A, c, x, v, w) ? 4 : 0;
+#pragma unroll
+            for (int i = 0; i < K; i++) {
+                if (i >= k) break;
+                double R[3];
+                const double sd = sqrt((1.0 - A.vscale * A.vscale) * A.kT * w[i]);
+                md_langevin_normals(A.seed, step, atoms[i], R);
+#pragma unroll
+                for (int a = 0; a < 3; a++) {
+                    const int j = 3 * i + a;
+                    D[j] = 0.5 * A.dt * v[j];
+                    v[j] = A.vscale * v[j] + sd * R[a];
+                    D[j] += 0.5 * A.dt * v[j];
+                }
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 3 * K; j++)
+                if (j < 3 * k) D[j] = A.dt * v[j];
+        }
+#pragma unroll
+        for (int j = 0; j < 3 * K; j++)
+            if (j < 3 * k) xn[j] = x[j] + D[j];
+        if (KIND == 0) bad |= md_settle_water(x, xn, A.mo, A.mh, A.doh, A.dhh) ? 4 : 0;
+        if (KIND == 1) bad |= md__step_shake<K>(A, c, x, xn, w) ? 4 : 0;
+#pragma unroll
+        for (int i = 0; i < K; i++) {
+            if (i >= k) break;
+            const int at = atoms[i];
+            double m2 = 0.0, wr[3];
+            float4 q;
+#pragma unroll
+            for (int a = 0; a < 3; a++) {
+                const int j = 3 * i + a;
+                const double dc = xn[j] - x[j];
+                v[j] += (dc - D[j]) / A.dt;
+                m2 += dc * dc;
+                wr[a] = org[a] + xn[j];
+                A.x[3 * (size_t)at + a] = wr[a];
+                A.v[3 * (size_t)at + a] = v[j];
+                P[a] += v[j] / w[i];
+                wr[a] -= box[a] * floor(wr[a] / box[a]);
+            }
+            if (!(m2 <= A.maxd2)) bad |= 1;
+            if (!isfinite(m2) || !isfinite(v[3 * i] + v[3 * i + 1] + v[3 * i + 2])) bad |= 2;
+            q.x = (float)wr[0];
+            q.y = (float)wr[1];
+            q.z = (float)wr[2];
+            if (q.x >= (float)box[0]) q.x = 0.0f;
+            if (q.y >= (float)box[1]) q.y = 0.0f;
+            if (q.z >= (float)box[2]) q.z = 0.0f;
+            q.w = A.charge[at];
+            A.xyzq[slot[i]] = q;
+            A.vel[slot[i]] = make_float4((float)v[3 * i], (float)v[3 * i + 1], (float)v[3 * i + 2], (float)w[i]);
+#pragma unroll
+            for (int a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot[i]] = 0;
+        }
+    }
+    return bad;
+}
+
+/* One thread per unit (waters, then clusters, then free atoms); see the section's manual. */
+__global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(md__step_args A) {
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    const long long step = *A.step;
+    double box[3], vc[3] = {0.0, 0.0, 0.0}, P[3] = {0.0, 0.0, 0.0}, ke = 0.0;
+    int bad = 0, first = 0;
+    for (int a = 0; a < 3; a++) box[a] = A.box[a];
+    if (A.com)
+        for (int a = 0; a < 3; a++) vc[a] = A.vcom[a];
+    if (u < A.nwater) {
+        const int4 w4 = A.water[u];
+        const int atoms[3] = {w4.x, w4.y, w4.z};
+        first = w4.x;
+        bad = md__step_unit<3, 0>(A, atoms, 3, 0, step, box, vc, P, &ke);
+    } else if (u < A.nwater + A.ncluster) {
+        const int c = u - A.nwater, k = A.cstart[c + 1] - A.cstart[c];
+        int atoms[MD_CUDA_STEP_MAX_CLUSTER];
+        for (int i = 0; i < k; i++) atoms[i] = A.catom[A.cstart[c] + i];
+        first = atoms[0];
+        bad = md__step_unit<MD_CUDA_STEP_MAX_CLUSTER, 1>(A, atoms, k, c, step, box, vc, P, &ke);
+    } else if (u < A.nwater + A.ncluster + A.nsingle) {
+        const int atoms[1] = {A.single[u - A.nwater - A.ncluster]};
+        first = atoms[0];
+        bad = md__step_unit<1, 2>(A, atoms, 1, 0, step, box, vc, P, &ke);
+    }
+    if (bad & 1) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_RANGE, (unsigned long long)first);
+    if (bad & 2) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)first);
+    if (bad & 4) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)first + 1);
+    /* block sums (every thread takes part), then the last block finishes the step */
+    if (A.ekin) md__step_block_add_fixed((md_fixed)(long long)llrint(ke * MD_ENERGY_FIXED_SCALE), A.ekin);
+    if (A.kinetic_only) return;
+    if (A.com)
+        for (int a = 0; a < 3; a++)
+            md__step_block_add_fixed((md_fixed)(long long)llrint(P[a] * MD_FORCE_FIXED_SCALE), &A.pacc[a]);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int ticket;
+        __threadfence();
+        ticket = atomicAdd(A.done, 1u);
+        if (ticket == gridDim.x - 1) { /* every other block has added its sums */
+            __threadfence();
+            if (A.com)
+                for (int a = 0; a < 3; a++) {
+                    const md_fixed p = atomicExch(&A.pacc[a], (md_fixed)0);
+                    A.vcom[a] = md_fixed_to_double(p, MD_FORCE_FIXED_SCALE) / A.total_mass;
+                }
+            *A.done = 0u;
+            *A.step = step + 1;
+        }
+    }
+}
+
+/* Positions (wrapped floats) and velocities of the state from the double arrays; zero forces. */
+__global__ void md__step_mirror_kernel(int n, const double *__restrict__ x, const double *__restrict__ v,
+                                       const double *__restrict__ inv_mass, const float *__restrict__ charge,
+                                       const int *__restrict__ rank, const double *__restrict__ box, float4 *xyzq,
+                                       float4 *vel) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 q;
+    double wr[3];
+    if (i >= n) return;
+    for (int a = 0; a < 3; a++) {
+        wr[a] = x[3 * (size_t)i + a];
+        wr[a] -= box[a] * floor(wr[a] / box[a]);
+    }
+    q = make_float4((float)wr[0], (float)wr[1], (float)wr[2], charge[i]);
+    if (q.x >= (float)box[0]) q.x = 0.0f;
+    if (q.y >= (float)box[1]) q.y = 0.0f;
+    if (q.z >= (float)box[2]) q.z = 0.0f;
+    xyzq[rank[i]] = q;
+    vel[rank[i]] = make_float4((float)v[3 * (size_t)i], (float)v[3 * (size_t)i + 1], (float)v[3 * (size_t)i + 2],
+                               (float)inv_mass[i]);
+}
+
+/* The barostat's move: scale every molecule's centre (mean of its atoms, minimum images from
+ * its first atom) by vcom[3] about the origin; the box by the same factor (thread 0 of block 0
+ * writes it after... the caller writes the new box separately). */
+__global__ void md__step_scale_kernel(int nmol, const int *__restrict__ mstart, const int *__restrict__ matom,
+                                      double *x, const double *__restrict__ box, const double *__restrict__ scale) {
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    double c[3] = {0.0, 0.0, 0.0}, o[3];
+    int first, a, j;
+    if (m >= nmol) return;
+    first = matom[mstart[m]];
+    for (a = 0; a < 3; a++) o[a] = x[3 * (size_t)first + a];
+    for (j = mstart[m]; j < mstart[m + 1]; j++) {
+        double d[3];
+        for (a = 0; a < 3; a++) d[a] = x[3 * (size_t)matom[j] + a] - o[a];
+        md__step_image(d, box);
+        for (a = 0; a < 3; a++) c[a] += d[a];
+    }
+    for (a = 0; a < 3; a++) c[a] = o[a] + c[a] / (mstart[m + 1] - mstart[m]);
+    for (j = mstart[m]; j < mstart[m + 1]; j++)
+        for (a = 0; a < 3; a++) x[3 * (size_t)matom[j] + a] += (*scale - 1.0) * c[a];
+}
+
+/* ---- step: the run ---- */
+
+static void md__step_plan_free(md_cuda_step_plan *p) {
+    md_cuda_free(p->d_water);
+    md_cuda_free(p->d_cstart);
+    md_cuda_free(p->d_catom);
+    md_cuda_free(p->d_kstart);
+    md_cuda_free(p->d_kpair);
+    md_cuda_free(p->d_klen);
+    md_cuda_free(p->d_single);
+    md_cuda_free(p->d_mstart);
+    md_cuda_free(p->d_matom);
+    md_cuda_free(p->d_x);
+    md_cuda_free(p->d_v);
+    md_cuda_free(p->d_inv_mass);
+    md_cuda_free(p->d_charge);
+    md_cuda_free(p->d_x_save);
+    md_cuda_free(p->d_vcom);
+    md_cuda_free(p->d_pacc);
+    md_cuda_free(p->d_done);
+    md_cuda_free(p->d_flags);
+    md_cuda_free_pinned(p->h_flags);
+    md_cuda_free_pinned(p->h_stage);
+    memset(p, 0, sizeof *p);
+}
+
+void md_cuda_sim_destroy(md_cuda_sim *s) {
+    if (!s) return;
+    if (s->state.q.stream) (void)cudaStreamSynchronize(s->state.q.stream);
+    if (s->use_pme && s->pme.queue.stream) (void)cudaStreamSynchronize(s->pme.queue.stream);
+    if (s->ev_fork) (void)cudaEventDestroy(s->ev_fork);
+    if (s->ev_join) (void)cudaEventDestroy(s->ev_join);
+    md__step_plan_free(&s->step);
+    md_cuda_bonded_plan_destroy(&s->bonded);
+    if (s->use_pme) md_cuda_pme_plan_destroy(&s->pme);
+    md_cuda_nb_plan_destroy(&s->nb);
+    md_cuda_state_destroy(&s->state);
+    md_cuda_free_pinned(s->h_box);
+    memset(s, 0, sizeof *s);
+}
+
+/* Upload a host array (synchronous; create and restore only). */
+static md_status md__step_put(void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return MD_OK;
+    MD_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return MD_OK;
+}
+
+/* The units of the integrate kernel from md.h's constraints: waters, clusters of SHAKE
+ * constraints (connected components, atoms in ascending order), the remaining atoms. */
+static md_status md__step_units(md_cuda_step_plan *p, const md_constraints *c, int n) {
+    const char *fn = "md_cuda_sim_create";
+    int *comp = NULL, *head = NULL, *cnt = NULL, *catom = NULL, *cstart = NULL, *kstart = NULL, *single = NULL;
+    int *local = NULL, *order = NULL;
+    int2 *kpair = NULL;
+    double *klen = NULL;
+    int4 *wat = NULL;
+    int i, k, nc = 0, ns = 0;
+    md_status st = MD_OK;
+    comp = (int *)md_alloc_array((size_t)n, sizeof(int));
+    head = (int *)md_alloc_array((size_t)n, sizeof(int));
+    cnt = (int *)md_alloc_array((size_t)n + 1, sizeof(int));
+    local = (int *)md_alloc_array((size_t)n, sizeof(int));
+    order = (int *)md_alloc_array((size_t)n, sizeof(int));
+    wat = (int4 *)md_alloc_array((size_t)c->nwater + 1, sizeof(int4));
+    if (!comp || !head || !cnt || !local || !order || !wat) goto oom;
+    for (i = 0; i < n; i++) comp[i] = i;
+    for (k = 0; k < c->npair; k++) { /* union-find, roots the lowest atom */
+        int a = c->pair[2 * k], b = c->pair[2 * k + 1];
+        while (comp[a] != a) a = comp[a] = comp[comp[a]];
+        while (comp[b] != b) b = comp[b] = comp[comp[b]];
+        if (a < b) comp[b] = a;
+        else if (b < a) comp[a] = b;
+    }
+    for (i = 0; i < n; i++) {
+        int r = i;
+        while (comp[r] != r) r = comp[r];
+        comp[i] = r;
+        head[i] = -1; /* -1: no cluster; -2: a root of one not numbered yet; >= 0 its number */
+    }
+    memset(cnt, 0, ((size_t)n + 1) * sizeof(int));
+    for (k = 0; k < 2 * c->npair; k++) head[comp[c->pair[k]]] = -2;
+    for (i = 0; i < n; i++)
+        if (head[i] == -2) head[i] = nc++; /* roots in ascending order */
+    cstart = (int *)md_alloc_array((size_t)nc + 1, sizeof(int));
+    kstart = (int *)md_alloc_array((size_t)nc + 1, sizeof(int));
+    catom = (int *)md_alloc_array((size_t)n + 1, sizeof(int));
+    kpair = (int2 *)md_alloc_array((size_t)c->npair + 1, sizeof(int2));
+    klen = (double *)md_alloc_array((size_t)c->npair + 1, sizeof(double));
+    single = (int *)md_alloc_array((size_t)n + 1, sizeof(int));
+    if (!cstart || !kstart || !catom || !kpair || !klen || !single) goto oom;
+    {
+        int *inw = order; /* 1 for atoms of a water */
+        memset(inw, 0, (size_t)n * sizeof(int));
+        for (k = 0; k < 3 * c->nwater; k++) inw[c->water[k]] = 1;
+        for (i = 0; i < n; i++) {
+            if (head[comp[i]] >= 0) cnt[head[comp[i]] + 1]++;
+            else if (!inw[i]) single[ns++] = i;
+        }
+    }
+    for (k = 0; k < nc; k++) {
+        if (cnt[k + 1] > MD_CUDA_STEP_MAX_CLUSTER) {
+            st = md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "constraint",
+                              "a cluster of %d atoms joined by constraints; the GPU step handles up to %d", cnt[k + 1],
+                              MD_CUDA_STEP_MAX_CLUSTER);
+            goto done;
+        }
+        cnt[k + 1] += cnt[k];
+    }
+    memcpy(cstart, cnt, ((size_t)nc + 1) * sizeof(int));
+    for (i = 0; i < n; i++) /* atoms ascending within each cluster */
+        if (head[comp[i]] >= 0) {
+            int cl = head[comp[i]];
+            local[i] = cnt[cl] - cstart[cl];
+            catom[cnt[cl]++] = i;
+        }
+    memset(kstart, 0, ((size_t)nc + 1) * sizeof(int));
+    for (k = 0; k < c->npair; k++) kstart[head[comp[c->pair[2 * k]]] + 1]++;
+    for (k = 0; k < nc; k++) kstart[k + 1] += kstart[k];
+    memcpy(cnt, kstart, ((size_t)nc + 1) * sizeof(int));
+    for (k = 0; k < c->npair; k++) {
+        int a = c->pair[2 * k], b = c->pair[2 * k + 1], cl = head[comp[a]];
+        kpair[cnt[cl]] = make_int2(local[a], local[b]);
+        klen[cnt[cl]++] = c->length[k];
+    }
+    for (k = 0; k < c->nwater; k++) wat[k] = make_int4(c->water[3 * k], c->water[3 * k + 1], c->water[3 * k + 2], 0);
+    p->nwater = c->nwater;
+    p->ncluster = nc;
+    p->nsingle = ns;
+    p->nunit = c->nwater + nc + ns;
+    if ((st = md_cuda_alloc((void **)&p->d_water, (size_t)c->nwater + 1, sizeof(int4), "waters")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&p->d_cstart, (size_t)nc + 1, sizeof(int), "clusters")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&p->d_catom, (size_t)n + 1, sizeof(int), "cluster atoms")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&p->d_kstart, (size_t)nc + 1, sizeof(int), "cluster constraints")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&p->d_kpair, (size_t)c->npair + 1, sizeof(int2), "constraint pairs")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&p->d_klen, (size_t)c->npair + 1, sizeof(double), "constraint lengths")) != MD_OK ||
+        (st = md_cuda_alloc((void **)&p->d_single, (size_t)ns + 1, sizeof(int), "free atoms")) != MD_OK ||
+        (st = md__step_put(p->d_water, wat, (size_t)c->nwater * sizeof(int4))) != MD_OK ||
+        (st = md__step_put(p->d_cstart, cstart, ((size_t)nc + 1) * sizeof(int))) != MD_OK ||
+        (st = md__step_put(p->d_catom, catom, (size_t)cstart[nc] * sizeof(int))) != MD_OK ||
+        (st = md__step_put(p->d_kstart, kstart, ((size_t)nc + 1) * sizeof(int))) != MD_OK ||
+        (st = md__step_put(p->d_kpair, kpair, (size_t)c->npair * sizeof(int2))) != MD_OK ||
+        (st = md__step_put(p->d_klen, klen, (size_t)c->npair * sizeof(double))) != MD_OK ||
+        (st = md__step_put(p->d_single, single, (size_t)ns * sizeof(int))) != MD_OK)
+        goto done;
+    goto done;
+oom:
+    st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot stage the units of %d atoms", n);
+done:
+    md_free(comp);
+    md_free(head);
+    md_free(cnt);
+    md_free(local);
+    md_free(order);
+    md_free(wat);
+    md_free(cstart);
+    md_free(kstart);
+    md_free(catom);
+    md_free(kpair);
+    md_free(klen);
+    md_free(single);
+    return st;
+}
+
+/* The integrate kernel's arguments for this run. */
+static md__step_args md__step_args_make(md_cuda_sim *s) {
+    md__step_args A;
+    md_cuda_step_plan *p = &s->step;
+    memset(&A, 0, sizeof A);
+    A.water = p->d_water;
+    A.cstart = p->d_cstart;
+    A.catom = p->d_catom;
+    A.kstart = p->d_kstart;
+    A.kpair = p->d_kpair;
+    A.klen = p->d_klen;
+    A.single = p->d_single;
+    A.nwater = p->nwater;
+    A.ncluster = p->ncluster;
+    A.nsingle = p->nsingle;
+    A.mo = p->mass_o;
+    A.mh = p->mass_h;
+    A.doh = p->doh;
+    A.dhh = p->dhh;
+    A.x = p->d_x;
+    A.v = p->d_v;
+    A.inv_mass = p->d_inv_mass;
+    A.charge = p->d_charge;
+    A.vcom = p->d_vcom;
+    A.pacc = p->d_pacc;
+    A.done = p->d_done;
+    A.flags = p->d_flags;
+    A.xyzq = s->state.d_xyzq;
+    A.vel = s->state.d_vel_invmass;
+    A.force = s->state.d_force;
+    A.stride = s->state.stride;
+    A.rank = s->state.d_rank;
+    A.box = s->state.d_box;
+    A.step = s->state.d_step;
+    A.langevin = s->desc.thermostat == MD_THERMOSTAT_LANGEVIN;
+    A.com = s->desc.com_removal == 0;
+    A.dt = s->desc.dt;
+    A.vscale = exp(-s->desc.friction * s->desc.dt);
+    A.kT = MD_KB * s->desc.temperature;
+    A.maxd2 = s->desc.max_displacement * s->desc.max_displacement;
+    A.tol = s->desc.constraints.tolerance;
+    A.max_iter = s->desc.constraints.max_iterations;
+    A.seed = s->desc.seed;
+    A.total_mass = p->total_mass;
+    return A;
+}
+
+/* The forces of the current positions: nonbonded and bonded on the state's stream, PME forked
+ * onto its own (or after them with serial_pme or on a sort step). Energies added when `energy`. */
+static md_status md__sim_forces(md_cuda_sim *s, int energy);
+static md_status md__sim_kinetic(md_cuda_sim *s);
+
+md_status md_cuda_sim_enqueue_forces(md_cuda_sim *s, unsigned what) {
+    const int energy = (what & MD_CUDA_SIM_ENERGY) != 0;
+    md_status r;
+    if (!s || !s->step.d_x)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_sim_enqueue_forces", 0, "s", "is not made (md_cuda_sim_create)");
+    if (energy) MD_CUDA_TRY(cudaMemsetAsync(s->state.d_energy, 0, MD_CUDA_E_COUNT * sizeof(md_fixed), s->state.q.stream));
+    if ((r = md__sim_forces(s, energy)) != MD_OK) return r;
+    if (energy && (r = md__sim_kinetic(s)) != MD_OK) return r;
+    s->energy_valid = energy;
+    return MD_OK;
+}
+
+static md_status md__sim_forces(md_cuda_sim *s, int energy) {
+    md_cuda_state *st = &s->state;
+    unsigned what = energy ? MD_CUDA_NB_ENERGY : 0u;
+    int serial = s->opts.serial_pme;
+    md_status r;
+    if (s->nb.opts.sort_interval > 0 && s->since_sort >= s->nb.opts.sort_interval) {
+        what |= MD_CUDA_NB_SORT;
+        s->since_sort = 0;
+        serial = 1; /* the sort permutes d_xyzq: PME reads it afterwards */
+    }
+    if (s->nb.sorted_epoch != st->epoch) serial = 1; /* the plan sorts at its first evaluation */
+    if (s->use_pme && !serial) {
+        MD_CUDA_TRY(cudaEventRecord(s->ev_fork, st->q.stream));
+        MD_CUDA_TRY(cudaStreamWaitEvent(s->pme.queue.stream, s->ev_fork, 0));
+        if ((r = md_cuda_pme_plan_enqueue(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride,
+                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK)
+            return r;
+        MD_CUDA_TRY(cudaEventRecord(s->ev_join, s->pme.queue.stream));
+    }
+    if ((r = md_cuda_nb_enqueue(&s->nb, st, what)) != MD_OK) return r;
+    if ((r = md_cuda_bonded_enqueue(&s->bonded, st->q.stream, st->d_xyzq, st->d_rank, st->d_box, st->d_force, st->stride,
+                                    energy ? &st->d_energy[MD_CUDA_E_BONDED] : NULL, NULL)) != MD_OK)
+        return r;
+    if (s->use_pme && serial) {
+        MD_CUDA_TRY(cudaEventRecord(s->ev_fork, st->q.stream));
+        MD_CUDA_TRY(cudaStreamWaitEvent(s->pme.queue.stream, s->ev_fork, 0));
+        if ((r = md_cuda_pme_plan_enqueue(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride,
+                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK)
+            return r;
+        MD_CUDA_TRY(cudaEventRecord(s->ev_join, s->pme.queue.stream));
+    }
+    if (s->use_pme) MD_CUDA_TRY(cudaStreamWaitEvent(st->q.stream, s->ev_join, 0));
+    return MD_OK;
+}
+
+/* The kinetic energy of the current state (the integrate kernel in kinetic mode). */
+static md_status md__sim_kinetic(md_cuda_sim *s) {
+    md__step_args A = md__step_args_make(s);
+    const int blocks = (s->step.nunit + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK;
+    A.ekin = &s->state.d_energy[MD_CUDA_E_KINETIC];
+    A.kinetic_only = 1;
+    MD_CUDA_LAUNCH(md__step_integrate_kernel, blocks > 0 ? blocks : 1, MD_CUDA_STEP_BLOCK, 0, s->state.q.stream, A);
+    return MD_OK;
+}
+
+/* Zero the forces, then md_cuda_sim_enqueue_forces. */
+static md_status md__sim_evaluate(md_cuda_sim *s, int energy) {
+    MD_CUDA_TRY(cudaMemsetAsync(s->state.d_force, 0, 3 * (size_t)s->state.stride * sizeof(md_fixed), s->state.q.stream));
+    return md_cuda_sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u);
+}
+
+static md_status md__sim_mirror(md_cuda_sim *s) {
+    const int n = s->step.n;
+    MD_CUDA_LAUNCH(md__step_mirror_kernel, (n + 255) / 256, 256, 0, s->state.q.stream, n, (const double *)s->step.d_x,
+                   (const double *)s->step.d_v, (const double *)s->step.d_inv_mass, (const float *)s->step.d_charge,
+                   (const int *)s->state.d_rank, (const double *)s->state.d_box, s->state.d_xyzq, s->state.d_vel_invmass);
+    return MD_OK;
+}
+
+md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                             const md_sim_desc *desc, const md_cuda_sim_opts *opts) {
+    const char *fn = "md_cuda_sim_create";
+    md_cuda_sim g;
+    md_sim ref; /* md_sim_prepare: md_sim's checks, defaults and constrained initial state, on the host */
+    md_status st;
+    md_nb_variant v;
+    int i, a, n;
+    if (!s || !sys || !t || !lj) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s/sys/t/lj", "is NULL");
+    memset(s, 0, sizeof *s);
+    memset(&g, 0, sizeof g);
+    if ((st = md_sim_prepare(&ref, sys, t, lj, desc)) != MD_OK) return st;
+    n = ref.n;
+    g.desc = ref.desc;
+    if (opts) g.opts = *opts;
+    v = g.opts.nb_variant;
+    if (v == MD_NB_CPU_ALL_PAIRS) v = lj->ntypes <= MD_CUDA_NB_SMEM_TYPES ? MD_NB_GPU_CLUSTER_SMEM : MD_NB_GPU_CLUSTER;
+    if (!md_nb_variant_is_gpu(v)) {
+        md_sim_free(&ref);
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nb_variant", "%s is not a GPU rung", md_nb_variant_name(v));
+    }
+    g.opts.nb_variant = v;
+    g.ndof = ref.ndof;
+    for (a = 0; a < 3; a++) g.box[a] = ref.box[a];
+    g.baro = ref.baro;
+    g.use_pme = ref.use_pme;
+    g.step.desc = ref.desc;
+    g.step.n = n;
+    g.step.mass_o = ref.cons.mass_o;
+    g.step.mass_h = ref.cons.mass_h;
+    g.step.doh = ref.cons.doh;
+    g.step.dhh = ref.cons.dhh;
+    for (i = 0; i < n; i++) g.step.total_mass += 1.0 / ref.inv_mass[i];
+#define MD__SIM_TRY(x)                                                                                                 \
+    do {                                                                                                               \
+        if ((st = (x)) != MD_OK) goto fail;                                                                            \
+    } while (0)
+    MD__SIM_TRY(md_cuda_state_create(&g.state, n));
+    MD__SIM_TRY(md_cuda_state_upload(&g.state, sys, t, lj));
+    g.step.stride = g.state.stride;
+    MD__SIM_TRY(md_cuda_nb_plan_create(&g.nb, &g.state, v, &g.desc.nb, &g.opts.nb));
+    if (g.use_pme) {
+        MD__SIM_TRY(md_cuda_pme_plan_create(&g.pme, &ref.pme.params, g.box, n));
+        MD__SIM_TRY(md_cuda_pme_plan_set_spread(&g.pme, g.opts.spread));
+    }
+    MD__SIM_TRY(md_cuda_bonded_plan_create(&g.bonded, &ref.bonded));
+    MD__SIM_TRY(md__step_units(&g.step, &ref.cons, n));
+    if (cudaEventCreateWithFlags(&g.ev_fork, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&g.ev_join, cudaEventDisableTiming) != cudaSuccess) {
+        st = md_cuda_error(cudaGetLastError(), "cudaEventCreateWithFlags", __FILE__, __LINE__);
+        goto fail;
+    }
+    {
+        md_cuda_step_plan *p = &g.step;
+        double *hinv = (double *)md_alloc_array((size_t)n, sizeof(double));
+        float *hq = (float *)md_alloc_array((size_t)n, sizeof(float));
+        int *ms = ref.mol_start, *ma = ref.mol_atom;
+        if (!hinv || !hq) {
+            md_free(hinv);
+            md_free(hq);
+            st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot stage %d atoms", n);
+            goto fail;
+        }
+        for (i = 0; i < n; i++) {
+            hinv[i] = ref.inv_mass[i];
+            hq[i] = t->charge[i];
+        }
+        p->nmol = ref.nmol;
+        if ((st = md_cuda_alloc((void **)&p->d_x, 3 * (size_t)n, sizeof(double), "positions")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_v, 3 * (size_t)n, sizeof(double), "velocities")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_x_save, 3 * (size_t)n, sizeof(double), "saved positions")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_inv_mass, (size_t)n, sizeof(double), "inverse masses")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_charge, (size_t)n, sizeof(float), "charges")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_mstart, (size_t)p->nmol + 1, sizeof(int), "molecules")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_matom, (size_t)n, sizeof(int), "molecule atoms")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_vcom, 4, sizeof(double), "centre-of-mass velocity")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_pacc, 3, sizeof(md_fixed), "momentum sums")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_done, 1, sizeof(unsigned int), "block counter")) != MD_OK ||
+            (st = md_cuda_alloc((void **)&p->d_flags, MD_CUDA_FLAG_WORDS, sizeof(unsigned long long), "step flags")) != MD_OK ||
+            (st = md_cuda_alloc_pinned((void **)&p->h_flags, MD_CUDA_FLAG_WORDS, sizeof(unsigned long long), "step flags")) != MD_OK ||
+            (st = md_cuda_alloc_pinned((void **)&p->h_stage, 6 * (size_t)n + 8, sizeof(double), "step staging")) != MD_OK ||
+            (st = md_cuda_alloc_pinned((void **)&g.h_box, 3, sizeof(double), "box staging")) != MD_OK ||
+            (st = md__step_put(p->d_x, ref.x, 3 * (size_t)n * sizeof(double))) != MD_OK ||
+            (st = md__step_put(p->d_v, ref.v, 3 * (size_t)n * sizeof(double))) != MD_OK ||
+            (st = md__step_put(p->d_inv_mass, hinv, (size_t)n * sizeof(double))) != MD_OK ||
+            (st = md__step_put(p->d_charge, hq, (size_t)n * sizeof(float))) != MD_OK ||
+            (st = md__step_put(p->d_mstart, ms, ((size_t)p->nmol + 1) * sizeof(int))) != MD_OK ||
+            (st = md__step_put(p->d_matom, ma, (size_t)n * sizeof(int))) != MD_OK) {
+            md_free(hinv);
+            md_free(hq);
+            goto fail;
+        }
+        md_free(hinv);
+        md_free(hq);
+        if (cudaMemset(p->d_vcom, 0, 4 * sizeof(double)) != cudaSuccess ||
+            cudaMemset(p->d_pacc, 0, 3 * sizeof(md_fixed)) != cudaSuccess ||
+            cudaMemset(p->d_done, 0, sizeof(unsigned int)) != cudaSuccess ||
+            cudaMemset(p->d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof(unsigned long long)) != cudaSuccess) {
+            st = md_cuda_error(cudaGetLastError(), "cudaMemset(step plan)", __FILE__, __LINE__);
+            goto fail;
+        }
+        if (cudaDeviceSynchronize() != cudaSuccess) { /* the copies and memsets above precede the state's stream */
+            st = md_cuda_error(cudaGetLastError(), "cudaDeviceSynchronize", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
+    /* the constrained initial state in the state's float mirror, then the first forces */
+    MD__SIM_TRY(md__sim_mirror(&g));
+    MD__SIM_TRY(md__sim_evaluate(&g, 1));
+    if (cudaStreamSynchronize(g.state.q.stream) != cudaSuccess) {
+        st = md_cuda_error(cudaGetLastError(), "cudaStreamSynchronize", __FILE__, __LINE__);
+        goto fail;
+    }
+#undef MD__SIM_TRY
+    md_sim_free(&ref);
+    *s = g;
+    return MD_OK;
+fail:
+    md_sim_free(&ref);
+    md_cuda_sim_destroy(&g);
+    return st;
+}
+
+md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what) {
+    const char *fn = "md_cuda_sim_enqueue";
+    md__step_args A;
+    md_status r;
+    int k, blocks;
+    if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made (md_cuda_sim_create)");
+    if (nsteps < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nsteps", "must be >= 0 (got %d)", nsteps);
+    A = md__step_args_make(s);
+    blocks = (s->step.nunit + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK;
+    if (blocks < 1) blocks = 1;
+    for (k = 0; k < nsteps; k++) {
+        const int energy = (what & MD_CUDA_SIM_ENERGY) && k == nsteps - 1;
+        MD_CUDA_LAUNCH(md__step_integrate_kernel, blocks, MD_CUDA_STEP_BLOCK, 0, s->state.q.stream, A);
+        s->steps++;
+        s->since_sort++;
+        s->time_ps += s->desc.dt;
+        if ((r = md_cuda_sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u)) != MD_OK) return r;
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step) {
+    const char *fn = "md_cuda_sim_poll";
+    static const md_cuda_flag_text text[MD_CUDA_FLAG_COUNT] = {
+        {"x", "atom %llu: a position or velocity is not finite (the run has exploded)"},
+        {"constraint", "SETTLE or SHAKE / RATTLE failed at the unit of atom %llu (counted from 1): the run has exploded"},
+        {"x", "atom %llu moved more than max_displacement in one step: the neighbour search cannot follow it, the "
+              "run has exploded"}};
+    md_energy en;
+    md_status r;
+    const char *bad;
+    if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made (md_cuda_sim_create)");
+    /* the step's own flags first: a runaway atom is the cause of whatever else went wrong */
+    MD_CUDA_TRY(cudaMemcpyAsync(s->step.h_flags, s->step.d_flags, MD_CUDA_FLAG_WORDS * sizeof(unsigned long long),
+                                cudaMemcpyDeviceToHost, s->state.q.stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(s->state.q.stream));
+    if (s->step.h_flags[0]) {
+        int f;
+        for (f = 0; f < MD_CUDA_FLAG_COUNT; f++)
+            if (s->step.h_flags[0] & (1ull << f)) {
+                unsigned long long d = s->step.h_flags[1 + f];
+                if (f != MD_CUDA_FLAG_OVERFLOW) d = ~d;
+                MD_CUDA_TRY(cudaMemsetAsync(s->step.d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof(unsigned long long),
+                                            s->state.q.stream));
+                return md_set_error(MD_ERR_RANGE, fn, 0, text[f].field, text[f].format, d);
+            }
+    }
+    if (s->use_pme && (r = md_cuda_queue_sync(&s->pme.queue, "md_cuda_sim_poll (PME)", NULL)) != MD_OK) return r;
+    if ((r = md_cuda_nb_plan_poll(&s->nb, &s->state, &en)) != MD_OK) {
+        int grown = 0;
+        (void)md_cuda_nb_plan_grow(&s->nb, &s->state, &grown);
+        return r;
+    }
+    if (e) {
+        if (!s->energy_valid)
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "e",
+                                "the last enqueue computed no energies (pass MD_CUDA_SIM_ENERGY)");
+        if ((bad = md__energy_bad_term(&en)) != NULL || !isfinite(en.kinetic))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "energy", "term %s is not finite at step %lld", bad ? bad : "kinetic",
+                                s->steps);
+        *e = en;
+    }
+    if (step) *step = (long long)s->state.h_energy[MD_CUDA_E_COUNT];
+    return MD_OK;
+}
+
+md_status md_cuda_sim_download(md_cuda_sim *s, double *x, double *v, double box[3]) {
+    md_cuda_step_plan *p;
+    size_t n3;
+    int i;
+    if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_sim_download", 0, "s", "is not made");
+    p = &s->step;
+    n3 = 3 * (size_t)p->n;
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_stage, p->d_x, n3 * sizeof(double), cudaMemcpyDeviceToHost, s->state.q.stream));
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_stage + n3, p->d_v, n3 * sizeof(double), cudaMemcpyDeviceToHost, s->state.q.stream));
+    MD_CUDA_TRY(cudaMemcpyAsync(p->h_stage + 2 * n3, p->d_vcom, 4 * sizeof(double), cudaMemcpyDeviceToHost,
+                                s->state.q.stream));
+    MD_CUDA_TRY(cudaStreamSynchronize(s->state.q.stream));
+    if (x) memcpy(x, p->h_stage, n3 * sizeof(double));
+    if (v) /* the correction the next step's kernel would subtract, the same double operation */
+        for (i = 0; i < (int)n3; i++) v[i] = p->h_stage[n3 + i] - (s->desc.com_removal == 0 ? p->h_stage[2 * n3 + i % 3] : 0.0);
+    if (box) memcpy(box, s->box, 3 * sizeof(double));
+    return MD_OK;
+}
+
+md_status md_cuda_sim_get_system(md_cuda_sim *s, md_system *sys) {
+    double *x, *v;
+    md_status st;
+    int i, a;
+    if (!s || !sys || !sys->xyzq || !sys->vel || sys->n != s->step.n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_sim_get_system", 0, "sys", "is NULL or of another size");
+    x = (double *)md_alloc_array(6 * (size_t)sys->n, sizeof(double));
+    if (!x) return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_sim_get_system", 0, "n", "cannot allocate");
+    v = x + 3 * (size_t)sys->n;
+    if ((st = md_cuda_sim_download(s, x, v, NULL)) != MD_OK) {
+        md_free(x);
+        return st;
+    }
+    for (i = 0; i < sys->n; i++) {
+        float w[3];
+        for (a = 0; a < 3; a++) {
+            double y = x[3 * (size_t)i + a], L = s->box[a];
+            w[a] = (float)(y - L * floor(y / L));
+        }
+        sys->xyzq[i].x = w[0];
+        sys->xyzq[i].y = w[1];
+        sys->xyzq[i].z = w[2];
+        sys->vel[i].x = (float)v[3 * (size_t)i];
+        sys->vel[i].y = (float)v[3 * (size_t)i + 1];
+        sys->vel[i].z = (float)v[3 * (size_t)i + 2];
+    }
+    for (a = 0; a < 3; a++) sys->box[a] = s->box[a];
+    md_free(x);
+    return MD_OK;
+}
+
+/* Write the host box to the device (pinned staging, on the state's stream). */
+static md_status md__sim_put_box(md_cuda_sim *s) {
+    MD_CUDA_TRY(cudaStreamSynchronize(s->state.q.stream)); /* the staging may still be in use */
+    memcpy(s->h_box, s->box, 3 * sizeof(double));
+    memcpy(s->state.box, s->box, 3 * sizeof(double));
+    MD_CUDA_TRY(cudaMemcpyAsync(s->state.d_box, s->h_box, 3 * sizeof(double), cudaMemcpyHostToDevice, s->state.q.stream));
+    return MD_OK;
+}
+
+md_status md_cuda_sim_barostat(md_cuda_sim *s) {
+    const char *fn = "md_cuda_sim_barostat";
+    md_energy e0, e1;
+    double V, dV, Vn, sc, box0[3];
+    md_status r;
+    int a, accept;
+    if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made");
+    V = s->box[0] * s->box[1] * s->box[2];
+    dV = md_barostat_propose(&s->baro);
+    Vn = V + dV;
+    if (!(Vn > 0.0)) return MD_OK;
+    sc = cbrt(Vn / V);
+    if (!s->energy_valid) {
+        if ((r = md__sim_evaluate(s, 1)) != MD_OK) return r;
+    }
+    if ((r = md_cuda_sim_poll(s, &e0, NULL)) != MD_OK) return r;
+    for (a = 0; a < 3; a++) box0[a] = s->box[a];
+    MD_CUDA_TRY(cudaMemcpyAsync(s->step.d_x_save, s->step.d_x, 3 * (size_t)s->step.n * sizeof(double),
+                                cudaMemcpyDeviceToDevice, s->state.q.stream));
+    s->step.h_stage[0] = sc;
+    MD_CUDA_TRY(cudaMemcpyAsync(s->step.d_vcom + 3, s->step.h_stage, sizeof(double), cudaMemcpyHostToDevice,
+                                s->state.q.stream));
+    MD_CUDA_LAUNCH(md__step_scale_kernel, (s->step.nmol + 255) / 256, 256, 0, s->state.q.stream, s->step.nmol,
+                   (const int *)s->step.d_mstart, (const int *)s->step.d_matom, s->step.d_x, (const double *)s->state.d_box,
+                   (const double *)(s->step.d_vcom + 3));
+    for (a = 0; a < 3; a++) s->box[a] *= sc;
+    if ((r = md__sim_put_box(s)) != MD_OK || (r = md__sim_mirror(s)) != MD_OK || (r = md__sim_evaluate(s, 1)) != MD_OK)
+        return r;
+    r = md_cuda_sim_poll(s, &e1, NULL);
+    if (r != MD_OK && r != MD_ERR_RANGE) return r;
+    /* a trial whose energy is not finite (an overlap) counts as rejected, as in md_sim */
+    accept = md_barostat_decide(&s->baro, r == MD_OK ? md_energy_potential(&e1) - md_energy_potential(&e0) : INFINITY, dV,
+                                V, s->step.nmol, MD_KB * s->desc.temperature, s->desc.pressure);
+    if (!accept) {
+        MD_CUDA_TRY(cudaMemcpyAsync(s->step.d_x, s->step.d_x_save, 3 * (size_t)s->step.n * sizeof(double),
+                                    cudaMemcpyDeviceToDevice, s->state.q.stream));
+        for (a = 0; a < 3; a++) s->box[a] = box0[a];
+        if ((r = md__sim_put_box(s)) != MD_OK || (r = md__sim_mirror(s)) != MD_OK || (r = md__sim_evaluate(s, 1)) != MD_OK)
+            return r;
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_sim_run(md_cuda_sim *s, int nsteps, unsigned what) {
+    const int iv = s ? s->desc.barostat_interval : 0;
+    md_status r;
+    if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_sim_run", 0, "s", "is not made");
+    if (iv <= 0) return md_cuda_sim_enqueue(s, nsteps, what);
+    while (nsteps > 0) { /* chunks that end on the barostat's steps, which need the energy */
+        int chunk = (int)(iv - s->steps % iv), move;
+        if (chunk > nsteps) chunk = nsteps;
+        move = (s->steps + chunk) % iv == 0;
+        if ((r = md_cuda_sim_enqueue(s, chunk, move || (chunk == nsteps && (what & MD_CUDA_SIM_ENERGY)) ? MD_CUDA_SIM_ENERGY
+                                                                                                       : 0u)) != MD_OK)
+            return r;
+        nsteps -= chunk;
+        if (move && (r = md_cuda_sim_barostat(s)) != MD_OK) return r;
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_sim_checkpoint(md_cuda_sim *s, md_checkpoint *ck) {
+    md_checkpoint c;
+    md_status st;
+    long long step = 0;
+    if (!s || !s->step.d_x || !ck) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_sim_checkpoint", 0, "s/ck", "is NULL");
+    memset(&c, 0, sizeof c);
+    c.n = s->step.n;
+    c.x = (double *)md_alloc_array(3 * (size_t)c.n, sizeof(double));
+    c.v = (double *)md_alloc_array(3 * (size_t)c.n, sizeof(double));
+    if (!c.x || !c.v) {
+        md_checkpoint_free(&c);
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, "md_cuda_sim_checkpoint", 0, "n", "cannot allocate");
+    }
+    if ((st = md_cuda_sim_download(s, c.x, c.v, c.box)) != MD_OK ||
+        (st = md_cuda_sim_poll(s, NULL, &step)) != MD_OK) {
+        md_checkpoint_free(&c);
+        return st;
+    }
+    c.step = step;
+    c.time_ps = s->time_ps;
+    c.seed = s->desc.seed;
+    c.baro = s->baro;
+    *ck = c;
+    return MD_OK;
+}
+
+md_status md_cuda_sim_restore(md_cuda_sim *s, const md_checkpoint *ck) {
+    const char *fn = "md_cuda_sim_restore";
+    md_status r;
+    size_t n3;
+    int i;
+    if (!s || !s->step.d_x || !ck || !ck->x || !ck->v) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s/ck", "is NULL");
+    if (ck->n != s->step.n)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "n", "checkpoint of %d atoms for a run of %d", ck->n, s->step.n);
+    n3 = 3 * (size_t)ck->n;
+    for (i = 0; i < (int)n3; i++)
+        if (!isfinite(ck->x[i]) || !isfinite(ck->v[i]))
+            return md_set_error(MD_ERR_RANGE, fn, 0, "x/v", "atom %d: not finite", i / 3);
+    if ((r = md_nb_check_box(fn, &s->nb.params, ck->box)) != MD_OK) return r;
+    MD_CUDA_TRY(cudaStreamSynchronize(s->state.q.stream));
+    memcpy(s->step.h_stage, ck->x, n3 * sizeof(double));
+    memcpy(s->step.h_stage + n3, ck->v, n3 * sizeof(double));
+    MD_CUDA_TRY(cudaMemcpyAsync(s->step.d_x, s->step.h_stage, n3 * sizeof(double), cudaMemcpyHostToDevice, s->state.q.stream));
+    MD_CUDA_TRY(cudaMemcpyAsync(s->step.d_v, s->step.h_stage + n3, n3 * sizeof(double), cudaMemcpyHostToDevice,
+                                s->state.q.stream));
+    MD_CUDA_TRY(cudaMemsetAsync(s->step.d_vcom, 0, 3 * sizeof(double), s->state.q.stream));
+    MD_CUDA_TRY(cudaMemsetAsync(s->step.d_pacc, 0, 3 * sizeof(md_fixed), s->state.q.stream));
+    {
+        long long st = ck->step;
+        memcpy(s->step.h_stage + 2 * n3, &st, sizeof st);
+        MD_CUDA_TRY(cudaMemcpyAsync(s->state.d_step, s->step.h_stage + 2 * n3, sizeof(long long), cudaMemcpyHostToDevice,
+                                    s->state.q.stream));
+    }
+    memcpy(s->box, ck->box, sizeof s->box);
+    if ((r = md__sim_put_box(s)) != MD_OK || (r = md__sim_mirror(s)) != MD_OK) return r;
+    s->steps = ck->step;
+    s->time_ps = ck->time_ps;
+    s->desc.seed = s->step.desc.seed = ck->seed;
+    s->baro = ck->baro;
+    if ((r = md__sim_evaluate(s, 1)) != MD_OK) return r;
+    return md_cuda_sim_poll(s, NULL, NULL);
+}
+
+double md_cuda_sim_temperature(const md_cuda_sim *s, double kinetic) {
+    if (!s || s->ndof < 1) return 0.0;
+    return 2.0 * kinetic / (s->ndof * MD_KB);
+}
+
+double md_cuda_sim_density(const md_cuda_sim *s) {
+    if (!s) return 0.0;
+    return s->step.total_mass / (602.214076 * s->box[0] * s->box[1] * s->box[2]);
+}
+
+md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *out) {
+    const char *fn = "md_cuda_sim_profile";
+    enum { E_START, E_INT, E_NB, E_BOND, E_SPREAD, E_FWD, E_SOLVE, E_BWD, E_GATHER, E_END, E_COUNT };
+    cudaEvent_t ev[E_COUNT], t0, t1;
+    md_cuda_step_profile pr;
+    md_cuda_state *st = &s->state;
+    md__step_args A;
+    md_status r = MD_OK;
+    int k, i, blocks;
+    float ms;
+    double w0;
+    if (!s || !s->step.d_x || !out || nsteps < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s/out/nsteps", "is NULL or < 1");
+    memset(&pr, 0, sizeof pr);
+    for (i = 0; i < E_COUNT; i++) MD_CUDA_TRY(cudaEventCreate(&ev[i]));
+    MD_CUDA_TRY(cudaEventCreate(&t0));
+    MD_CUDA_TRY(cudaEventCreate(&t1));
+    A = md__step_args_make(s);
+    blocks = (s->step.nunit + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK;
+    if (blocks < 1) blocks = 1;
+    /* part by part: every part on the state's stream, PME stage by stage on its stream after the rest */
+    MD_CUDA_TRY(cudaEventRecord(t0, st->q.stream));
+    for (k = 0; k < nsteps && r == MD_OK; k++) {
+        double part[E_COUNT];
+        MD_CUDA_TRY(cudaEventRecord(ev[E_START], st->q.stream));
+        MD_CUDA_LAUNCH(md__step_integrate_kernel, blocks, MD_CUDA_STEP_BLOCK, 0, st->q.stream, A);
+        s->steps++;
+        s->since_sort++;
+        s->time_ps += s->desc.dt;
+        MD_CUDA_TRY(cudaEventRecord(ev[E_INT], st->q.stream));
+        if ((r = md_cuda_nb_enqueue(&s->nb, st, s->nb.opts.sort_interval > 0 && s->since_sort >= s->nb.opts.sort_interval
+                                                   ? MD_CUDA_NB_SORT : 0u)) != MD_OK)
+            break;
+        if (s->nb.opts.sort_interval > 0 && s->since_sort >= s->nb.opts.sort_interval) s->since_sort = 0;
+        MD_CUDA_TRY(cudaEventRecord(ev[E_NB], st->q.stream));
+        if ((r = md_cuda_bonded_enqueue(&s->bonded, st->q.stream, st->d_xyzq, st->d_rank, st->d_box, st->d_force, st->stride,
+                                        NULL, NULL)) != MD_OK)
+            break;
+        MD_CUDA_TRY(cudaEventRecord(ev[E_BOND], st->q.stream));
+        if (s->use_pme) {
+            cudaStream_t ps = s->pme.queue.stream;
+            MD_CUDA_TRY(cudaStreamWaitEvent(ps, ev[E_BOND], 0));
+            if ((r = md_cuda_pme_enqueue_spread(&s->pme, s->pme.spread, st->d_xyzq, st->n, st->d_box)) != MD_OK) break;
+            MD_CUDA_TRY(cudaEventRecord(ev[E_SPREAD], ps));
+            if ((r = md_cuda_pme_enqueue_forward(&s->pme)) != MD_OK) break;
+            MD_CUDA_TRY(cudaEventRecord(ev[E_FWD], ps));
+            if ((r = md_cuda_pme_enqueue_solve(&s->pme, st->d_box, &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK) break;
+            MD_CUDA_TRY(cudaEventRecord(ev[E_SOLVE], ps));
+            if ((r = md_cuda_pme_enqueue_backward(&s->pme)) != MD_OK) break;
+            MD_CUDA_TRY(cudaEventRecord(ev[E_BWD], ps));
+            if ((r = md_cuda_pme_enqueue_gather(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride)) != MD_OK)
+                break;
+            MD_CUDA_TRY(cudaEventRecord(ev[E_GATHER], ps));
+            MD_CUDA_TRY(cudaStreamWaitEvent(st->q.stream, ev[E_GATHER], 0));
+        }
+        MD_CUDA_TRY(cudaEventRecord(ev[E_END], st->q.stream));
+        MD_CUDA_TRY(cudaEventSynchronize(ev[E_END]));
+        for (i = 1; i < E_COUNT; i++) {
+            int prev = i == E_SPREAD ? E_BOND : i == E_END ? (s->use_pme ? E_GATHER : E_BOND) : i - 1;
+            part[i] = 0.0;
+            if (!s->use_pme && i >= E_SPREAD && i <= E_GATHER) continue;
+            MD_CUDA_TRY(cudaEventElapsedTime(&ms, ev[prev], ev[i]));
+            part[i] = 1e-3 * ms;
+        }
+        pr.integrate += part[E_INT];
+        pr.nonbonded += part[E_NB];
+        pr.bonded += part[E_BOND];
+        pr.pme_spread += part[E_SPREAD];
+        pr.pme_forward += part[E_FWD];
+        pr.pme_solve += part[E_SOLVE];
+        pr.pme_backward += part[E_BWD];
+        pr.pme_gather += part[E_GATHER];
+    }
+    if (r == MD_OK) {
+        MD_CUDA_TRY(cudaEventRecord(t1, st->q.stream));
+        MD_CUDA_TRY(cudaEventSynchronize(t1));
+        MD_CUDA_TRY(cudaEventElapsedTime(&ms, t0, t1));
+        pr.step_serial = 1e-3 * ms / nsteps;
+        /* the ordinary step, timed over all steps */
+        MD_CUDA_TRY(cudaEventRecord(t0, st->q.stream));
+        w0 = md_wall_seconds();
+        r = md_cuda_sim_enqueue(s, nsteps, 0u);
+        pr.host_enqueue = (md_wall_seconds() - w0) / nsteps;
+    }
+    if (r == MD_OK) {
+        MD_CUDA_TRY(cudaEventRecord(t1, st->q.stream));
+        MD_CUDA_TRY(cudaEventSynchronize(t1));
+        MD_CUDA_TRY(cudaEventElapsedTime(&ms, t0, t1));
+        pr.step = 1e-3 * ms / nsteps;
+        pr.steps = nsteps;
+        pr.integrate /= nsteps;
+        pr.nonbonded /= nsteps;
+        pr.bonded /= nsteps;
+        pr.pme_spread /= nsteps;
+        pr.pme_forward /= nsteps;
+        pr.pme_solve /= nsteps;
+        pr.pme_backward /= nsteps;
+        pr.pme_gather /= nsteps;
+        pr.parts_sum = pr.integrate + pr.nonbonded + pr.bonded + pr.pme_spread + pr.pme_forward + pr.pme_solve +
+                       pr.pme_backward + pr.pme_gather;
+        s->energy_valid = 0;
+        *out = pr;
+    }
+    for (i = 0; i < E_COUNT; i++) (void)cudaEventDestroy(ev[i]);
+    (void)cudaEventDestroy(t0);
+    (void)cudaEventDestroy(t1);
+    return r;
+}
+
+#endif /* MD_CUDA_STEP_IMPLEMENTED */

@@ -13,6 +13,9 @@ peer's number next to md.h's and print the ratio. Nothing here is a reference fo
                 reciprocal part plus a small integrator (an upper bound on PME reciprocal time)
   openmm-energy the same system's energy components on the given platform (to compare with md.h
                 on the same configuration)
+  openmm-drift  NVE energy drift: --equil ps of LangevinMiddle (300 K, 1/ps), then --ps ps with a
+                VerletIntegrator (2 fs, leapfrog, rigid water), the total energy every 0.1 ps and
+                its least-squares slope (chapter 08's --drift does the same with md.h)
   freud-rdf     freud's RDF of one frame (XYZ file, cubic box from --box) with --threads threads
 
 Install on a device machine from carried wheels (bench/README.md):
@@ -101,6 +104,43 @@ def openmm_energy(args):
                       "recip_kj_mol": recip}), flush=True)
 
 
+def openmm_drift(args):
+    mm, app, u, top, pos, system = _openmm_system(args)
+    plat, props = _platform(mm, args.platform)
+    lang = mm.LangevinMiddleIntegrator(300 * u.kelvin, 1.0 / u.picosecond, 0.002 * u.picoseconds)
+    lang.setRandomNumberSeed(2026)
+    ctx = mm.Context(system, lang, plat, props)
+    ctx.setPositions(pos)
+    ctx.setVelocitiesToTemperature(300 * u.kelvin, 2026)
+    lang.step(int(round(args.equil / 0.002)))
+    st = ctx.getState(getPositions=True, getVelocities=True)
+    verlet = mm.VerletIntegrator(0.002 * u.picoseconds)
+    ctx2 = mm.Context(system, verlet, plat, props)
+    ctx2.setPeriodicBoxVectors(*st.getPeriodicBoxVectors())
+    ctx2.setPositions(st.getPositions())
+    ctx2.setVelocities(st.getVelocities())
+    kj = u.kilojoule_per_mole
+    t, e = [], []
+    per = 50
+    t0 = time.perf_counter()
+    for k in range(int(round(args.ps / (per * 0.002))) + 1):
+        if k:
+            verlet.step(per)
+        s = ctx2.getState(getEnergy=True)
+        t.append(k * per * 0.002)
+        e.append((s.getPotentialEnergy() + s.getKineticEnergy()).value_in_unit(kj))
+    n = len(t)
+    mt, me = sum(t) / n, sum(e) / n
+    slope = sum((a - mt) * (b - me) for a, b in zip(t, e)) / sum((a - mt) ** 2 for a in t)
+    dof = 3 * system.getNumParticles() - system.getNumConstraints()
+    dof -= 3 if any(isinstance(f, mm.CMMotionRemover) for f in system.getForces()) else 0
+    print(json.dumps({"schema": "md_peer/1", "peer": "openmm " + mm.__version__, "what": "drift",
+                      "platform": args.platform, "atoms": top.getNumAtoms(), "ps": t[-1], "dof": dof,
+                      "drift_kj_mol_ns": 1e3 * slope, "drift_kj_mol_ns_per_dof": 1e3 * slope / dof,
+                      "max_excursion_kj_mol": max(abs(x - e[0]) for x in e),
+                      "wall_s": time.perf_counter() - t0}), flush=True)
+
+
 def freud_rdf(args):
     import numpy as np
     import freud
@@ -131,7 +171,7 @@ def freud_rdf(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("openmm-step", "openmm-recip", "openmm-energy"):
+    for name in ("openmm-step", "openmm-recip", "openmm-energy", "openmm-drift"):
         s = sub.add_parser(name)
         s.add_argument("--pdb", help="water box PDB (HOH residues O, H1, H2; CRYST1 box)")
         s.add_argument("--edge", type=float, default=6.2, help="Modeller box edge (nm) when no --pdb")
@@ -140,6 +180,8 @@ def main():
         s.add_argument("--tolerance", type=float, default=5e-4)
         s.add_argument("--steps", type=int, default=2000)
         s.add_argument("--warmup", type=int, default=200)
+        s.add_argument("--ps", type=float, default=100.0, help="openmm-drift: NVE picoseconds")
+        s.add_argument("--equil", type=float, default=20.0, help="openmm-drift: Langevin picoseconds first")
     s = sub.add_parser("freud-rdf")
     s.add_argument("--xyz", required=True)
     s.add_argument("--box", type=float, required=True, help="cubic box edge (nm)")
@@ -154,6 +196,8 @@ def main():
         openmm_step(a, recip_only=True)
     elif a.cmd == "openmm-energy":
         openmm_energy(a)
+    elif a.cmd == "openmm-drift":
+        openmm_drift(a)
     else:
         freud_rdf(a)
     return 0

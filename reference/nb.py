@@ -252,12 +252,12 @@ def dispersion(types, c6, c12, box, rc):
     return pre * (m12 / (9 * rc ** 9) - m6 / (3 * rc ** 3)), pre * (4 * m12 / (9 * rc ** 9) - 2 * m6 / (3 * rc ** 3))
 
 
-def run_dump(root, outdir):
-    """Build (if needed) and run build/reference/dump_nb into outdir; returns the byte-order
-    prefix for numpy ('<' or '>') and meta.txt's other lines split into fields."""
-    exe = os.path.join(root, "build", "reference", "dump_nb")
+def run_dump(root, outdir, name="dump_nb"):
+    """Build (if needed) and run build/reference/NAME (dump_nb unless named) into outdir; returns
+    the byte-order prefix for numpy ('<' or '>') and meta.txt's other lines split into fields."""
+    exe = os.path.join(root, "build", "reference", name)
     if not os.path.exists(exe):
-        subprocess.check_call(["make", "-s", "build/reference/dump_nb"], cwd=root)
+        subprocess.check_call(["make", "-s", "build/reference/" + name], cwd=root)
     subprocess.check_call([exe, outdir])
     endian, lines = "<", []
     for line in open(os.path.join(outdir, "meta.txt")):

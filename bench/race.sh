@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The race of chapter 08: md.h's GPU step against OpenMM's on the same TIP3P boxes, on the same
+# GPU, in one run.
+#   bench/race.sh               the 23,568- and 95,766-atom boxes: each code's time per step, the
+#                               ratio (the goal: md.h <= 0.67 x OpenMM), and the potential
+#                               energy of the same configuration from both (the same physics)
+#   bench/race.sh --drift PS    also the NVE energy drift over PS ps on the 23,568-atom box
+#                               (20 ps of Langevin first), md.h vs OpenMM's VerletIntegrator
+#   bench/race.sh --steps N     timed steps per code and box (default 2000)
+#   bench/race.sh --quick       the 23,568-atom box only, 500 steps
+# Settings (both codes): TIP3P (OpenMM's tip3p.xml values), rigid water, PME with Ewald
+# tolerance 5e-4 and cutoff 0.9 nm (LJ cut there with the dispersion correction, OpenMM's
+# NonbondedForce), 2 fs, LangevinMiddle 300 K at 1/ps; OpenMM on its CUDA platform in mixed
+# precision. The boxes are md.h's builder's, written as PDB files both codes read
+# (build/chapters/08_md_step --write-pdb). Needs nvcc, a GPU and OpenMM importable by python3 (on
+# a device machine: wheels carried in .whl/, installed here into a temporary folder; see
+# bench/README.md). Every measurement is one JSON line in ${OUT:-build/race}/race.jsonl; the
+# table at the end compares only numbers of this run.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/race}
+STEPS=2000; DRIFT=0; QUICK=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --drift) DRIFT=$2; shift ;;
+    --steps) STEPS=$2; shift ;;
+    --quick) QUICK=1; STEPS=500 ;;
+    *) echo "usage: $0 [--quick] [--steps N] [--drift PS]" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$OUT"
+J=$OUT/race.jsonl
+: > "$J"
+for d in /usr/local/cuda/bin; do [ -d "$d" ] && PATH="$PATH:$d"; done
+make -s build/chapters/08_md_step || { echo "FAIL race: build/chapters/08_md_step did not build"; exit 1; }
+if ! python3 -c 'import openmm' 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  SITE=$(mktemp -d)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl &&
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if ! python3 -c 'import openmm' 2>/dev/null; then
+  echo "FAIL race: OpenMM is not importable by python3 (carry its wheels in .whl/, see bench/README.md)"
+  exit 1
+fi
+build/chapters/08_md_step --write-pdb "$OUT/water" || exit 1
+BOXES="23568 95766"
+[ "$QUICK" -eq 1 ] && BOXES=23568
+rc=0
+for n in $BOXES; do
+  pdb=$OUT/water_$n.pdb
+  echo "== $n atoms"
+  build/chapters/08_md_step --race "$pdb" --steps "$STEPS" | tee -a "$OUT/race.log" | grep '"md_race/1"' >> "$J" || rc=1
+  python3 bench/peers.py openmm-energy --pdb "$pdb" | grep '"md_peer/1"' >> "$J" || rc=1
+  python3 bench/peers.py openmm-step --pdb "$pdb" --steps "$STEPS" | grep '"md_peer/1"' >> "$J" || rc=1
+done
+if [ "$DRIFT" != 0 ]; then
+  pdb=$OUT/water_23568.pdb
+  echo "== NVE drift, $DRIFT ps"
+  build/chapters/08_md_step --drift "$DRIFT" --race "$pdb" | grep '"md_race/1"' >> "$J" || rc=1
+  python3 bench/peers.py openmm-drift --pdb "$pdb" --ps "$DRIFT" | grep '"md_peer/1"' >> "$J" || rc=1
+fi
+python3 - "$J" <<'EOF' || rc=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def pick(code, what, atoms):
+    for r in rows:
+        c = "md.h" if r.get("schema") == "md_race/1" else "openmm"
+        if c == code and r.get("what") == what and r.get("atoms") == atoms:
+            return r
+    return None
+bad = 0
+print("\n%-8s %14s %14s %8s %6s %18s %18s %10s" % ("atoms", "md.h us/step", "OpenMM us/step", "ratio", "goal",
+                                                 "E md.h (kJ/mol)", "E OpenMM (kJ/mol)", "rel diff"))
+for atoms in sorted({r["atoms"] for r in rows}):
+    m, o, e = pick("md.h", "step", atoms), pick("openmm", "step", atoms), pick("openmm", "energy", atoms)
+    if not (m and o and e):
+        continue
+    ratio = m["s_per_step"] / o["s_per_step"]
+    de = abs(m["potential_kj_mol"] - e["potential_kj_mol"]) / abs(e["potential_kj_mol"])
+    ok = ratio <= 0.67
+    bad += not ok
+    print("%-8d %14.1f %14.1f %8.3f %6s %18.2f %18.2f %10.2e" % (atoms, 1e6 * m["s_per_step"], 1e6 * o["s_per_step"],
+          ratio, "ok" if ok else "MISS", m["potential_kj_mol"], e["potential_kj_mol"], de))
+    print("         md.h %.0f ns/day, OpenMM %.0f ns/day; PME grid md.h %s, OpenMM %s" % (
+          m["ns_per_day"], o["ns_per_day"], m["pme_grid"], o["pme_grid"]))
+m, o = pick("md.h", "drift", 23568), pick("openmm", "drift", 23568)
+if m and o:
+    print("\nNVE drift, 23568 atoms: md.h %.4g kJ/mol/ns per dof over %.0f ps, OpenMM %.4g over %.0f ps (%s)" % (
+          m["drift_kj_mol_ns_per_dof"], m["ps"], o["drift_kj_mol_ns_per_dof"], o["ps"],
+          "no worse" if abs(m["drift_kj_mol_ns_per_dof"]) <= abs(o["drift_kj_mol_ns_per_dof"]) else "WORSE"))
+sys.exit(0)
+EOF
+echo "results: $J"
+exit $rc

@@ -1,0 +1,559 @@
+/* Chapter 08: the MD step on the GPU. The ladder, on a TIP3P box (default: the 23,568-atom
+ * benchmark box, 7,856 molecules in 6.2 nm; --quick: 648 molecules), rigid water (SETTLE),
+ * PME (tolerance 5e-4, cutoff 0.9 nm), 2 fs, Langevin 300 K at 1/ps:
+ *
+ *   cpu_step          md.h's md_sim: the reference (double; OpenMP over the force loops)
+ *   gpu_step          md_cuda_sim: the GPU-resident step (cluster-pair nonbonded, PME on its
+ *                     own stream overlapping it, one fused integrate kernel)
+ *   gpu_serial_pme    the same with PME after the nonbonded kernels (no overlap)
+ *   gpu_half_list     the exact half-list nonbonded rung (bitwise the CPU's fixed-point sums)
+ *   exercise          your integrate kernel (exercise.cu; NVE)
+ * Each row starts from the same state as cpu_step and is checked after CHECK_STEPS steps: the
+ * error column is the largest |x_gpu - x_cpu| over all coordinates (nm), tolerance 2e-4 nm (the
+ * float forces differ from the double ones by ~1e-5 relative; tests/gpu_step.cu states why).
+ * Time: GPU rows by CUDA events over --steps steps enqueued back to back (median of --reps runs);
+ * the CPU row by wall clock over a few steps. Rate: atom-steps per second; ns/day under each row.
+ *
+ * Then the breakdown of a gpu_step step (md_cuda_sim_profile): each part's GPU time with the
+ * parts run one after another (events between them), their sum, the serial step (the parts
+ * back to back: the difference is the GPU's idle time between launches, which chapter 09's
+ * graphs remove), the overlapped step, and the host time spent enqueueing one step.
+ *
+ * Modes (each prints JSON lines for bench/race.sh; the PDB is a water box as md_write_pdb writes
+ * it with md_water_pdb_names: HOH residues O, H1, H2 and a CRYST1 box):
+ *   --write-pdb PREFIX  write the benchmark boxes as PREFIX_23568.pdb and PREFIX_95766.pdb
+ *   --race FILE.pdb     time md.h's step on the PDB's box with OpenMM's race settings (LJ cut at
+ *                       0.9 nm with the dispersion correction, as OpenMM's tip3p.xml system) and
+ *                       print {"schema":"md_race/1",...} with s_per_step, ns_per_day and the
+ *                       potential energy of the PDB's configuration (for bench/peers.py
+ *                       openmm-energy)
+ *   --drift PS          NVE energy drift of PS ps (after 20 ps of Langevin) on --race's box
+ *                       (default: the 23,568-atom box), leapfrog with rigid water as OpenMM's
+ *                       VerletIntegrator: JSON with the slope in kJ/mol/ns per degree of freedom
+ *   --validate PS       SPC/E at 298 K and 1 bar: NPT (Langevin + Monte Carlo barostat, LJ
+ *                       dispersion correction) for PS ps, the second half sampled: density and
+ *                       the O-O g(r) (md.h's RDF, chapter 05) against the published values
+ *                       (see VALIDATE_* below), JSON and PASS/FAIL lines
+ *
+ *   build/chapters/08_md_step [--quick] [--json FILE] [--reps N] [--steps N]
+ *                             [--write-pdb PREFIX] [--race FILE.pdb] [--drift PS] [--validate PS] */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#ifdef __CUDACC__
+#include "exercise.cu"
+#else /* no nvcc: the Makefile compiles this file as C11; the CPU row runs, the GPU rows SKIP */
+#include "md.h"
+#endif
+#include "ladder.h"
+#include <float.h>
+
+/* The GPU rows and modes need md_cuda.cu.h's step section (which needs its nb section). */
+#if defined(__CUDACC__) && defined(MD_CUDA_STEP_DECLARED)
+#define CH08_GPU 1
+#endif
+
+#ifndef CH08_GPU
+#ifdef __CUDACC__
+#define NO_GPU_BUILD "md_cuda.cu.h has no step section in this build (it needs section nb's MD state)"
+#else
+#define NO_GPU_BUILD "nvcc not found (this build has the CPU row only)"
+#endif
+#endif
+#define CHECK_STEPS 10
+#define RACE_STEPS 2000
+
+/* A TIP3P (or SPC/E) box of `molecules` molecules at 0.997 g/cm^3, or of edge `edge` nm. */
+static md_status water_box(md_system *s, md_topology *t, md_lj_table *lj, md_water_model model, int molecules, double edge) {
+    md_water_desc d;
+    memset(&d, 0, sizeof d);
+    d.model = model;
+    d.molecules = molecules;
+    d.edge = edge;
+    d.seed = LADDER_SEED;
+    return md_build_water_box(s, t, lj, &d);
+}
+
+#ifdef CH08_GPU
+/* A water box read from a PDB (HOH residues), charges from the model, velocities at 300 K. */
+static md_status read_box(const char *path, md_system *s, md_topology *t, md_lj_table *lj) {
+    md_status st = md_read_pdb(path, s);
+    md_rng r;
+    int i;
+    if (st != MD_OK) return st;
+    if ((st = md_topology_water_ions(s, MD_WATER_TIP3P, t, lj)) != MD_OK ||
+        (st = md_topology_apply_charges(t, s->xyzq, s->n)) != MD_OK) {
+        md_system_free(s);
+        return st;
+    }
+    md_rng_seed(&r, LADDER_SEED);
+    for (i = 0; i < s->n; i++) { /* Maxwell-Boltzmann; the step constrains and removes the drift */
+        double sd = sqrt(MD_KB * 300.0 / t->mass[i]);
+        s->vel[i].x = (float)(sd * md_rng_normal(&r));
+        s->vel[i].y = (float)(sd * md_rng_normal(&r));
+        s->vel[i].z = (float)(sd * md_rng_normal(&r));
+    }
+    return MD_OK;
+}
+#endif
+
+/* OpenMM's race settings: Langevin middle 300 K, 1/ps, 2 fs; PME 5e-4, rc 0.9 nm; rigid water. */
+static md_sim_desc race_desc(int openmm_lj) {
+    md_sim_desc d;
+    memset(&d, 0, sizeof d);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.seed = LADDER_SEED;
+    if (openmm_lj) { /* OpenMM's NonbondedForce: plain LJ cut at rc, with the dispersion correction */
+        d.nb.lj = MD_LJ_TRUNCATE;
+        d.nb.dispersion_correction = 1;
+    }
+    return d;
+}
+
+static double ns_per_day(double dt_ps, double s_per_step) { return dt_ps * 1e-3 * 86400.0 / s_per_step; }
+
+#ifdef CH08_GPU
+/* GPU time per step of `steps` steps (median of reps runs), CUDA events on the run's stream. */
+static md_status time_gpu(md_cuda_sim *g, int steps, int reps, int exercise, double *xn, double *s_per_step) {
+    cudaEvent_t a, b;
+    double t[64];
+    md_status st = MD_OK;
+    int r, k;
+    float ms;
+    if (reps > 64) reps = 64;
+    MD_CUDA_TRY(cudaEventCreate(&a));
+    MD_CUDA_TRY(cudaEventCreate(&b));
+    for (r = 0; r <= reps && st == MD_OK; r++) { /* run 0 warms up */
+        MD_CUDA_TRY(cudaEventRecord(a, g->state.q.stream));
+        if (exercise)
+            for (k = 0; k < steps && st == MD_OK; k++) {
+                if ((st = exercise_integrate(g, xn)) == MD_OK) st = md_cuda_sim_enqueue_forces(g, 0);
+            }
+        else st = md_cuda_sim_enqueue(g, steps, 0);
+        MD_CUDA_TRY(cudaEventRecord(b, g->state.q.stream));
+        MD_CUDA_TRY(cudaEventSynchronize(b));
+        MD_CUDA_TRY(cudaEventElapsedTime(&ms, a, b));
+        if (r > 0) t[r - 1] = 1e-3 * ms / steps;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (st == MD_OK) st = md_cuda_sim_poll(g, NULL, NULL);
+    if (st == MD_OK) *s_per_step = md_median(t, reps);
+    return st;
+}
+#endif
+
+/* ---- the ladder ---- */
+
+static int run_ladder(const ladder_opts *o, int steps) {
+    ladder l;
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim c;
+    md_sim_desc d = race_desc(0);
+    const int molecules = o->quick ? 648 : 7856;
+    const int cpu_steps = o->quick ? 5 : 2;
+    double t0, t_cpu, *x_ref = NULL;
+    char title[320], dev[300] = "cpu";
+    int failed;
+#ifdef CH08_GPU
+    md_cuda_device_info info;
+    if (md_cuda_available() && md_cuda_get_device_info(0, &info) == MD_OK) snprintf(dev, sizeof dev, "%s", info.name);
+#endif
+    if (water_box(&s, &t, &lj, MD_WATER_TIP3P, molecules, o->quick ? 0.0 : 6.2) != MD_OK) {
+        printf("FAIL water box: %s\n", md_last_error());
+        return 1;
+    }
+    snprintf(title, sizeof title,
+             "Chapter 08: the MD step, TIP3P box of %d atoms (%.2f nm), PME, SETTLE, 2 fs, Langevin\n"
+             "time: per step; error: the largest |x - x_cpu| (nm) after %d steps from the same start",
+             s.n, s.box[0], CHECK_STEPS);
+    ladder_begin(&l, o, "08_md_step", title, "atom-steps/s", "atoms", dev);
+    /* the reference: CHECK_STEPS steps on the CPU from the common start; its time per step */
+    if (md_sim_create(&c, &s, &t, &lj, &d) != MD_OK) {
+        ladder_row_error(&l, "cpu_step", md_last_error());
+        free(x_ref);
+        return ladder_end(&l);
+    }
+    x_ref = (double *)malloc(3 * (size_t)s.n * sizeof(double));
+    t0 = md_wall_seconds();
+    if (!x_ref || md_sim_step(&c, cpu_steps) != MD_OK) {
+        ladder_row_error(&l, "cpu_step", md_last_error());
+        md_sim_free(&c);
+        free(x_ref);
+        return ladder_end(&l);
+    }
+    t_cpu = (md_wall_seconds() - t0) / cpu_steps;
+    if (md_sim_step(&c, CHECK_STEPS - cpu_steps) != MD_OK) ladder_row_error(&l, "cpu_step", md_last_error());
+    memcpy(x_ref, c.x, 3 * (size_t)s.n * sizeof(double));
+    md_sim_free(&c);
+    ladder_row(&l, "cpu_step", s.n, t_cpu, s.n, NAN, NAN, 0.0);
+    printf("    %.3f ns/day\n", ns_per_day(0.002, t_cpu));
+#ifdef CH08_GPU
+    if (!md_cuda_available()) {
+        printf("SKIP GPU rows: %s\n", md_last_error());
+    } else {
+        static const char *const names[4] = {"gpu_step", "gpu_serial_pme", "gpu_half_list", "exercise"};
+        md_cuda_step_profile pr;
+        const int reps = o->reps ? o->reps : (o->quick ? 3 : 7);
+        int row;
+        for (row = 0; row < 4; row++) {
+            md_cuda_sim g;
+            md_cuda_sim_opts go;
+            md_sim_desc dd = d;
+            double *x = (double *)malloc(3 * (size_t)s.n * sizeof(double)), *xn = NULL, err = 0.0, sps = 0.0;
+            md_status st;
+            int k;
+            if (!ladder_selected(&l, names[row])) {
+                free(x);
+                continue;
+            }
+            memset(&go, 0, sizeof go);
+            if (row == 1) go.serial_pme = 1;
+            if (row == 2) go.nb_variant = MD_NB_GPU_HALF_LIST;
+            if (row == 3) { /* the exercise integrates NVE without centre-of-mass removal */
+                dd.thermostat = MD_THERMOSTAT_NONE;
+                dd.com_removal = -1;
+            }
+            if ((st = md_cuda_sim_create(&g, &s, &t, &lj, &dd, &go)) != MD_OK) {
+                ladder_row_error(&l, names[row], md_last_error());
+                free(x);
+                continue;
+            }
+            if (row == 3) {
+                md_sim cc;
+                if (cudaMalloc(&xn, 3 * (size_t)s.n * sizeof(double)) != cudaSuccess ||
+                    md_sim_create(&cc, &s, &t, &lj, &dd) != MD_OK || md_sim_step(&cc, CHECK_STEPS) != MD_OK) {
+                    ladder_row_error(&l, names[row], "cannot set up the exercise's reference");
+                    md_cuda_sim_destroy(&g);
+                    free(x);
+                    continue;
+                }
+                memcpy(x_ref, cc.x, 3 * (size_t)s.n * sizeof(double));
+                md_sim_free(&cc);
+                for (k = 0; k < CHECK_STEPS && st == MD_OK; k++)
+                    if ((st = exercise_integrate(&g, xn)) == MD_OK) st = md_cuda_sim_enqueue_forces(&g, 0);
+            } else {
+                st = md_cuda_sim_enqueue(&g, CHECK_STEPS, 0);
+            }
+            if (st == MD_OK) st = md_cuda_sim_poll(&g, NULL, NULL);
+            if (st == MD_OK) st = md_cuda_sim_download(&g, x, NULL, NULL);
+            if (st != MD_OK) {
+                ladder_row_error(&l, names[row], md_last_error());
+            } else {
+                for (k = 0; k < 3 * s.n; k++) err = fmax(err, fabs(x[k] - x_ref[k]));
+                if (err <= 2e-4 && (st = time_gpu(&g, steps, reps, row == 3, xn, &sps)) != MD_OK)
+                    ladder_row_error(&l, names[row], md_last_error());
+                else {
+                    ladder_row(&l, names[row], s.n, err <= 2e-4 ? sps : -1.0, s.n, NAN, err, 2e-4);
+                    if (err <= 2e-4) printf("    %.1f ns/day\n", ns_per_day(dd.dt ? dd.dt : 0.002, sps));
+                }
+                if (row == 0 && err <= 2e-4) {
+                    if (md_cuda_sim_profile(&g, o->quick ? 50 : 200, &pr) == MD_OK) {
+                        printf("\nwhere a gpu_step step goes (GPU time per step, parts one after another):\n");
+                        printf("  %-34s %9.2f us %5.1f%%\n", "integrate (one kernel)", 1e6 * pr.integrate,
+                               100 * pr.integrate / pr.step_serial);
+                        printf("  %-34s %9.2f us %5.1f%%\n", "nonbonded (md_cuda_nb_enqueue)", 1e6 * pr.nonbonded,
+                               100 * pr.nonbonded / pr.step_serial);
+                        printf("  %-34s %9.2f us %5.1f%%\n", "bonded", 1e6 * pr.bonded, 100 * pr.bonded / pr.step_serial);
+                        printf("  %-34s %9.2f us %5.1f%%\n", "PME spread", 1e6 * pr.pme_spread,
+                               100 * pr.pme_spread / pr.step_serial);
+                        printf("  %-34s %9.2f us %5.1f%%\n", "PME forward FFT", 1e6 * pr.pme_forward,
+                               100 * pr.pme_forward / pr.step_serial);
+                        printf("  %-34s %9.2f us %5.1f%%\n", "PME solve", 1e6 * pr.pme_solve,
+                               100 * pr.pme_solve / pr.step_serial);
+                        printf("  %-34s %9.2f us %5.1f%%\n", "PME backward FFT", 1e6 * pr.pme_backward,
+                               100 * pr.pme_backward / pr.step_serial);
+                        printf("  %-34s %9.2f us %5.1f%%\n", "PME gather", 1e6 * pr.pme_gather,
+                               100 * pr.pme_gather / pr.step_serial);
+                        printf("  %-34s %9.2f us\n", "sum of the parts", 1e6 * pr.parts_sum);
+                        printf("  %-34s %9.2f us (idle between launches: %.2f us)\n", "serial step, back to back",
+                               1e6 * pr.step_serial, 1e6 * (pr.step_serial - pr.parts_sum));
+                        printf("  %-34s %9.2f us\n", "overlapped step (gpu_step)", 1e6 * pr.step);
+                        printf("  %-34s %9.2f us\n\n", "host time to enqueue one step", 1e6 * pr.host_enqueue);
+                    } else {
+                        printf("  breakdown failed: %s\n", md_last_error());
+                    }
+                }
+            }
+            if (xn) cudaFree(xn);
+            md_cuda_sim_destroy(&g);
+            free(x);
+        }
+    }
+#else
+    (void)steps;
+    printf("SKIP GPU rows: %s\n", NO_GPU_BUILD);
+#endif
+    failed = ladder_end(&l);
+    free(x_ref);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+    return failed;
+}
+
+/* ---- modes for bench/race.sh ---- */
+
+static int write_pdbs(const char *prefix) {
+    static const int molecules[2] = {7856, 31922};
+    static const double edges[2] = {6.2, 9.9};
+    int k;
+    for (k = 0; k < 2; k++) {
+        md_system s;
+        md_topology t;
+        md_lj_table lj;
+        char path[1024];
+        if (water_box(&s, &t, &lj, MD_WATER_TIP3P, molecules[k], edges[k]) != MD_OK) {
+            printf("FAIL --write-pdb: %s\n", md_last_error());
+            return 1;
+        }
+        md_water_pdb_names(&s);
+        snprintf(path, sizeof path, "%s_%d.pdb", prefix, s.n);
+        if (md_write_pdb(path, &s) != MD_OK) {
+            printf("FAIL --write-pdb: %s\n", md_last_error());
+            return 1;
+        }
+        printf("wrote %s (%d atoms, %.2f nm)\n", path, s.n, s.box[0]);
+        md_system_free(&s);
+        md_topology_free(&t);
+        md_lj_table_free(&lj);
+    }
+    return 0;
+}
+
+#ifdef CH08_GPU
+/* The race: md.h's step on the PDB's box with OpenMM's settings; one JSON line. */
+static int race(const char *pdb, int steps, int reps) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d = race_desc(1);
+    md_cuda_sim g;
+    md_energy e;
+    md_sim ref;
+    md_cuda_device_info info;
+    double sps = 0.0;
+    if (!md_cuda_available()) {
+        printf("SKIP --race: %s\n", md_last_error());
+        return 0;
+    }
+    md_cuda_get_device_info(0, &info);
+    if (read_box(pdb, &s, &t, &lj) != MD_OK || md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK) {
+        printf("FAIL --race %s: %s\n", pdb, md_last_error());
+        return 1;
+    }
+    /* the potential energy of the PDB's own configuration (unconstrained, as OpenMM's
+     * setPositions leaves it), on the CPU in double: what bench/peers.py openmm-energy reports */
+    if (md_sim_prepare(&ref, &s, &t, &lj, &d) != MD_OK) {
+        printf("FAIL --race %s: %s\n", pdb, md_last_error());
+        return 1;
+    }
+    {
+        int i;
+        for (i = 0; i < s.n; i++) {
+            ref.x[3 * i] = s.xyzq[i].x;
+            ref.x[3 * i + 1] = s.xyzq[i].y;
+            ref.x[3 * i + 2] = s.xyzq[i].z;
+        }
+    }
+    if (md_sim_compute_forces(&ref) != MD_OK || md_cuda_sim_enqueue(&g, 1, MD_CUDA_SIM_ENERGY) != MD_OK ||
+        md_cuda_sim_poll(&g, &e, NULL) != MD_OK || time_gpu(&g, steps, reps, 0, NULL, &sps) != MD_OK) {
+        printf("FAIL --race %s: %s\n", pdb, md_last_error());
+        return 1;
+    }
+    printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"step\", \"device\": \"%s\", \"atoms\": %d, "
+           "\"steps\": %d, \"s_per_step\": %.9g, \"ns_per_day\": %.6g, \"pme_grid\": [%d, %d, %d], \"cutoff_nm\": %g, "
+           "\"ewald_tolerance\": %g, \"potential_kj_mol\": %.10g, \"recip_kj_mol\": %.10g, \"nb_variant\": \"%s\"}\n",
+           info.name, s.n, steps, sps, ns_per_day(0.002, sps), g.pme.params.grid[0], g.pme.params.grid[1],
+           g.pme.params.grid[2], g.desc.nb.cutoff, g.desc.nb.ewald_tolerance, md_energy_potential(&ref.energy),
+           ref.energy.coul_recip, md_nb_variant_name(g.opts.nb_variant));
+    md_sim_free(&ref);
+    md_cuda_sim_destroy(&g);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+    return 0;
+}
+
+/* NVE drift over ps picoseconds after 20 ps of Langevin; total energy every 0.1 ps, least squares. */
+static int drift(const char *pdb, double ps) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d = race_desc(1);
+    md_cuda_sim g;
+    md_cuda_device_info info;
+    const int per = 50, nout = (int)(ps / (per * 0.002) + 0.5);
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, e0 = 0, w0, slope, dev = 0;
+    int k;
+    if (!md_cuda_available()) {
+        printf("SKIP --drift: %s\n", md_last_error());
+        return 0;
+    }
+    md_cuda_get_device_info(0, &info);
+    if ((pdb ? read_box(pdb, &s, &t, &lj) : water_box(&s, &t, &lj, MD_WATER_TIP3P, 7856, 6.2)) != MD_OK ||
+        md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK || md_cuda_sim_enqueue(&g, 10000, 0) != MD_OK ||
+        md_cuda_sim_get_system(&g, &s) != MD_OK) {
+        printf("FAIL --drift: %s\n", md_last_error());
+        return 1;
+    }
+    md_cuda_sim_destroy(&g);
+    d.thermostat = MD_THERMOSTAT_NONE;
+    if (md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK) {
+        printf("FAIL --drift: %s\n", md_last_error());
+        return 1;
+    }
+    w0 = md_wall_seconds();
+    for (k = 0; k <= nout; k++) {
+        md_energy e;
+        double tot;
+        if (md_cuda_sim_enqueue(&g, k ? per : 1, MD_CUDA_SIM_ENERGY) != MD_OK || md_cuda_sim_poll(&g, &e, NULL) != MD_OK) {
+            printf("FAIL --drift at %.1f ps: %s\n", g.time_ps, md_last_error());
+            return 1;
+        }
+        tot = md_energy_total(&e);
+        if (k == 0) e0 = tot;
+        sx += g.time_ps, sy += tot - e0, sxx += g.time_ps * g.time_ps, sxy += g.time_ps * (tot - e0);
+        dev = fmax(dev, fabs(tot - e0));
+    }
+    slope = ((nout + 1) * sxy - sx * sy) / ((nout + 1) * sxx - sx * sx); /* kJ/mol/ps */
+    printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"drift\", \"device\": \"%s\", \"atoms\": %d, "
+           "\"ps\": %.6g, \"dof\": %d, \"drift_kj_mol_ns\": %.6g, \"drift_kj_mol_ns_per_dof\": %.6g, "
+           "\"max_excursion_kj_mol\": %.6g, \"wall_s\": %.3f}\n",
+           info.name, s.n, g.time_ps, g.ndof, 1e3 * slope, 1e3 * slope / g.ndof, dev, md_wall_seconds() - w0);
+    md_cuda_sim_destroy(&g);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+    return 0;
+}
+
+/* The published SPC/E values the validation compares with, and their tolerances. Density at 298 K
+ * and 1 bar with the LJ tail correction: 0.994 g/cm^3 (C. Vega and J. L. F. Abascal, Phys. Chem.
+ * Chem. Phys. 13, 19663 (2011), Table 2), within 1%. O-O g(r), first peak: VALIDATE_GR_R and
+ * VALIDATE_GR_H, position within 0.005 nm and height within 5%. */
+#define VALIDATE_DENSITY 0.994
+#define VALIDATE_GR_R 0.2750
+#define VALIDATE_GR_H 3.0
+
+static int validate(double ps) {
+    md_system s, frame;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim g;
+    md_rdf rdf;
+    int *ox = NULL, nox = 0, k, i, bad = 0, nsample, peak = 0;
+    const int per = 250; /* steps between samples: 0.5 ps */
+    double rho = 0.0, *gr, r_peak, h_peak;
+    if (!md_cuda_available()) {
+        printf("SKIP --validate: %s\n", md_last_error());
+        return 0;
+    }
+    if (water_box(&s, &t, &lj, MD_WATER_SPCE, 7856, 0.0) != MD_OK || md_system_alloc(&frame, s.n) != MD_OK) {
+        printf("FAIL --validate: %s\n", md_last_error());
+        return 1;
+    }
+    memset(&d, 0, sizeof d);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.temperature = 298.0;
+    d.barostat_interval = 25;
+    d.pressure = 1.0;
+    d.seed = LADDER_SEED;
+    d.nb.lj = MD_LJ_TRUNCATE;
+    d.nb.dispersion_correction = 1;
+    if (md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK || md_select(&s, "name OW", &ox, &nox) != MD_OK ||
+        md_rdf_init(&rdf, 1.2, 240) != MD_OK) {
+        printf("FAIL --validate: %s\n", md_last_error());
+        return 1;
+    }
+    nsample = (int)(ps / 2 / (per * 0.002));
+    if (md_cuda_sim_run(&g, (int)(ps / 2 / 0.002), 0) != MD_OK) { /* equilibration: half the run */
+        printf("FAIL --validate: %s\n", md_last_error());
+        return 1;
+    }
+    for (k = 0; k < nsample; k++) {
+        if (md_cuda_sim_run(&g, per, 0) != MD_OK || md_cuda_sim_get_system(&g, &frame) != MD_OK ||
+            md_rdf_accumulate(MD_RDF_CPU_PRIVATE, &rdf, frame.xyzq, frame.n, ox, nox, NULL, 0, frame.box) != MD_OK) {
+            printf("FAIL --validate at %.1f ps: %s\n", g.time_ps, md_last_error());
+            return 1;
+        }
+        rho += md_cuda_sim_density(&g) / nsample;
+    }
+    gr = (double *)malloc((size_t)rdf.nbins * sizeof(double));
+    if (!gr || md_rdf_normalize(&rdf, gr, NULL) != MD_OK) {
+        printf("FAIL --validate: %s\n", md_last_error());
+        return 1;
+    }
+    for (i = 1; i < rdf.nbins; i++)
+        if (gr[i] > gr[peak]) peak = i;
+    r_peak = (peak + 0.5) * rdf.rmax / rdf.nbins;
+    h_peak = gr[peak];
+    printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"spce_validation\", \"atoms\": %d, \"ps\": %.6g, "
+           "\"density_g_cm3\": %.6g, \"density_published\": %g, \"goo_peak_nm\": %.5g, \"goo_peak_height\": %.5g, "
+           "\"goo_published_nm\": %g, \"goo_published_height\": %g}\n",
+           s.n, g.time_ps, rho, VALIDATE_DENSITY, r_peak, h_peak, VALIDATE_GR_R, VALIDATE_GR_H);
+    if (fabs(rho - VALIDATE_DENSITY) <= 0.01 * VALIDATE_DENSITY) printf("PASS density %.4f within 1%% of %.3f\n", rho, VALIDATE_DENSITY);
+    else printf("FAIL density %.4f not within 1%% of %.3f\n", rho, VALIDATE_DENSITY), bad++;
+    if (fabs(r_peak - VALIDATE_GR_R) <= 0.005) printf("PASS g_OO first peak at %.4f nm (published %.4f)\n", r_peak, VALIDATE_GR_R);
+    else printf("FAIL g_OO first peak at %.4f nm (published %.4f)\n", r_peak, VALIDATE_GR_R), bad++;
+    if (fabs(h_peak - VALIDATE_GR_H) <= 0.05 * VALIDATE_GR_H) printf("PASS g_OO first peak height %.3f (published %.2f)\n", h_peak, VALIDATE_GR_H);
+    else printf("FAIL g_OO first peak height %.3f (published %.2f)\n", h_peak, VALIDATE_GR_H), bad++;
+    free(gr);
+    md_free(ox);
+    md_rdf_free(&rdf);
+    md_cuda_sim_destroy(&g);
+    md_system_free(&s);
+    md_system_free(&frame);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+    return bad ? 1 : 0;
+}
+#endif
+
+int main(int argc, char **argv) {
+    ladder_opts o;
+    const char *pdb_prefix = NULL, *race_pdb = NULL;
+    double drift_ps = 0.0, validate_ps = 0.0;
+    int steps = 0, i, rc, n = 1;
+    char **rest = (char **)malloc((size_t)argc * sizeof(char *));
+    if (!rest) return 1;
+    rest[0] = argv[0];
+    for (i = 1; i < argc; i++) { /* this chapter's options; the rest go to the ladder's parser */
+        const int more = i + 1 < argc;
+        if (strcmp(argv[i], "--write-pdb") == 0 && more) pdb_prefix = argv[++i];
+        else if (strcmp(argv[i], "--race") == 0 && more) race_pdb = argv[++i];
+        else if (strcmp(argv[i], "--drift") == 0 && more) drift_ps = atof(argv[++i]);
+        else if (strcmp(argv[i], "--validate") == 0 && more) validate_ps = atof(argv[++i]);
+        else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
+        else rest[n++] = argv[i];
+    }
+    if ((rc = ladder_parse(&o, n, rest,
+                           "  --steps N           GPU steps per timed run (default 500; --quick 100)\n"
+                           "  --write-pdb PREFIX  write the benchmark boxes as PDB files for OpenMM (bench/race.sh)\n"
+                           "  --race FILE.pdb     md.h's step time on the PDB's box, OpenMM's settings (JSON)\n"
+                           "  --drift PS          NVE energy drift over PS ps (JSON; with --race's PDB if given)\n"
+                           "  --validate PS       SPC/E density and O-O g(r) after PS ps of NPT at 298 K")) != 0) {
+        free(rest);
+        return rc > 0 ? 0 : 2;
+    }
+    free(rest);
+    if (drift_ps < 0 || validate_ps < 0 || steps < 0) {
+        fprintf(stderr, "%s: --drift, --validate and --steps want positive numbers\n", argv[0]);
+        return 2;
+    }
+    if (steps == 0) steps = o.quick ? 100 : 500;
+    if (pdb_prefix) return write_pdbs(pdb_prefix);
+#ifdef CH08_GPU
+    if (drift_ps > 0) return drift(race_pdb, drift_ps);
+    if (validate_ps > 0) return validate(validate_ps);
+    if (race_pdb) return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5);
+#else
+    if (drift_ps > 0 || validate_ps > 0 || race_pdb) {
+        printf("SKIP --race, --drift, --validate: %s\n", NO_GPU_BUILD);
+        return 0;
+    }
+#endif
+    return run_ladder(&o, steps);
+}

@@ -1,0 +1,430 @@
+/* Tests of md_cuda.cu.h's step section (chapter 08): the GPU-resident MD step against md.h's
+ * CPU step (md_sim), on the device.
+ *
+ * GPU tests (SKIP without a GPU, FAIL under MD_REQUIRE_GPU=1):
+ *   - bonded_vs_cpu: the bonded kernel against md_bonded_compute (double) on 300 random chains
+ *     straddling the box edges (seed 101): forces within 2e-5 of the largest force (float
+ *     arithmetic of ~0.1 nm vectors and constants of 1e5; md_bond_f32 / md_angle_f32 are checked
+ *     on the host in test_step.c), energy and virial within 2e-5 relative; run twice: the same bits.
+ *   - water_step_vs_cpu: a TIP3P box (1500 molecules, 2.48 nm; MD_SANITIZE: 400 in 2.3 nm... see
+ *     water_box) with PME, NVE and Langevin, 20 steps on the GPU (cluster rung, PME in float) and
+ *     on the CPU (double): positions within 2e-4 nm, velocities within 0.05 nm/ps (the float
+ *     forces differ from the double ones by ~1e-5 relative; over 20 steps of 2 fs that moves an
+ *     atom by ~1e-6 nm; the bounds leave room for the chaotic growth of the difference), the
+ *     potential energy within 2e-5 of the sum of the magnitudes of its terms, the kinetic
+ *     energy within 1e-3 relative; constraint deviation of the GPU's double positions below
+ *     1e-10 relative (the card asks 1e-6); the same noise (the Philox stream is shared).
+ *   - flexible_step_vs_cpu: methanol + water from a PSF (bonds, angles, SHAKE clusters, free
+ *     atoms, SETTLE): the same comparison (10 steps of 1 fs), SHAKE constraints within 1e-9.
+ *   - reproducible: two runs with the same seed, 60 Langevin steps with the cluster rung and
+ *     PME overlapped: positions and velocities bitwise equal.
+ *   - restart_bitwise: a checkpoint after 30 steps restored into a new run continues bit for
+ *     bit (MD_NB_GPU_HALF_LIST: an exact rung, whose forces do not depend on the atom order
+ *     the sort leaves; the cluster rungs' float sums do).
+ *   - errors: a runaway atom (40 nm/ps) and a NaN velocity stop the run with the atom named.
+ *   - nve_short_drift: 2000 NVE steps of the 1500-molecule box on the GPU; the drift must stay
+ *     below 1 kJ/mol/ps per 1000 degrees of freedom (the 100 ps comparison with OpenMM is the
+ *     benchmark's: bench/race.sh --drift).
+ *   - barostat: the GPU barostat raises a 0.90 g/cm^3 box's density (as test_step.c's CPU test).
+ * MD_SANITIZE=1 shrinks the systems and step counts. */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#include "md_cuda.cu.h"
+#include "md_test.h"
+#include "step_fixtures.h"
+#include <vector>
+
+#ifdef MD_CUDA_STEP_DECLARED
+static int sanitize;
+
+#define NEED_GPU()                                                                                 \
+    do {                                                                                           \
+        if (!md_cuda_available()) MD_SKIP("%s", md_last_error());                                 \
+    } while (0)
+
+static double max_abs_diff(const double *a, const double *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(a[i] - b[i]) <= m)) m = fabs(a[i] - b[i]);
+    return m;
+}
+
+/* A TIP3P box of m molecules at 0.997 g/cm^3 (seed): 1500 molecules is a 3.55 nm cube. */
+static md_status water_box(md_system *s, md_topology *t, md_lj_table *lj, int m, double density, uint64_t seed) {
+    md_water_desc d;
+    memset(&d, 0, sizeof d);
+    d.molecules = m;
+    d.density = density;
+    d.seed = seed;
+    return md_build_water_box(s, t, lj, &d);
+}
+
+static void free_sys(md_system *s, md_topology *t, md_lj_table *lj) {
+    md_system_free(s);
+    md_topology_free(t);
+    md_lj_table_free(lj);
+}
+
+/* ---- bonded ---- */
+
+static void bonded_vs_cpu(void) {
+    const int nmol = sanitize ? 20 : 300, n = 4 * nmol;
+    const double box[3] = {3.0, 3.2, 3.4};
+    md_rng r;
+    md_bonded b;
+    md_cuda_bonded_plan p;
+    md_energy e;
+    std::vector<double> x(3 * n), f(3 * n, 0.0), g(3 * n);
+    std::vector<int> bond(6 * nmol), ang(6 * nmol);
+    std::vector<double> r0(3 * nmol), kb(3 * nmol), th(2 * nmol), ka(2 * nmol);
+    std::vector<float4> hx(n);
+    std::vector<md_fixed> hf(3 * n), hf2(3 * n);
+    md_fixed *d_f = NULL, *d_e = NULL, he[10], he2[10];
+    float4 *d_x = NULL;
+    double *d_box = NULL, fmax = 0, worst = 0;
+    int i, k, a;
+    NEED_GPU();
+    md_rng_seed(&r, 101);
+    for (int m = 0; m < nmol; m++) {
+        double q[3];
+        for (a = 0; a < 3; a++) q[a] = box[a] * md_rng_uniform(&r);
+        for (i = 0; i < 4; i++) {
+            if (i > 0) {
+                double u[3], nn = 0;
+                for (a = 0; a < 3; a++) {
+                    u[a] = md_rng_normal(&r);
+                    nn += u[a] * u[a];
+                }
+                for (a = 0; a < 3; a++) q[a] += (0.09 + 0.07 * md_rng_uniform(&r)) * u[a] / sqrt(nn);
+            }
+            for (a = 0; a < 3; a++) x[3 * (4 * m + i) + a] = q[a] - box[a] * floor(q[a] / box[a]);
+        }
+        for (k = 0; k < 3; k++) {
+            bond[2 * (3 * m + k)] = 4 * m + k;
+            bond[2 * (3 * m + k) + 1] = 4 * m + k + 1;
+            r0[3 * m + k] = 0.1 + 0.05 * md_rng_uniform(&r);
+            kb[3 * m + k] = 1e5 + 3e5 * md_rng_uniform(&r);
+        }
+        for (k = 0; k < 2; k++) {
+            for (a = 0; a < 3; a++) ang[3 * (2 * m + k) + a] = 4 * m + k + a;
+            th[2 * m + k] = 1.6 + 0.6 * md_rng_uniform(&r);
+            ka[2 * m + k] = 200 + 400 * md_rng_uniform(&r);
+        }
+    }
+    memset(&b, 0, sizeof b);
+    b.nbond = 3 * nmol, b.bond = bond.data(), b.bond_r0 = r0.data(), b.bond_k = kb.data();
+    b.nangle = 2 * nmol, b.angle = ang.data(), b.angle_theta0 = th.data(), b.angle_k = ka.data();
+    memset(&e, 0, sizeof e);
+    MD_CHECK_OK(md_bonded_compute(&b, x.data(), n, box, f.data(), &e));
+    for (i = 0; i < n; i++) hx[i] = make_float4((float)x[3 * i], (float)x[3 * i + 1], (float)x[3 * i + 2], 0.0f);
+    MD_CHECK_OK(md_cuda_bonded_plan_create(&p, &b));
+    MD_CHECK(cudaMalloc(&d_f, 3 * (size_t)n * sizeof(md_fixed)) == cudaSuccess &&
+             cudaMalloc(&d_e, 10 * sizeof(md_fixed)) == cudaSuccess && cudaMalloc(&d_x, n * sizeof(float4)) == cudaSuccess &&
+             cudaMalloc(&d_box, 3 * sizeof(double)) == cudaSuccess);
+    MD_CHECK(cudaMemcpy(d_x, hx.data(), n * sizeof(float4), cudaMemcpyHostToDevice) == cudaSuccess &&
+             cudaMemcpy(d_box, box, 3 * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess);
+    for (int run = 0; run < 2; run++) {
+        MD_CHECK(cudaMemset(d_f, 0, 3 * (size_t)n * sizeof(md_fixed)) == cudaSuccess &&
+                 cudaMemset(d_e, 0, 10 * sizeof(md_fixed)) == cudaSuccess);
+        MD_CHECK_OK(md_cuda_bonded_enqueue(&p, 0, d_x, NULL, d_box, d_f, n, d_e, d_e + 1));
+        MD_CHECK(cudaMemcpy(run ? hf2.data() : hf.data(), d_f, 3 * (size_t)n * sizeof(md_fixed), cudaMemcpyDeviceToHost) ==
+                 cudaSuccess);
+        MD_CHECK(cudaMemcpy(run ? he2 : he, d_e, 10 * sizeof(md_fixed), cudaMemcpyDeviceToHost) == cudaSuccess);
+    }
+    MD_CHECK(memcmp(hf.data(), hf2.data(), 3 * (size_t)n * sizeof(md_fixed)) == 0 && memcmp(he, he2, sizeof he) == 0);
+    for (i = 0; i < n; i++)
+        for (a = 0; a < 3; a++) g[3 * i + a] = md_fixed_to_double(hf[(size_t)a * n + i], MD_FORCE_FIXED_SCALE);
+    for (i = 0; i < 3 * n; i++) fmax = fmax > fabs(f[i]) ? fmax : fabs(f[i]);
+    worst = max_abs_diff(f.data(), g.data(), 3 * (size_t)n);
+    printf("  bonded: largest force difference %.3g of the largest force %.4g\n", worst / fmax, fmax);
+    MD_CHECKF(worst <= 2e-5 * fmax, "forces differ by %g (largest %g)", worst, fmax);
+    MD_CHECK_CLOSE(md_fixed_to_double(he[0], MD_ENERGY_FIXED_SCALE), e.bonded, 2e-5, 1e-6);
+    for (k = 0; k < 9; k++)
+        MD_CHECK_CLOSE(md_fixed_to_double(he[1 + k], MD_ENERGY_FIXED_SCALE), e.virial[k], 2e-5, 2e-5 * fabs(e.virial[0]));
+    md_cuda_bonded_plan_destroy(&p);
+    cudaFree(d_f);
+    cudaFree(d_e);
+    cudaFree(d_x);
+    cudaFree(d_box);
+}
+
+/* ---- the step against md_sim ---- */
+
+/* Run `steps` steps on the CPU and on the GPU from the same system and compare. */
+static void compare_runs(const md_system *sys, const md_topology *t, const md_lj_table *lj, const md_sim_desc *d,
+                         int steps, double xtol, double vtol, const char *what) {
+    md_sim c;
+    md_cuda_sim g;
+    md_energy ec, eg;
+    const int n = sys->n;
+    std::vector<double> x(3 * n), v(3 * n);
+    double dx, dv, mag, dev;
+    MD_CHECK_OK(md_sim_create(&c, sys, t, lj, d));
+    MD_CHECK_OK(md_cuda_sim_create(&g, sys, t, lj, d, NULL));
+    MD_CHECK(g.ndof == c.ndof);
+    /* the same initial state (constrained on the host by the same code) */
+    MD_CHECK_OK(md_cuda_sim_download(&g, x.data(), v.data(), NULL));
+    MD_CHECK(memcmp(x.data(), c.x, 3 * (size_t)n * sizeof(double)) == 0);
+    MD_CHECK(max_abs_diff(v.data(), c.v, 3 * (size_t)n) < 1e-12);
+    MD_CHECK_OK(md_sim_step(&c, steps));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&g, steps, MD_CUDA_SIM_ENERGY));
+    MD_CHECK_OK(md_cuda_sim_poll(&g, &eg, NULL));
+    MD_CHECK_OK(md_sim_energy(&c, &ec));
+    MD_CHECK_OK(md_cuda_sim_download(&g, x.data(), v.data(), NULL));
+    dx = max_abs_diff(x.data(), c.x, 3 * (size_t)n);
+    dv = max_abs_diff(v.data(), c.v, 3 * (size_t)n);
+    mag = fabs(ec.lj) + fabs(ec.lj14) + fabs(ec.coul_real) + fabs(ec.coul14) + fabs(ec.coul_excl) + fabs(ec.coul_recip) +
+          fabs(ec.coul_self) + fabs(ec.bonded) + fabs(ec.lj_dispersion);
+    dev = md_constraints_max_deviation(&c.cons, x.data(), c.box);
+    printf("  %s, %d steps: |dx| %.3g nm, |dv| %.3g nm/ps, potential GPU %.6f CPU %.6f (%.2g of %.4g), kinetic GPU "
+           "%.6f CPU %.6f, GPU constraint deviation %.3g\n",
+           what, steps, dx, dv, md_energy_potential(&eg), md_energy_potential(&ec),
+           fabs(md_energy_potential(&eg) - md_energy_potential(&ec)) / mag, mag, eg.kinetic, ec.kinetic, dev);
+    MD_CHECKF(dx < xtol, "positions differ by %g nm", dx);
+    MD_CHECKF(dv < vtol, "velocities differ by %g nm/ps", dv);
+    MD_CHECKF(fabs(md_energy_potential(&eg) - md_energy_potential(&ec)) < 2e-5 * mag, "potential %g vs %g",
+              md_energy_potential(&eg), md_energy_potential(&ec));
+    MD_CHECK_CLOSE(eg.kinetic, ec.kinetic, 1e-3, 0.0);
+    MD_CHECKF(dev < 1e-10, "GPU constraint deviation %g", dev);
+    md_cuda_sim_destroy(&g);
+    md_sim_free(&c);
+}
+
+static void water_step_vs_cpu(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 1));
+    memset(&d, 0, sizeof d);
+    if (sanitize) d.nb.cutoff = 0.8;
+    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P NVE");
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.seed = 2;
+    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P Langevin");
+    free_sys(&s, &t, &lj);
+}
+
+/* Methanol and water from a PSF: bonds, angles, SHAKE clusters, SETTLE; 1 fs. */
+static void flexible_step_vs_cpu(void) {
+    md_system sys;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    NEED_GPU();
+    MD_CHECK_OK(psf_system(64, 300, 0.37, 8 * 0.37, 1, &sys, &t, &lj));
+    memset(&d, 0, sizeof d);
+    d.dt = 0.001;
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.seed = 3;
+    d.nb.cutoff = 0.8;
+    d.nb.buffer = 0.1;
+    compare_runs(&sys, &t, &lj, &d, 10, 2e-4, 0.05, "methanol + water Langevin");
+    free_sys(&sys, &t, &lj);
+}
+
+static void reproducible(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim a, b;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 4));
+    memset(&d, 0, sizeof d);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.seed = 44;
+    if (sanitize) d.nb.cutoff = 0.8;
+    MD_CHECK_OK(md_cuda_sim_create(&a, &s, &t, &lj, &d, NULL));
+    MD_CHECK_OK(md_cuda_sim_create(&b, &s, &t, &lj, &d, NULL));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&a, sanitize ? 10 : 150, 0));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&b, sanitize ? 10 : 150, 0));
+    {
+        std::vector<double> xa(3 * s.n), va(3 * s.n), xb(3 * s.n), vb(3 * s.n);
+        MD_CHECK_OK(md_cuda_sim_download(&a, xa.data(), va.data(), NULL));
+        MD_CHECK_OK(md_cuda_sim_download(&b, xb.data(), vb.data(), NULL));
+        MD_CHECK(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0);
+        MD_CHECK(memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0);
+    }
+    md_cuda_sim_destroy(&a);
+    md_cuda_sim_destroy(&b);
+    free_sys(&s, &t, &lj);
+}
+
+static void restart_bitwise(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim_opts o;
+    md_cuda_sim a, b;
+    md_checkpoint ck;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1000, 0.997, 5));
+    memset(&d, 0, sizeof d);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.seed = 55;
+    d.nb.cutoff = 0.8;
+    memset(&o, 0, sizeof o);
+    o.nb_variant = MD_NB_GPU_HALF_LIST;
+    MD_CHECK_OK(md_cuda_sim_create(&a, &s, &t, &lj, &d, &o));
+    MD_CHECK_OK(md_cuda_sim_create(&b, &s, &t, &lj, &d, &o));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&a, 30, 0));
+    MD_CHECK_OK(md_cuda_sim_checkpoint(&a, &ck));
+    MD_CHECK(ck.step == 30);
+    MD_CHECK_OK(md_cuda_sim_enqueue(&a, 30, 0));
+    MD_CHECK_OK(md_cuda_sim_restore(&b, &ck));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&b, 30, 0));
+    {
+        std::vector<double> xa(3 * s.n), va(3 * s.n), xb(3 * s.n), vb(3 * s.n);
+        long long sa = 0, sb = 0;
+        MD_CHECK_OK(md_cuda_sim_download(&a, xa.data(), va.data(), NULL));
+        MD_CHECK_OK(md_cuda_sim_download(&b, xb.data(), vb.data(), NULL));
+        MD_CHECK_OK(md_cuda_sim_poll(&a, NULL, &sa));
+        MD_CHECK_OK(md_cuda_sim_poll(&b, NULL, &sb));
+        MD_CHECK(sa == 60 && sb == 60);
+        MD_CHECKF(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0, "positions differ by %g",
+                  max_abs_diff(xa.data(), xb.data(), xa.size()));
+        MD_CHECKF(memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0, "velocities differ by %g",
+                  max_abs_diff(va.data(), vb.data(), va.size()));
+    }
+    md_checkpoint_free(&ck);
+    md_cuda_sim_destroy(&a);
+    md_cuda_sim_destroy(&b);
+    free_sys(&s, &t, &lj);
+}
+
+static void errors(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim g;
+    md_checkpoint ck;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, 300, 0.997, 6));
+    memset(&d, 0, sizeof d);
+    d.nb.cutoff = 0.8;
+    MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL));
+    MD_CHECK_OK(md_cuda_sim_checkpoint(&g, &ck));
+    ck.v[3 * 30] = 40.0; /* the oxygen of water 10 at 40 nm/ps: 0.08 nm in one step */
+    MD_CHECK_OK(md_cuda_sim_restore(&g, &ck));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&g, 3, 0));
+    MD_CHECK_ERROR(md_cuda_sim_poll(&g, NULL, NULL), MD_ERR_RANGE, "moved");
+    MD_CHECK(strstr(md_last_error(), "atom 30") != NULL);
+    md_cuda_sim_destroy(&g);
+    MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL));
+    ck.v[3 * 30] = 0.0;
+    MD_CHECK_OK(md_cuda_sim_restore(&g, &ck));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&g, 2, MD_CUDA_SIM_ENERGY));
+    MD_CHECK_OK(md_cuda_sim_poll(&g, NULL, NULL));
+    ck.v[3 * 31 + 1] = NAN;
+    MD_CHECK_ERROR(md_cuda_sim_restore(&g, &ck), MD_ERR_RANGE, "not finite");
+    md_checkpoint_free(&ck);
+    md_cuda_sim_destroy(&g);
+    free_sys(&s, &t, &lj);
+}
+
+static void nve_short_drift(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim g;
+    const int chunks = sanitize ? 4 : 40, per = 50;
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, e0 = 0, slope;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 7));
+    memset(&d, 0, sizeof d);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.friction = 20;
+    if (sanitize) d.nb.cutoff = 0.8;
+    MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&g, sanitize ? 50 : 1000, 0));
+    MD_CHECK_OK(md_cuda_sim_get_system(&g, &s));
+    md_cuda_sim_destroy(&g);
+    memset(&d, 0, sizeof d);
+    if (sanitize) d.nb.cutoff = 0.8;
+    MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL));
+    for (int k = 0; k <= chunks; k++) {
+        md_energy e;
+        double tot;
+        MD_CHECK_OK(md_cuda_sim_enqueue(&g, k ? per : 1, MD_CUDA_SIM_ENERGY));
+        MD_CHECK_OK(md_cuda_sim_poll(&g, &e, NULL));
+        tot = md_energy_total(&e);
+        if (k == 0) e0 = tot;
+        sx += g.time_ps, sy += tot - e0, sxx += g.time_ps * g.time_ps, sxy += g.time_ps * (tot - e0);
+    }
+    slope = ((chunks + 1) * sxy - sx * sy) / ((chunks + 1) * sxx - sx * sx);
+    printf("  GPU NVE %d atoms, %.1f ps: drift %.4g kJ/mol/ps (%.3g per 1000 dof)\n", s.n, g.time_ps, slope,
+           slope / g.ndof * 1000);
+    MD_CHECKF(fabs(slope) / g.ndof * 1000 < 1.0, "drift %g kJ/mol/ps", slope);
+    md_cuda_sim_destroy(&g);
+    free_sys(&s, &t, &lj);
+}
+
+static void barostat(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim g;
+    double rho0, rho1;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1000, 0.90, 9));
+    memset(&d, 0, sizeof d);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.friction = 5;
+    d.barostat_interval = 5;
+    d.seed = 31;
+    d.nb.cutoff = 0.8;
+    MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL));
+    rho0 = md_cuda_sim_density(&g);
+    MD_CHECK_OK(md_cuda_sim_run(&g, sanitize ? 100 : 2000, MD_CUDA_SIM_ENERGY));
+    MD_CHECK_OK(md_cuda_sim_poll(&g, NULL, NULL));
+    rho1 = md_cuda_sim_density(&g);
+    printf("  GPU barostat: density %.4f -> %.4f g/cm3 (%lld of %lld moves accepted)\n", rho0, rho1,
+           g.baro.total_accepted, g.baro.total_attempted);
+    MD_CHECK(g.baro.total_attempted == (sanitize ? 20 : 400) && g.baro.total_accepted > 5);
+    if (!sanitize) MD_CHECKF(rho1 > rho0 + 0.04 && rho1 < 1.08, "density %g -> %g", rho0, rho1);
+    md_cuda_sim_destroy(&g);
+    free_sys(&s, &t, &lj);
+}
+
+static void registry_names_step_kernels(void) {
+    int found = 0, k;
+    NEED_GPU();
+    for (k = 0; k < md_cuda_kernel_count(); k++) {
+        const char *nm = NULL;
+        if (md_cuda_kernel_at(k, NULL, &nm) == MD_OK && nm &&
+            (strstr(nm, "md__step_integrate_kernel") || strstr(nm, "md__bonded_kernel")))
+            found++;
+    }
+    MD_CHECKF(found == 2, "%d of the step's kernels registered", found);
+}
+
+#else
+/* This build's md_cuda.cu.h has no MD state (section nb), so no step section either. */
+static void step_section_present(void) { MD_SKIP("md_cuda.cu.h has no step section (it needs section nb's MD state)"); }
+#endif
+
+int main(void) {
+#ifndef MD_CUDA_STEP_DECLARED
+    MD_RUN(step_section_present);
+    return md_test_summary();
+#else
+    const char *san = getenv("MD_SANITIZE");
+    sanitize = san && san[0] == '1';
+    MD_RUN(bonded_vs_cpu);
+    MD_RUN(water_step_vs_cpu);
+    MD_RUN(flexible_step_vs_cpu);
+    MD_RUN(reproducible);
+    MD_RUN(restart_bitwise);
+    MD_RUN(errors);
+    MD_RUN(nve_short_drift);
+    MD_RUN(barostat);
+    MD_RUN(registry_names_step_kernels);
+    return md_test_summary();
+#endif
+}
