@@ -1917,6 +1917,7 @@ typedef struct md_cuda_sched_stats {
     long long passes;        /**< coroutines: passes of the scheduler over the tasks */
     long long idle_passes;   /**< coroutines: passes that resumed nothing (every task waiting on the GPU) */
     long long max_lag;       /**< the largest md_cuda_task_stats::max_lag */
+    long long timeline_n;    /**< batches written to md_cuda_sched_desc::timeline */
 } md_cuda_sched_stats;
 
 /** @brief A task of a run, as its function sees it. */
@@ -1939,6 +1940,9 @@ typedef md_status (*md_cuda_barrier_fn)(void *arg);
 typedef struct md_cuda_sched_desc {
     md_cuda_sched_mode mode; /**< how to run (default MD_CUDA_SCHED_SEQUENTIAL) */
     size_t stack_size;       /**< coroutine stack per task, bytes (default 1 MiB: the CUDA runtime's calls need tens of KiB) */
+    double *timeline;        /**< optional: room for timeline_cap measured batches, 3 doubles each (task, GPU begin s,
+                                  GPU end s, from the run's origin), in task order then batch order (for figures) */
+    long long timeline_cap;  /**< batches @c timeline holds */
 } md_cuda_sched_desc;
 
 /** @brief Run @p ntask tasks @p fn(task, @p args[i]) to completion as @p desc says (NULL: defaults)
@@ -2042,6 +2046,13 @@ static inline unsigned long long md_cuda_mapped_load(const void *p) {
 static inline void md_cuda_mapped_store_host(void *p, unsigned long long v) {
     __atomic_store_n((unsigned long long *)p, v, __ATOMIC_RELEASE);
 }
+
+/** @brief Enqueue a grid-stride copy of @p bytes (a multiple of 16, both addresses 16-byte aligned) from
+ *  @p src to @p dst, device addresses of device or mapped memory, by a kernel (not a DMA copy): what
+ *  a kernel pays to write its results straight into mapped memory, or to read its inputs from it
+ *  (chapter 11 times both against device memory and cudaMemcpyAsync). Errors: NULL or misaligned
+ *  pointers, @p bytes not a multiple of 16 (MD_ERR_INVALID_ARGUMENT), launch errors. */
+md_status md_cuda_mapped_copy_enqueue(void *dst, const void *src, size_t bytes, cudaStream_t stream);
 
 /** @brief Most device arrays one report gathers. */
 #define MD_CUDA_REPORT_MAX_SEGMENTS 8
@@ -8855,7 +8866,15 @@ md_status md_cuda_sched_run(const md_cuda_sched_desc *desc, int ntask, md_cuda_t
         double busy_ms, span_ms;
         for (i = 0; i < ntask; i++) {
             size_t k;
-            for (k = 0; k + 1 < r->t[i].iv.size(); k += 2) iv.push_back(std::make_pair(r->t[i].iv[k], r->t[i].iv[k + 1]));
+            for (k = 0; k + 1 < r->t[i].iv.size(); k += 2) {
+                iv.push_back(std::make_pair(r->t[i].iv[k], r->t[i].iv[k + 1]));
+                if (d.timeline && s.timeline_n < d.timeline_cap) {
+                    d.timeline[3 * s.timeline_n] = i;
+                    d.timeline[3 * s.timeline_n + 1] = 1e-3 * r->t[i].iv[k];
+                    d.timeline[3 * s.timeline_n + 2] = 1e-3 * r->t[i].iv[k + 1];
+                    s.timeline_n++;
+                }
+            }
             r->t[i].task.stats.stack_used = d.mode == MD_CUDA_SCHED_THREADS ? 0 : md_co_stack_used(&r->t[i].co);
             if (r->t[i].task.stats.max_lag > s.max_lag) s.max_lag = r->t[i].task.stats.max_lag;
             if (per_task) per_task[i] = r->t[i].task.stats;
@@ -8910,6 +8929,24 @@ void md_cuda_mapped_free(md_cuda_mapped *m) {
     if (!m) return;
     if (m->host) (void)cudaFreeHost(m->host);
     memset(m, 0, sizeof *m);
+}
+
+static __global__ void md__mapped_copy_kernel(float4 *dst, const float4 *src, size_t n) {
+    size_t i;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
+}
+
+md_status md_cuda_mapped_copy_enqueue(void *dst, const void *src, size_t bytes, cudaStream_t stream) {
+    const char *where = "md_cuda_mapped_copy_enqueue";
+    size_t n = bytes / 16, blocks;
+    if (!dst || !src) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, !dst ? "dst" : "src", "is NULL");
+    if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "bytes", "size and addresses must be multiples of 16 (%zu bytes)", bytes);
+    if (n == 0) return MD_OK;
+    blocks = (n + 255) / 256;
+    if (blocks > 1024) blocks = 1024;
+    MD_CUDA_LAUNCH(md__mapped_copy_kernel, (unsigned)blocks, 256, 0, stream, (float4 *)dst, (const float4 *)src, n);
+    return MD_OK;
 }
 
 int md_cuda_report_words(const md_cuda_report_desc *d) {
@@ -10584,6 +10621,8 @@ typedef struct md_cuda_remd_desc {
                                           must divide it; 1: every step, chapter 11's case) */
     int exchanges;                   /**< exchange rounds (default 10) */
     size_t stack_size;               /**< coroutine stacks (md_cuda_sched_desc) */
+    double *timeline;                /**< optional batch timeline (md_cuda_sched_desc::timeline) */
+    long long timeline_cap;          /**< its room in batches */
 } md_cuda_remd_desc;
 
 /** @brief What md_cuda_remd_run measured. */
@@ -10894,6 +10933,8 @@ md_status md_cuda_remd_run(md_cuda_remd *x, const md_cuda_remd_desc *desc, md_cu
     memset(&sd, 0, sizeof sd);
     sd.mode = d.mode;
     sd.stack_size = d.stack_size;
+    sd.timeline = d.timeline;
+    sd.timeline_cap = d.timeline_cap;
     memset(&S, 0, sizeof S);
     st = md_cuda_sched_run(&sd, x->n, md__remd_task_fn, args, &S.sched, NULL);
     for (r = 0; r < x->n; r++) {
