@@ -98,36 +98,14 @@ int main(int argc, char **argv) {
     for (k = 0; k + 1 < n; k++)
         printf("  %6.1f K <-> %6.1f K: %5.2f (%lld of %lld)\n", temps[k], temps[k + 1], md_remd_acceptance(&x.ladder, k),
                x.ladder.accepts[k], x.ladder.attempts[k]);
-    /* each replica's slot after every tenth round, from the decisions in the log */
-    {
-        int slot_of[64], replica_at[64];
-        for (r = 0; r < n; r++) slot_of[r] = replica_at[r] = r;
-        printf("walks through the ladder (slot of each replica every %d rounds):\n", exchanges >= 10 ? exchanges / 10 : 1);
-        for (i = 0; i < x.rounds; i++) {
-            for (k = 0; k + 1 < n; k++)
-                if (x.log_accepted[(size_t)i * (n - 1) + k] == 1) {
-                    int a = replica_at[k], b = replica_at[k + 1];
-                    replica_at[k] = b;
-                    replica_at[k + 1] = a;
-                    slot_of[a] = k + 1;
-                    slot_of[b] = k;
-                }
-            if ((i + 1) % (exchanges >= 10 ? exchanges / 10 : 1) == 0) {
-                printf("  round %4d:", i + 1);
-                for (r = 0; r < n; r++) printf(" %2d", slot_of[r]);
-                printf("\n");
-            }
-        }
-    }
-    printf("round trips (slot 0 -> %d -> 0) per replica:", n - 1);
-    for (r = 0; r < n; r++) printf(" %lld", x.ladder.round_trips[r]);
-    printf("\n");
-    /* mean potential energy per temperature: the energies logged at each exchange, by slot */
+    /* one pass over the log: each round's energies by slot, then its decisions move the replicas;
+       each replica's slot printed after every tenth round */
     sum = (double *)calloc((size_t)n, sizeof(double));
     count = (long long *)calloc((size_t)n, sizeof(long long));
     if (sum && count) {
-        int slot_of[64], replica_at[64];
+        int slot_of[64], replica_at[64], every = exchanges >= 10 ? exchanges / 10 : 1;
         for (r = 0; r < n; r++) slot_of[r] = replica_at[r] = r;
+        printf("walks through the ladder (slot of each replica every %d rounds):\n", every);
         for (i = 0; i < x.rounds; i++) {
             for (r = 0; r < n; r++) {
                 sum[slot_of[r]] += x.log_energy[(size_t)i * n + r];
@@ -141,7 +119,15 @@ int main(int argc, char **argv) {
                     slot_of[a] = k + 1;
                     slot_of[b] = k;
                 }
+            if ((i + 1) % every == 0) {
+                printf("  round %4d:", i + 1);
+                for (r = 0; r < n; r++) printf(" %2d", slot_of[r]);
+                printf("\n");
+            }
         }
+        printf("round trips (slot 0 -> %d -> 0) per replica:", n - 1);
+        for (r = 0; r < n; r++) printf(" %lld", x.ladder.round_trips[r]);
+        printf("\n");
         printf("mean potential energy per temperature (kJ/mol per molecule):\n");
         for (k = 0; k < n; k++) printf("  %6.1f K: %9.3f\n", temps[k], sum[k] / (double)count[k] / molecules);
     }
