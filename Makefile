@@ -74,6 +74,8 @@ $(shell mkdir -p $(BUILD)/tests $(BUILD)/chapters $(BUILD)/examples $(BUILD)/ref
 
 $(BUILD)/tests/%: tests/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+# the ucontext build of the coroutine tests includes test_co.c
+$(BUILD)/tests/test_co_ucontext: tests/test_co.c
 $(BUILD)/tests/%: tests/%.cu $(HEADERS) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
 # md_cuda.cu.h's implementation in a file without md.h's: md.h's implementation compiled as C11

@@ -94,6 +94,9 @@
  *            Langevin middle, Monte Carlo barostat); energies CSV, progress line
  *   checkpoint md_checkpoint (write, read, md_sim_checkpoint, md_sim_restore);
  *            md_dcd_writer: DCD written frame by frame
+ *   co       md_co_create/resume/yield/status/free: stackful coroutines (inline
+ *            assembly on x86-64 and AArch64, else ucontext); md_remd: temperature
+ *            replica exchange (Metropolis swaps of neighbours, seeded, statistics)
  *   bench    md_bench_result and md_bench_json: benchmark JSON lines
  *
  * LICENSE: MIT (see the end of this file).
@@ -2950,6 +2953,214 @@ MDDEF md_status md_dcd_writer_append(md_dcd_writer *w, const md_float4 *xyzq, co
 
 /** @brief Close the file (safe on a zeroed writer). Returns MD_ERR_IO if the close failed. */
 MDDEF md_status md_dcd_writer_close(md_dcd_writer *w);
+
+/* ======================================================================== */
+/* co: coroutines, and the replica-exchange logic they run                  */
+/* ======================================================================== */
+
+/* COROUTINES. A coroutine is a function with a stack of its own that can stop in the middle
+ * (md_co_yield) and be continued later where it stopped (md_co_resume). These are stackful:
+ * md_co_yield works at any depth of calls, so a replica's ordinary sequential host code (enqueue
+ * steps, wait for the GPU, read the energy, decide, enqueue again) becomes a coroutine as it is,
+ * without being rewritten as a state machine. Chapter 10's scheduler (md_cuda.cu.h, section
+ * sched) resumes each replica until it would wait for the GPU and then turns to another.
+ *
+ * THE CONTEXT SWITCH (md_co_backend() names the one compiled in):
+ *   "asm-x86_64", "asm-aarch64"  GCC or Clang on x86-64 or AArch64 (Linux, the BSDs, macOS; not
+ *       Windows): a few lines of inline assembly save the stack pointer, the frame pointer and a
+ *       resume address, load the other context's and jump. Every other register is named as
+ *       clobbered by the assembly, so the compiler saves exactly the ones its ABI asks a callee
+ *       to keep, with no hand-written register list to get wrong. The function holding it is
+ *       kept out of inlining and of GCC's interprocedural register allocation (noipa), so
+ *       callers assume the full call clobbers. The resume point starts with the landing pad of
+ *       indirect-branch tracking (endbr64; on AArch64 BTI "bti j", and the jump into a new
+ *       stack goes through x17, which "bti c" accepts), NOPs where that is not enforced. The
+ *       x86-64 shadow stack (CET, off unless a program opts in) is not supported.
+ *   "ucontext"  other Unix systems, or anywhere with MD_CO_UCONTEXT defined before the
+ *       implementation: POSIX getcontext / makecontext / swapcontext. POSIX.1-2004 marked these
+ *       obsolescent and POSIX.1-2008 removed them; glibc and musl keep them (macOS deprecates
+ *       them, hence the assembly there). swapcontext also saves and restores the signal mask:
+ *       a system call per switch, which the assembly avoids. tests/test_co.c runs every test
+ *       with both on x86-64.
+ *   "none"  anything else (MSVC): md_co_create returns MD_ERR_UNSUPPORTED.
+ *
+ * STACKS are one MD_MALLOC block each: stack_size bytes (0 takes MD_CO_STACK_DEFAULT, 256 KiB;
+ * at least MD_CO_STACK_MIN) with the switch state above them. There is no guard page (memory
+ * from MD_MALLOC cannot be protected portably). Instead the lowest MD_CO_CANARY bytes hold a
+ * known pattern, checked each time the coroutine hands control back: an overflow that reached
+ * it makes md_co_resume return MD_ERR_RANGE. That is after the fact (memory below the stack
+ * may already be damaged), so size stacks with room to spare: md_co_stack_used() tells how
+ * deep a coroutine went (the stack is painted at create), a coroutine calling the CUDA
+ * runtime needs tens of KiB, and AddressSanitizer makes frames several times larger.
+ *
+ * SANITIZERS. Under AddressSanitizer every switch is announced to it
+ * (__sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber), so it knows which stack
+ * is current: no false stack-buffer-overflow reports, and use-after-return detection works.
+ * ThreadSanitizer's fiber calls are not made: do not run coroutines under TSan.
+ *
+ * RULES. A coroutine is resumed from one thread only (code may keep the address of a
+ * thread-local variable across a yield). An md_co must not move in memory between create and
+ * free (its function holds its address). A coroutine may resume another (it then has state
+ * MD_CO_NORMAL until the inner one yields or returns) but never itself or one that resumed it.
+ * Returning from the function finishes the coroutine (MD_CO_DEAD). md_co_free drops a
+ * suspended coroutine's stack without unwinding it: what its frames hold is not released, so
+ * let functions that own resources return. C++ exceptions must not leave the function.
+ *
+ * EXAMPLE
+ *       static void count(md_co *co, void *arg) {
+ *           int *x = (int *)arg;
+ *           for (;;) { (*x)++; md_co_yield(co); }
+ *       }
+ *       md_co co; int x = 0;
+ *       md_co_create(&co, count, &x, 0);
+ *       md_co_resume(&co); md_co_resume(&co);           (x is 2; co is suspended)
+ *       md_co_free(&co);
+ *
+ * REPLICA EXCHANGE (md_remd). Temperature replica exchange runs one copy of a system at each
+ * temperature of a ladder T_0 < T_1 < ... and every so often offers neighbouring temperatures
+ * to swap their configurations: a swap of k and k + 1, whose replicas have potential energies
+ * U_i (at T_k) and U_j (at T_k+1), is accepted with the Metropolis probability
+ *       p = min(1, exp[(1/(kB T_k) - 1/(kB T_k+1)) (U_i - U_j)])          (md_remd_probability)
+ * which keeps each temperature's canonical distribution. md_remd keeps the ladder, which
+ * replica holds which temperature, a seeded md_rng and the statistics, and decides one round of
+ * swaps from the energies (md_remd_exchange): the host logic that must read every replica's
+ * energy, and why chapter 10 needs the replicas to stop and wait for the GPU at all. */
+
+/** @brief Default coroutine stack (bytes): what md_co_create(co, fn, arg, 0) allocates. */
+#define MD_CO_STACK_DEFAULT (256u * 1024u)
+/** @brief Smallest stack md_co_create accepts (bytes). */
+#define MD_CO_STACK_MIN (16u * 1024u)
+/** @brief Bytes at the bottom of every coroutine stack that hold the overflow canary. */
+#define MD_CO_CANARY 256u
+
+/** @brief What a coroutine is doing (md_co_status). */
+typedef enum md_co_state {
+    MD_CO_DEAD = 0,  /**< finished (its function returned), or never created, or freed */
+    MD_CO_SUSPENDED, /**< created and not yet started, or stopped in md_co_yield: md_co_resume continues it */
+    MD_CO_RUNNING,   /**< running now (it called md_co_status on itself) */
+    MD_CO_NORMAL     /**< it resumed another coroutine and waits for that one to yield or finish */
+} md_co_state;
+
+/** @brief A coroutine (see the section's manual). Read its fields; change them only through the
+ *  md_co_ functions. */
+typedef struct md_co md_co;
+
+/** @brief The body of a coroutine: runs on the coroutine's own stack from the first md_co_resume;
+ *  @p co is the coroutine (for md_co_yield), @p arg what md_co_create was given. Returning from it
+ *  finishes the coroutine. */
+typedef void (*md_co_fn)(md_co *co, void *arg);
+
+/** @brief A coroutine: its function, argument, state and stack. */
+struct md_co {
+    md_co_fn fn;           /**< the body */
+    void *arg;             /**< its argument */
+    md_co_state state;     /**< what it is doing (md_co_status) */
+    void *stack;           /**< lowest address of its stack (the canary's first byte) */
+    size_t stack_size;     /**< bytes of stack, the canary included */
+    long long resumes;     /**< md_co_resume calls that ran it so far */
+    void *impl;            /**< internal: the MD_MALLOC block (stack and switch state); NULL when freed */
+};
+
+/** @brief Make a suspended coroutine that will run @p fn(@p co, @p arg) on a stack of its own of
+ *  @p stack_size bytes (0: MD_CO_STACK_DEFAULT), allocated with MD_MALLOC and painted (for
+ *  md_co_stack_used). Nothing runs until md_co_resume. Errors: NULL @p co or @p fn
+ *  (MD_ERR_INVALID_ARGUMENT), @p stack_size below MD_CO_STACK_MIN (MD_ERR_INVALID_ARGUMENT, field
+ *  stack_size), out of memory, a build without a context switch (MD_ERR_UNSUPPORTED, see
+ *  md_co_backend). On failure @p co is untouched. */
+MDDEF md_status md_co_create(md_co *co, md_co_fn fn, void *arg, size_t stack_size);
+
+/** @brief Run @p co from where it stopped (its start, the first time) until it yields or its
+ *  function returns; then this returns MD_OK and md_co_status() says which. Errors
+ *  (MD_ERR_INVALID_ARGUMENT, field co): a coroutine never created or freed, finished, running or
+ *  waiting on one it resumed. MD_ERR_RANGE: the coroutine overflowed its stack as far as the
+ *  canary (it is then marked finished and is never run again; memory below its stack may be
+ *  damaged). */
+MDDEF md_status md_co_resume(md_co *co);
+
+/** @brief From inside coroutine @p co (its function or anything it calls): stop and hand control
+ *  back to whoever resumed it; returns MD_OK when it is resumed again. Errors
+ *  (MD_ERR_INVALID_ARGUMENT, field co): @p co is not the coroutine running on this thread. */
+MDDEF md_status md_co_yield(md_co *co);
+
+/** @brief What @p co is doing (MD_CO_DEAD for NULL, a zeroed, finished or freed coroutine). */
+MDDEF md_co_state md_co_status(const md_co *co);
+
+/** @brief The coroutine running on this thread (the innermost, when they nest), or NULL when the
+ *  thread runs its own stack. */
+MDDEF md_co *md_co_current(void);
+
+/** @brief Most bytes of its stack @p co has used so far (the painted bytes it wrote over, counted
+ *  from the top); 0 for a freed coroutine. Exact for a stack the coroutine wrote over; a frame
+ *  that reserves space without writing it is not seen. */
+MDDEF size_t md_co_stack_used(const md_co *co);
+
+/** @brief The context switch compiled in: "asm-x86_64", "asm-aarch64", "ucontext" or "none". */
+MDDEF const char *md_co_backend(void);
+
+/** @brief Free the stack of @p co and zero it (state MD_CO_DEAD). A suspended coroutine is dropped
+ *  without unwinding (see the manual); a running one, or one waiting on another it resumed, is
+ *  left alone (freeing the stack under it would crash). Safe on a zeroed coroutine. */
+MDDEF void md_co_free(md_co *co);
+
+/** @brief Metropolis acceptance probability of swapping the configurations of temperatures
+ *  @p t_i and @p t_j (K) whose replicas have potential energies @p u_i and @p u_j (kJ/mol):
+ *  min(1, exp[(1/(kB t_i) - 1/(kB t_j)) (u_i - u_j)]), kB = MD_KB. NaN if an input is not finite
+ *  or a temperature is not > 0. */
+MDDEF double md_remd_probability(double t_i, double t_j, double u_i, double u_j);
+
+/** @brief Fill @p t with @p n temperatures spaced geometrically from @p t_min to @p t_max (K):
+ *  t[k] = t_min (t_max / t_min)^(k / (n - 1)), the spacing that gives about equal acceptance
+ *  between neighbours when the heat capacity does not depend on T. n = 1 gives t_min. Errors:
+ *  NULL @p t, n < 1, temperatures not finite, t_min <= 0 or t_max < t_min
+ *  (MD_ERR_INVALID_ARGUMENT). */
+MDDEF md_status md_remd_ladder(double *t, int n, double t_min, double t_max);
+
+/** @brief Replica exchange over a temperature ladder: which replica holds which temperature, the
+ *  random stream of the decisions and the statistics. Replicas are numbered 0 .. n-1 (the
+ *  configurations, which never move between replicas); slots 0 .. n-1 are the temperatures in
+ *  ascending order. Made by md_remd_create, released by md_remd_free. */
+typedef struct md_remd {
+    int n;                  /**< replicas (= temperatures) */
+    double *temperature;    /**< n temperatures (K), ascending: slot k */
+    int *replica_at;        /**< n: replica holding slot k's temperature */
+    int *slot_of;           /**< n: temperature slot of replica r (the inverse of replica_at) */
+    md_rng rng;             /**< the decisions' random stream (one uniform per attempted swap) */
+    long long rounds;       /**< md_remd_exchange calls so far */
+    long long *attempts;    /**< n - 1: swaps attempted between slots k and k + 1 */
+    long long *accepts;     /**< n - 1: of those, accepted */
+    int *direction;         /**< n: per replica, +1 after it last held slot 0; after it last held slot n-1, -1
+                                 if it came there from slot 0 (a round trip under way), else -2; 0 neither yet */
+    long long *round_trips; /**< n: per replica, completed round trips slot 0 -> slot n-1 -> slot 0 */
+} md_remd;
+
+/** @brief Make a ladder of @p n replicas at temperatures @p temperature (K, n values, strictly
+ *  ascending; copied), replica r starting at slot r, with the decisions seeded by @p seed.
+ *  Errors: NULL arguments, n < 1, a temperature not finite and > 0 or not above the one before
+ *  (MD_ERR_INVALID_ARGUMENT, field temperature[k]), out of memory. On failure @p x is untouched. */
+MDDEF md_status md_remd_create(md_remd *x, int n, const double *temperature, uint64_t seed);
+
+/** @brief One round of exchange attempts from the potential energies @p energy[r] (kJ/mol, n
+ *  values, indexed by replica). Round m (m = x->rounds, counted from 0) attempts the pairs of
+ *  slots (k, k + 1) with k = m mod 2, m mod 2 + 2, ... (even pairs, then odd pairs, alternately),
+ *  in ascending k: for each, one md_rng_uniform u is drawn, whatever the energies, and the swap is
+ *  accepted when u < md_remd_probability(T_k, T_k+1, U of the replica at k, U of the one at k+1).
+ *  The number of draws per round thus depends on n and m only, so the same seed gives the same
+ *  stream of uniforms whatever the energies, and the decisions are a function of the energies
+ *  alone. An accepted swap exchanges the two replicas' temperature slots.
+ *
+ *  Outputs (each may be NULL): @p accepted[k] (n - 1 values) 1 if the pair (k, k + 1) swapped this
+ *  round, 0 if it was attempted and refused, -1 if not attempted; @p scale[r] (n values) the factor
+ *  sqrt(T_new / T_old) by which replica r's velocities are rescaled to its new temperature (1 if
+ *  it kept its slot). Errors: NULL @p x or @p energy, an energy not finite (MD_ERR_RANGE, field
+ *  energy[r]); on failure nothing changes (the random stream is not advanced). */
+MDDEF md_status md_remd_exchange(md_remd *x, const double *energy, int *accepted, double *scale);
+
+/** @brief Fraction of the attempts between slots @p k and @p k + 1 that were accepted (NaN if none
+ *  was attempted or @p k is out of range). */
+MDDEF double md_remd_acceptance(const md_remd *x, int k);
+
+/** @brief Release the arrays of @p x and zero it; safe on a zeroed one. */
+MDDEF void md_remd_free(md_remd *x);
 
 /* ======================================================================== */
 /* bench                                                                    */
@@ -10890,6 +11101,482 @@ MDDEF md_status md_dcd_writer_close(md_dcd_writer *w) {
     md_free(w->buf);
     memset(w, 0, sizeof *w);
     return bad ? md_set_error(MD_ERR_IO, "md_dcd_writer_close", 0, "file", "close failed: %s", strerror(errno)) : MD_OK;
+}
+
+/* ---- co ---- */
+
+/* Which context switch (see the section's manual). */
+#if defined(MD_CO_UCONTEXT)
+#define MD__CO_UCONTEXT 1
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(_WIN32)
+#define MD__CO_ASM_X86_64 1
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__) && !defined(_WIN32)
+#define MD__CO_ASM_AARCH64 1
+#elif defined(__unix__)
+#define MD__CO_UCONTEXT 1
+#endif
+#if defined(MD__CO_ASM_X86_64) || defined(MD__CO_ASM_AARCH64)
+#define MD__CO_ASM 1
+#endif
+#ifdef MD__CO_UCONTEXT
+#include <ucontext.h>
+#endif
+
+/* AddressSanitizer's fiber interface (declared here so that no sanitizer header is needed). */
+#if defined(__SANITIZE_ADDRESS__)
+#define MD__CO_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MD__CO_ASAN 1
+#endif
+#endif
+#ifdef MD__CO_ASAN
+void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
+void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
+#define MD__CO_NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define MD__CO_NO_ASAN
+#endif
+
+/* Saved by the assembly: offsets 0, 8 and 16 are used there. */
+typedef struct md__co_regs {
+    void *sp;          /* stack pointer */
+    void *fp;          /* frame pointer (rbp, x29) */
+    void (*pc)(void);  /* where to continue */
+} md__co_regs;
+
+/* The switch state, at the top of a coroutine's block, above its stack. */
+typedef struct md__co_impl {
+    md__co_regs self, caller;  /* asm: the coroutine's context while it is suspended, the resumer's while it runs */
+#ifdef MD__CO_UCONTEXT
+    ucontext_t uself, ucaller; /* ucontext: the same */
+#endif
+    md_co *prev;               /* the coroutine that was current when this one was resumed (NULL: none) */
+    void *asan_self_fake;      /* ASan: this coroutine's fake stack while it is suspended */
+    void *asan_caller_fake;    /* ASan: the resumer's fake stack while this one runs */
+    const void *asan_caller_bottom; /* ASan: the resumer's stack, to switch back to */
+    size_t asan_caller_size;
+} md__co_impl;
+
+#define MD__CO_PAINT 0xCD
+static MD__THREAD_LOCAL md_co *md__co_cur; /* the running coroutine of this thread */
+
+#if defined(MD__CO_ASM_X86_64)
+/* Save rsp, rbp and the address of label 1 in *from, load *to's and jump. Every other register
+ * is clobbered, so the compiler saves the ones the ABI makes callee-saved in this function's
+ * prologue and restores them in its epilogue, which runs when the other side switches back. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8
+__attribute__((noinline, noipa))
+#else
+__attribute__((noinline))
+#endif
+static void md__co_switch(md__co_regs *from, md__co_regs *to) {
+    __asm__ __volatile__("leaq 1f(%%rip), %%rax\n\t"
+                         "movq %%rsp, 0(%0)\n\t"
+                         "movq %%rbp, 8(%0)\n\t"
+                         "movq %%rax, 16(%0)\n\t"
+                         "movq 16(%1), %%rax\n\t"
+                         "movq 0(%1), %%rsp\n\t"
+                         "movq 8(%1), %%rbp\n\t"
+                         "jmpq *%%rax\n\t"
+                         "1:\n\t"
+                         ".byte 0xf3, 0x0f, 0x1e, 0xfa\n\t" /* endbr64: a NOP unless IBT is enforced */
+                         : "+D"(from), "+S"(to)
+                         :
+                         : "rax", "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "xmm0",
+                           "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+                           "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+}
+#elif defined(MD__CO_ASM_AARCH64)
+/* The same on AArch64: sp, x29 and the resume address; x17 carries the jump (BTI "bti c" at a
+ * function's entry accepts br x16/x17), and the resume point is a "bti j" landing pad. x29 is
+ * loaded last, as %1 may live in it when the frame pointer is omitted; x18 (the platform
+ * register) is left alone. */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8
+__attribute__((noinline, noipa))
+#else
+__attribute__((noinline))
+#endif
+static void md__co_switch(md__co_regs *from, md__co_regs *to) {
+    __asm__ __volatile__("mov x16, sp\n\t"
+                         "adr x17, 1f\n\t"
+                         "str x16, [%0, #0]\n\t"
+                         "str x29, [%0, #8]\n\t"
+                         "str x17, [%0, #16]\n\t"
+                         "ldr x16, [%1, #0]\n\t"
+                         "ldr x17, [%1, #16]\n\t"
+                         "ldr x29, [%1, #8]\n\t"
+                         "mov sp, x16\n\t"
+                         "br x17\n\t"
+                         "1:\n\t"
+                         "hint #36\n\t" /* bti j: a NOP unless BTI is enforced */
+                         : "+r"(from), "+r"(to)
+                         :
+                         : "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15",
+                           "x16", "x17", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x30",
+                           "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13",
+                           "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26",
+                           "v27", "v28", "v29", "v30", "v31", "memory", "cc");
+}
+#endif
+
+#if defined(MD__CO_ASM) || defined(MD__CO_UCONTEXT)
+static unsigned char md__co_canary_byte(size_t i) { return (unsigned char)(0x5Au ^ (i * 37u)); }
+
+/* The switch state of co: right above its stack. */
+static md__co_impl *md__co_state(const md_co *co) {
+    return (md__co_impl *)(void *)((unsigned char *)co->stack + co->stack_size);
+}
+
+/* Switch into co (from its resumer) and come back when it yields or finishes. */
+static void md__co_jump_in(md_co *co, md__co_impl *im) {
+#ifdef MD__CO_ASAN
+    __sanitizer_start_switch_fiber(&im->asan_caller_fake, co->stack, co->stack_size);
+#else
+    (void)co;
+#endif
+#ifdef MD__CO_ASM
+    md__co_switch(&im->caller, &im->self);
+#else
+    swapcontext(&im->ucaller, &im->uself);
+#endif
+#ifdef MD__CO_ASAN
+    __sanitizer_finish_switch_fiber(im->asan_caller_fake, NULL, NULL);
+#endif
+}
+
+/* Switch from co back to its resumer; returns when co is resumed again (never when finished). */
+static void md__co_jump_out(md__co_impl *im, int finished) {
+#ifdef MD__CO_ASAN
+    __sanitizer_start_switch_fiber(finished ? NULL : &im->asan_self_fake, im->asan_caller_bottom, im->asan_caller_size);
+#else
+    (void)finished;
+#endif
+#ifdef MD__CO_ASM
+    md__co_switch(&im->self, &im->caller);
+#else
+    swapcontext(&im->uself, &im->ucaller);
+#endif
+#ifdef MD__CO_ASAN
+    __sanitizer_finish_switch_fiber(im->asan_self_fake, &im->asan_caller_bottom, &im->asan_caller_size);
+#endif
+}
+
+/* Where a new coroutine starts: md_co_resume made it current before switching. */
+static void md__co_entry(void) {
+    md_co *co = md__co_cur;
+    md__co_impl *im = md__co_state(co);
+#ifdef MD__CO_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &im->asan_caller_bottom, &im->asan_caller_size);
+#endif
+    co->fn(co, co->arg);
+    co->state = MD_CO_DEAD;
+    md__co_jump_out(im, 1); /* never returns: a finished coroutine is not resumed */
+}
+
+/* Reads of the stack from outside the coroutine: a suspended one's frames hold ASan redzones. */
+MD__CO_NO_ASAN static int md__co_canary_ok(const md_co *co) {
+    const unsigned char *b = (const unsigned char *)co->stack;
+    size_t i;
+    for (i = 0; i < MD_CO_CANARY; i++)
+        if (b[i] != md__co_canary_byte(i)) return 0;
+    return 1;
+}
+
+MD__CO_NO_ASAN static size_t md__co_untouched(const md_co *co) {
+    const unsigned char *b = (const unsigned char *)co->stack;
+    size_t i = MD_CO_CANARY;
+    while (i < co->stack_size && b[i] == MD__CO_PAINT) i++;
+    return i - MD_CO_CANARY;
+}
+#endif
+
+#if defined(MD__CO_ASM) || defined(MD__CO_UCONTEXT)
+/* Make im->self start md__co_entry on the stack [stack, stack + size). 0 on failure. */
+static int md__co_init_context(md__co_impl *im, unsigned char *stack, size_t size) {
+#if defined(MD__CO_ASM_X86_64)
+    /* as if md__co_entry had been called: rsp = 8 mod 16 with a zero return address on top */
+    unsigned char *top = stack + size - 16;
+    memset(top, 0, 16);
+    im->self.sp = top + 8;
+    im->self.fp = NULL;
+    im->self.pc = md__co_entry;
+    return 1;
+#elif defined(MD__CO_ASM_AARCH64)
+    unsigned char *top = stack + size - 16; /* sp stays 16-byte aligned */
+    memset(top, 0, 16);
+    im->self.sp = top;
+    im->self.fp = NULL;
+    im->self.pc = md__co_entry;
+    return 1;
+#else
+    ucontext_t *u = &im->uself;
+    if (getcontext(u) != 0) return 0;
+    u->uc_stack.ss_sp = stack;
+    u->uc_stack.ss_size = size;
+    u->uc_link = NULL;
+    makecontext(u, md__co_entry, 0);
+    return 1;
+#endif
+}
+#endif
+
+MDDEF const char *md_co_backend(void) {
+#if defined(MD__CO_ASM_X86_64)
+    return "asm-x86_64";
+#elif defined(MD__CO_ASM_AARCH64)
+    return "asm-aarch64";
+#elif defined(MD__CO_UCONTEXT)
+    return "ucontext";
+#else
+    return "none";
+#endif
+}
+
+MDDEF md_status md_co_create(md_co *co, md_co_fn fn, void *arg, size_t stack_size) {
+    const char *where = "md_co_create";
+#if defined(MD__CO_ASM) || defined(MD__CO_UCONTEXT)
+    size_t head = (sizeof(md__co_impl) + 63) & ~(size_t)63, i;
+    unsigned char *block;
+    md__co_impl *im;
+    if (!co) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "co", "is NULL");
+    if (!fn) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "fn", "is NULL");
+    if (stack_size == 0) stack_size = MD_CO_STACK_DEFAULT;
+    if (stack_size < MD_CO_STACK_MIN)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "stack_size", "%zu bytes is below MD_CO_STACK_MIN (%u)",
+                            stack_size, (unsigned)MD_CO_STACK_MIN);
+    stack_size &= ~(size_t)63; /* the top of the stack and the state above it stay 64-byte aligned */
+    if (stack_size > SIZE_MAX - head - 64)
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, where, 0, "stack_size", "%zu bytes overflows size_t", stack_size);
+    block = (unsigned char *)MD_MALLOC(stack_size + head + 64);
+    if (!block) return md_set_error(MD_ERR_OUT_OF_MEMORY, where, 0, "stack_size", "cannot allocate %zu bytes", stack_size + head + 64);
+    /* [pad][canary | stack, growing down ...][state]: the stack starts 64-byte aligned */
+    {
+        unsigned char *stack = block + ((64 - ((uintptr_t)block & 63)) & 63);
+        for (i = 0; i < MD_CO_CANARY; i++) stack[i] = md__co_canary_byte(i);
+        memset(stack + MD_CO_CANARY, MD__CO_PAINT, stack_size - MD_CO_CANARY);
+        im = (md__co_impl *)(void *)(stack + stack_size);
+        memset(im, 0, sizeof *im);
+        co->stack = stack;
+    }
+    if (!md__co_init_context(im, (unsigned char *)co->stack, stack_size)) {
+        MD_FREE(block);
+        return md_set_error(MD_ERR_UNSUPPORTED, where, 0, NULL, "getcontext failed");
+    }
+    co->fn = fn;
+    co->arg = arg;
+    co->state = MD_CO_SUSPENDED;
+    co->stack_size = stack_size;
+    co->resumes = 0;
+    co->impl = block; /* freed by md_co_free; the switch state is found right above the stack */
+    return MD_OK;
+#else
+    (void)fn;
+    (void)arg;
+    (void)stack_size;
+    if (!co) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "co", "is NULL");
+    return md_set_error(MD_ERR_UNSUPPORTED, where, 0, NULL, "this build has no context switch (md_co_backend() is \"none\")");
+#endif
+}
+
+MDDEF md_status md_co_resume(md_co *co) {
+    const char *where = "md_co_resume";
+#if defined(MD__CO_ASM) || defined(MD__CO_UCONTEXT)
+    md__co_impl *im;
+    md_co *prev;
+    if (!co || !co->impl) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "co", "is not a coroutine (never created, or freed)");
+    if (co->state == MD_CO_DEAD) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "co", "has finished");
+    if (co->state != MD_CO_SUSPENDED)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "co",
+                            "is %s: a coroutine cannot resume itself or one that resumed it",
+                            co->state == MD_CO_RUNNING ? "running" : "waiting on a coroutine it resumed");
+    im = md__co_state(co);
+    prev = md__co_cur;
+    if (prev) prev->state = MD_CO_NORMAL;
+    im->prev = prev;
+    co->state = MD_CO_RUNNING;
+    co->resumes++;
+    md__co_cur = co;
+    md__co_jump_in(co, im);
+    md__co_cur = prev;
+    if (prev) prev->state = MD_CO_RUNNING;
+    if (co->state == MD_CO_RUNNING) co->state = MD_CO_SUSPENDED;
+    if (!md__co_canary_ok(co)) {
+        co->state = MD_CO_DEAD;
+        return md_set_error(MD_ERR_RANGE, where, 0, "co",
+                            "stack overflow: the coroutine wrote over the canary at the bottom of its %zu-byte stack "
+                            "(memory below it may be damaged; give it a larger stack)",
+                            co->stack_size);
+    }
+    return MD_OK;
+#else
+    (void)co;
+    return md_set_error(MD_ERR_UNSUPPORTED, where, 0, NULL, "this build has no context switch (md_co_backend() is \"none\")");
+#endif
+}
+
+MDDEF md_status md_co_yield(md_co *co) {
+#if defined(MD__CO_ASM) || defined(MD__CO_UCONTEXT)
+    if (!co || !co->impl || co != md__co_cur || co->state != MD_CO_RUNNING)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_co_yield", 0, "co", "is not the coroutine running on this thread");
+    md__co_jump_out(md__co_state(co), 0);
+    return MD_OK;
+#else
+    (void)co;
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_co_yield", 0, "co", "is not the coroutine running on this thread");
+#endif
+}
+
+MDDEF md_co_state md_co_status(const md_co *co) { return (co && co->impl) ? co->state : MD_CO_DEAD; }
+
+MDDEF md_co *md_co_current(void) { return md__co_cur; }
+
+MDDEF size_t md_co_stack_used(const md_co *co) {
+#if defined(MD__CO_ASM) || defined(MD__CO_UCONTEXT)
+    if (co && co->impl) return co->stack_size - MD_CO_CANARY - md__co_untouched(co);
+#else
+    (void)co;
+#endif
+    return 0;
+}
+
+MDDEF void md_co_free(md_co *co) {
+    if (!co || !co->impl) return;
+    if (co->state == MD_CO_RUNNING || co->state == MD_CO_NORMAL) return;
+    MD_FREE(co->impl);
+    memset(co, 0, sizeof *co);
+}
+
+/* ---- remd ---- */
+
+MDDEF double md_remd_probability(double t_i, double t_j, double u_i, double u_j) {
+    double delta;
+    if (!isfinite(t_i) || !isfinite(t_j) || !isfinite(u_i) || !isfinite(u_j) || !(t_i > 0.0) || !(t_j > 0.0)) return NAN;
+    delta = (1.0 / (MD_KB * t_i) - 1.0 / (MD_KB * t_j)) * (u_i - u_j);
+    return delta >= 0.0 ? 1.0 : exp(delta);
+}
+
+MDDEF md_status md_remd_ladder(double *t, int n, double t_min, double t_max) {
+    int k;
+    if (!t) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_ladder", 0, "t", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_ladder", 0, "n", "must be >= 1 (got %d)", n);
+    if (!isfinite(t_min) || !(t_min > 0.0))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_ladder", 0, "t_min", "must be finite and > 0 (got %g)", t_min);
+    if (!isfinite(t_max) || !(t_max >= t_min))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_ladder", 0, "t_max", "must be finite and >= t_min (got %g)", t_max);
+    for (k = 0; k < n; k++) t[k] = n == 1 ? t_min : t_min * pow(t_max / t_min, (double)k / (double)(n - 1));
+    if (n > 1) t[n - 1] = t_max; /* exactly, whatever pow rounds to */
+    return MD_OK;
+}
+
+MDDEF void md_remd_free(md_remd *x) {
+    if (!x) return;
+    md_free(x->temperature);
+    md_free(x->replica_at);
+    md_free(x->slot_of);
+    md_free(x->attempts);
+    md_free(x->accepts);
+    md_free(x->direction);
+    md_free(x->round_trips);
+    memset(x, 0, sizeof *x);
+}
+
+MDDEF md_status md_remd_create(md_remd *x, int n, const double *temperature, uint64_t seed) {
+    md_remd r;
+    int k;
+    if (!x) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_create", 0, "x", "is NULL");
+    if (!temperature) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_create", 0, "temperature", "is NULL");
+    if (n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_create", 0, "n", "must be >= 1 (got %d)", n);
+    for (k = 0; k < n; k++) {
+        char field[40];
+        snprintf(field, sizeof field, "temperature[%d]", k);
+        if (!isfinite(temperature[k]) || !(temperature[k] > 0.0))
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_create", 0, field, "must be finite and > 0 (got %g)", temperature[k]);
+        if (k > 0 && !(temperature[k] > temperature[k - 1]))
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_create", 0, field,
+                                "must be above temperature[%d] (%g K; got %g K): the ladder ascends", k - 1,
+                                temperature[k - 1], temperature[k]);
+    }
+    memset(&r, 0, sizeof r);
+    r.n = n;
+    r.temperature = (double *)md_alloc_array((size_t)n, sizeof(double));
+    r.replica_at = (int *)md_alloc_array((size_t)n, sizeof(int));
+    r.slot_of = (int *)md_alloc_array((size_t)n, sizeof(int));
+    r.attempts = (long long *)md_alloc_array((size_t)n, sizeof(long long));
+    r.accepts = (long long *)md_alloc_array((size_t)n, sizeof(long long));
+    r.direction = (int *)md_alloc_array((size_t)n, sizeof(int));
+    r.round_trips = (long long *)md_alloc_array((size_t)n, sizeof(long long));
+    if (!r.temperature || !r.replica_at || !r.slot_of || !r.attempts || !r.accepts || !r.direction || !r.round_trips) {
+        md_remd_free(&r);
+        return MD_ERR_OUT_OF_MEMORY;
+    }
+    for (k = 0; k < n; k++) {
+        r.temperature[k] = temperature[k];
+        r.replica_at[k] = r.slot_of[k] = k;
+        r.attempts[k] = r.accepts[k] = r.round_trips[k] = 0;
+        r.direction[k] = 0;
+    }
+    if (n > 1) {
+        r.direction[0] = 1;
+        r.direction[n - 1] = -2;
+    }
+    md_rng_seed(&r.rng, seed);
+    *x = r;
+    return MD_OK;
+}
+
+MDDEF md_status md_remd_exchange(md_remd *x, const double *energy, int *accepted, double *scale) {
+    int k, r;
+    if (!x || !x->temperature) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_exchange", 0, "x", "is not a replica ladder");
+    if (!energy) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_remd_exchange", 0, "energy", "is NULL");
+    for (r = 0; r < x->n; r++)
+        if (!isfinite(energy[r])) {
+            char field[32];
+            snprintf(field, sizeof field, "energy[%d]", r);
+            return md_set_error(MD_ERR_RANGE, "md_remd_exchange", 0, field, "replica %d's potential energy is not finite (%g)", r,
+                                energy[r]);
+        }
+    if (accepted)
+        for (k = 0; k + 1 < x->n; k++) accepted[k] = -1;
+    if (scale)
+        for (r = 0; r < x->n; r++) scale[r] = 1.0;
+    for (k = (int)(x->rounds % 2); k + 1 < x->n; k += 2) {
+        int i = x->replica_at[k], j = x->replica_at[k + 1];
+        double u = md_rng_uniform(&x->rng);
+        int yes = u < md_remd_probability(x->temperature[k], x->temperature[k + 1], energy[i], energy[j]);
+        x->attempts[k]++;
+        if (accepted) accepted[k] = yes;
+        if (!yes) continue;
+        x->accepts[k]++;
+        x->replica_at[k] = j;
+        x->replica_at[k + 1] = i;
+        x->slot_of[i] = k + 1;
+        x->slot_of[j] = k;
+        if (scale) {
+            /* a replica swapped twice in one round is impossible: the pairs of a round are disjoint */
+            scale[i] = sqrt(x->temperature[k + 1] / x->temperature[k]);
+            scale[j] = sqrt(x->temperature[k] / x->temperature[k + 1]);
+        }
+    }
+    /* round trips: direction +1 after the bottom slot, -1 after the top one reached from the
+       bottom (a trip under way), -2 after the top one not reached from the bottom */
+    if (x->n > 1)
+        for (r = 0; r < x->n; r++) {
+            if (x->slot_of[r] == 0) {
+                if (x->direction[r] == -1) x->round_trips[r]++;
+                x->direction[r] = 1;
+            } else if (x->slot_of[r] == x->n - 1) {
+                if (x->direction[r] == 1) x->direction[r] = -1;
+                else if (x->direction[r] == 0) x->direction[r] = -2;
+            }
+        }
+    x->rounds++;
+    return MD_OK;
+}
+
+MDDEF double md_remd_acceptance(const md_remd *x, int k) {
+    if (!x || !x->attempts || k < 0 || k + 1 >= x->n || x->attempts[k] == 0) return NAN;
+    return (double)x->accepts[k] / (double)x->attempts[k];
 }
 
 /* ---- bench ---- */

@@ -82,6 +82,14 @@
  *             md_cuda_graph_cond_handle/node/from_word, md_cuda_graph_loop, md_cuda_graph_run_if
  *             (IF and WHILE nodes decided on the device), md_cuda_timestamp_enqueue: CUDA graphs
  *             of enqueues (chapter 09)
+ *   sched     md_cuda_sched_run (tasks run sequentially, on threads or as coroutines),
+ *             md_cuda_task_begin/wait/barrier, md_cuda_sched_stats (GPU busy fraction
+ *             from events, per-task counters that show starvation): many replicas on
+ *             one GPU (chapter 10)
+ *   mapped    md_cuda_mapped_alloc/free (pinned host memory with a device address),
+ *             md_cuda_mapped_store/publish (device) and md_cuda_mapped_load (host),
+ *             md_cuda_report_enqueue (the per-step report gathered into mapped memory):
+ *             zero-copy reads (chapter 11)
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
@@ -2094,6 +2102,253 @@ md_status md_cuda_graph_run_if(cudaStream_t stream, cudaStream_t body_stream, co
  *  idle gaps between steps (the stamp itself takes the GPU about as long as an empty kernel).
  *  Errors: NULL pointers, @p cap < 0, launch errors. */
 md_status md_cuda_timestamp_enqueue(cudaStream_t stream, unsigned long long *d_times, long long *d_next, long long cap);
+
+/* ======================================================================== */
+/* sched: many tasks (replicas) on one GPU (chapter 10)                     */
+/* ======================================================================== */
+
+/* MANY SMALL SYSTEMS ON ONE GPU. A replica's host code is sequential: enqueue some steps on its
+ * stream, wait for them, read its energy, decide, enqueue again. One such replica leaves the GPU
+ * idle while its host waits and decides; several run one after another leave it idle as often.
+ * md_cuda_sched_run runs N tasks, each an ordinary function of that shape, in one of three ways
+ * (md_cuda_sched_mode), and measures how busy they keep the GPU:
+ *
+ *   MD_CUDA_SCHED_SEQUENTIAL  one task at a time: a wait blocks (cudaEventSynchronize) and the
+ *       same task goes on; at a barrier the next task runs. The baseline.
+ *   MD_CUDA_SCHED_THREADS     one host thread per task: a wait blocks that thread, a barrier is
+ *       a mutex and a condition variable. The GPU sees all streams at once; the host pays for
+ *       threads, locks and the operating system's context switches.
+ *   MD_CUDA_SCHED_COROUTINES  one host thread, every task a coroutine (md.h, section co): a wait
+ *       records an event on the task's stream and yields; the scheduler polls the waiting tasks'
+ *       events round robin (cudaEventQuery) and resumes each whose event has completed, in the
+ *       same pass. A ready task is thus resumed within one pass over the tasks: none starves
+ *       while others are busy, and the counters (md_cuda_task_stats) show it.
+ *
+ * A task calls, from its function (md_cuda_task_fn):
+ *   md_cuda_task_begin(t, stream)  before it enqueues a batch of GPU work: records the batch's
+ *       start event (for the busy measure; optional);
+ *   md_cuda_task_wait(t, stream)   when it needs the results of everything enqueued on the stream
+ *       so far: records the batch's end event and returns once it has completed;
+ *   md_cuda_task_barrier(t, fn, arg) where every task must arrive before any goes on (a replica
+ *       exchange reads every replica's energy): fn(arg) runs once, after the last live task has
+ *       arrived and before any leaves; every task gets its status. A task that returns leaves
+ *       the barrier count, so the others do not wait for it.
+ * The same function runs unchanged under the three modes, so their results can be compared
+ * bitwise (tests/gpu_replicas.cu).
+ *
+ * GPU BUSY. Each batch between a begin and the wait after it gives an interval of the GPU's clock
+ * (cudaEventElapsedTime from an origin event); the busy time is the length of the union of all
+ * tasks' intervals, the span from the first begin to the last end, and busy_fraction their
+ * ratio: the fraction of the run during which some stream had work in flight. It counts the
+ * launch gaps inside a batch as busy (the stream holds queued work then), and the host's time
+ * between a completed batch and its next begin as idle, which is what the modes differ in. A
+ * batch without a begin is not measured (md_cuda_task_stats::unmeasured).
+ *
+ * Errors. A task that returns an error ends; every later wait or barrier of the other tasks
+ * returns MD_ERR_INVALID_ARGUMENT ("another task failed"), so they unwind, and md_cuda_sched_run
+ * returns the first failure's status with its message. CUDA errors of a batch (a kernel fault)
+ * are returned by the wait that finds them. Tasks run on the device that was current when
+ * md_cuda_sched_run was called (thread tasks make it current on their thread). */
+
+/** @brief How md_cuda_sched_run runs its tasks (see the section's manual). */
+typedef enum md_cuda_sched_mode {
+    MD_CUDA_SCHED_SEQUENTIAL = 0, /**< one task at a time, blocking waits */
+    MD_CUDA_SCHED_THREADS,        /**< a host thread per task, blocking waits */
+    MD_CUDA_SCHED_COROUTINES,     /**< coroutines on one thread: a wait yields, events polled round robin */
+    MD_CUDA_SCHED_MODE_COUNT      /**< number of modes */
+} md_cuda_sched_mode;
+
+/** @brief Short name of a mode: "sequential", "threads", "coroutines" ("?" otherwise). */
+const char *md_cuda_sched_mode_name(md_cuda_sched_mode mode);
+
+/** @brief A task's counters (md_cuda_task::stats; md_cuda_sched_run also copies them out). */
+typedef struct md_cuda_task_stats {
+    long long waits;         /**< md_cuda_task_wait calls */
+    long long barriers;      /**< md_cuda_task_barrier calls */
+    long long resumes;       /**< coroutines: times the scheduler resumed it (waits + barriers + 1 when all went well) */
+    long long polls;         /**< coroutines: cudaEventQuery calls on its wait events */
+    long long ready_first;   /**< coroutines: waits whose event had completed at the first poll (the GPU waited
+                                  for the host: this stream was idle) */
+    long long max_lag;       /**< the most completed waits it was behind the task furthest ahead, at any of its
+                                  completions (a starving task's lag keeps growing) */
+    long long unmeasured;    /**< waits that closed a batch without a md_cuda_task_begin */
+    double gpu_s;            /**< sum of its batches' GPU intervals (s) */
+    double host_wait_s;      /**< host seconds from its waits to the resumes after them */
+    size_t stack_used;       /**< coroutines: bytes of its stack it used (md_co_stack_used) */
+} md_cuda_task_stats;
+
+/** @brief What md_cuda_sched_run measured. */
+typedef struct md_cuda_sched_stats {
+    md_cuda_sched_mode mode; /**< the mode run */
+    int ntask;               /**< tasks */
+    double wall_s;           /**< host seconds of the run */
+    double span_s;           /**< GPU seconds from the first batch's begin to the last batch's end */
+    double busy_s;           /**< GPU seconds with at least one batch in flight (union of the intervals) */
+    double busy_fraction;    /**< busy_s / span_s (NaN when nothing was measured) */
+    long long batches;       /**< measured batches, all tasks */
+    long long passes;        /**< coroutines: passes of the scheduler over the tasks */
+    long long idle_passes;   /**< coroutines: passes that resumed nothing (every task waiting on the GPU) */
+    long long max_lag;       /**< the largest md_cuda_task_stats::max_lag */
+    long long timeline_n;    /**< batches written to md_cuda_sched_desc::timeline */
+} md_cuda_sched_stats;
+
+/** @brief A task of a run, as its function sees it. */
+typedef struct md_cuda_task {
+    int index;                /**< this task, 0 .. ntask - 1 */
+    int ntask;                /**< tasks in the run */
+    md_cuda_sched_mode mode;  /**< how the run schedules */
+    md_cuda_task_stats stats; /**< its counters so far */
+    void *run;                /**< internal: the run */
+} md_cuda_task;
+
+/** @brief A task's body: the whole sequential life of a replica. Return MD_OK, or an error (which
+ *  ends the run, see the manual). */
+typedef md_status (*md_cuda_task_fn)(md_cuda_task *t, void *arg);
+
+/** @brief Work done once at a barrier, when every live task has arrived (a replica exchange). */
+typedef md_status (*md_cuda_barrier_fn)(void *arg);
+
+/** @brief Options of md_cuda_sched_run; a zero field takes its default. */
+typedef struct md_cuda_sched_desc {
+    md_cuda_sched_mode mode; /**< how to run (default MD_CUDA_SCHED_SEQUENTIAL) */
+    size_t stack_size;       /**< coroutine stack per task, bytes (default 1 MiB: the CUDA runtime's calls need tens of KiB) */
+    double *timeline;        /**< optional: room for timeline_cap measured batches, 3 doubles each (task, GPU begin s,
+                                  GPU end s, from the run's origin), in task order then batch order (for figures) */
+    long long timeline_cap;  /**< batches @c timeline holds */
+} md_cuda_sched_desc;
+
+/** @brief Run @p ntask tasks @p fn(task, @p args[i]) to completion as @p desc says (NULL: defaults)
+ *  and measure them: run-wide numbers into @p stats, each task's counters into @p per_task
+ *  (@p ntask entries); either may be NULL. Errors: NULL @p fn, @p ntask < 1, a mode out of range
+ *  (MD_ERR_INVALID_ARGUMENT), coroutines unavailable (MD_ERR_UNSUPPORTED), CUDA errors, and the
+ *  first task's failure (see the manual). @p args may be NULL (every task gets NULL). */
+md_status md_cuda_sched_run(const md_cuda_sched_desc *desc, int ntask, md_cuda_task_fn fn, void *const *args,
+                            md_cuda_sched_stats *stats, md_cuda_task_stats *per_task);
+
+/** @brief From a task: record the start of a batch of GPU work on @p stream (call it before the
+ *  batch's first enqueue). Errors: @p t not a task of a running run, CUDA errors. */
+md_status md_cuda_task_begin(md_cuda_task *t, cudaStream_t stream);
+
+/** @brief From a task: return once everything enqueued on @p stream so far has completed (see the
+ *  modes). Errors: the batch's CUDA error, another task's failure, @p t not a task. */
+md_status md_cuda_task_wait(md_cuda_task *t, cudaStream_t stream);
+
+/** @brief From a task: wait until every live task has arrived; the last arrival's @p fn(@p arg)
+ *  (may be NULL) runs once before any task goes on, and its status is returned to all. Every
+ *  task should pass the same @p fn and @p arg. Errors: @p fn's, another task's failure. */
+md_status md_cuda_task_barrier(md_cuda_task *t, md_cuda_barrier_fn fn, void *arg);
+
+/* ======================================================================== */
+/* mapped: pinned host memory the GPU writes and reads (chapter 11)         */
+/* ======================================================================== */
+
+/* ZERO-COPY READS OF WHAT THE HOST NEEDS EVERY STEP. A replica's host reads a few words after
+ * each step: energies, a "list rebuilt" count, NaN and overflow flags; and writes a few: the
+ * exchange decision (a velocity factor). A cudaMemcpyAsync per step costs a copy on the stream
+ * (a DMA set-up and its completion, a few microseconds of latency) for a few hundred bytes.
+ * Mapped memory (cudaHostAlloc with cudaHostAllocMapped) is pinned host memory with a device
+ * address (cudaHostGetDevicePointer): a kernel's stores to it travel over the bus (PCIe or
+ * NVLink-C2C) straight into host memory, with no copy to enqueue.
+ *
+ *   md_cuda_mapped           a mapped block: host and device addresses of the same bytes;
+ *   md_cuda_report_enqueue   one small kernel that gathers up to MD_CUDA_REPORT_MAX_SEGMENTS
+ *                            device arrays of 64-bit words into a report (mapped memory, or a
+ *                            device buffer for the copy rung), then publishes a sequence number;
+ *   md_cuda_mapped_store / md_cuda_mapped_publish (device) and md_cuda_mapped_load (host).
+ *
+ * MEMORY ORDERING, what the tests check (tests/gpu_mapped.cu):
+ *   1. After an event: the host reads a report after cudaEventQuery / cudaEventSynchronize of
+ *      an event recorded after the kernel says it completed. Completed work's writes to mapped
+ *      memory are visible to the host then; nothing more is needed than reads the compiler
+ *      cannot keep in a register from before the wait (md_cuda_mapped_load: a volatile-strength
+ *      atomic load with acquire order, so on AArch64 hosts (Grace) later reads are not hoisted
+ *      above it either).
+ *   2. While the kernel runs (polling, no event): the device writes the payload, then
+ *      __threadfence_system(), then the sequence word (md_cuda_mapped_publish). The fence
+ *      orders the payload's stores before the sequence word's for every observer, the host
+ *      included; the host loads the sequence word with acquire order, then the payload. A host
+ *      that sees sequence s sees the payload of s or of a later publish, never an older one.
+ *   3. No torn words: every word is written with one aligned 64-bit store (st.volatile.u64) and
+ *      read with one aligned 64-bit load, so a reader sees the old or the new value of a word,
+ *      never half of each. Structures wider than 8 bytes have no such guarantee: use rule 2.
+ * Device reads of mapped memory (the exchange decision) cross the bus each time: fine for a word
+ * per step, slow for arrays (chapter 11 measures where mapped memory loses). Writes the host makes
+ * before it enqueues the kernel that reads them are seen by that kernel (the launch orders them).
+ */
+
+/** @brief A block of mapped pinned host memory: the same bytes at a host and a device address. */
+typedef struct md_cuda_mapped {
+    void *host;   /**< host address (pinned, write-back cached on the host) */
+    void *device; /**< the device's address of the same memory (cudaHostGetDevicePointer) */
+    size_t bytes; /**< size */
+} md_cuda_mapped;
+
+/** @brief Allocate @p bytes of mapped pinned memory (cudaHostAlloc, cudaHostAllocMapped |
+ *  cudaHostAllocPortable), zero it and get its device address. Errors: NULL @p m, @p bytes 0
+ *  (MD_ERR_INVALID_ARGUMENT), a device that cannot map host memory (MD_ERR_UNSUPPORTED), CUDA
+ *  errors (out of pinned memory). On failure @p m is untouched. */
+md_status md_cuda_mapped_alloc(md_cuda_mapped *m, size_t bytes);
+
+/** @brief Free a mapped block (cudaFreeHost) and zero it; safe on a zeroed block. The caller makes
+ *  sure no kernel still uses it. */
+void md_cuda_mapped_free(md_cuda_mapped *m);
+
+/** @brief Device: store @p v at @p p with one aligned 64-bit volatile store (never torn, never kept
+ *  in a register or cache by the compiler). */
+static __device__ __forceinline__ void md_cuda_mapped_store(unsigned long long *p, unsigned long long v) {
+    *(volatile unsigned long long *)p = v;
+}
+
+/** @brief Device: publish sequence number @p seq at @p seq_word after the payload this thread (or,
+ *  after a __syncthreads(), this block) stored: __threadfence_system() orders those stores before
+ *  this one for every observer, the host included (rule 2 of the section's manual). */
+static __device__ __forceinline__ void md_cuda_mapped_publish(unsigned long long *seq_word, unsigned long long seq) {
+    __threadfence_system();
+    md_cuda_mapped_store(seq_word, seq);
+}
+
+/** @brief Host: load the 64-bit word at @p p (8-byte aligned) with one atomic load in acquire order:
+ *  never torn, always read from memory, and later reads are not moved before it. */
+static inline unsigned long long md_cuda_mapped_load(const void *p) {
+    return __atomic_load_n((const unsigned long long *)p, __ATOMIC_ACQUIRE);
+}
+
+/** @brief Host: store @p v at the 8-byte aligned word @p p with one atomic store in release order
+ *  (for words a kernel reads, e.g. an exchange decision, or a stop word a running kernel polls). */
+static inline void md_cuda_mapped_store_host(void *p, unsigned long long v) {
+    __atomic_store_n((unsigned long long *)p, v, __ATOMIC_RELEASE);
+}
+
+/** @brief Enqueue a grid-stride copy of @p bytes (a multiple of 16, both addresses 16-byte aligned) from
+ *  @p src to @p dst, device addresses of device or mapped memory, by a kernel (not a DMA copy): what
+ *  a kernel pays to write its results straight into mapped memory, or to read its inputs from it
+ *  (chapter 11 times both against device memory and cudaMemcpyAsync). Errors: NULL or misaligned
+ *  pointers, @p bytes not a multiple of 16 (MD_ERR_INVALID_ARGUMENT), launch errors. */
+md_status md_cuda_mapped_copy_enqueue(void *dst, const void *src, size_t bytes, cudaStream_t stream);
+
+/** @brief Most device arrays one report gathers. */
+#define MD_CUDA_REPORT_MAX_SEGMENTS 8
+
+/** @brief What md_cuda_report_enqueue gathers: @p nseg device arrays of 64-bit words, @p src[k]
+ *  with @p count[k] words, concatenated in order. Passed to the kernel by value, so a captured
+ *  graph keeps the addresses (the arrays' contents may change). */
+typedef struct md_cuda_report_desc {
+    int nseg;                                               /**< arrays, 1 .. MD_CUDA_REPORT_MAX_SEGMENTS */
+    const unsigned long long *src[MD_CUDA_REPORT_MAX_SEGMENTS]; /**< device addresses */
+    int count[MD_CUDA_REPORT_MAX_SEGMENTS];                 /**< words of each (>= 0) */
+} md_cuda_report_desc;
+
+/** @brief Words of a report for @p d: the gathered words and the sequence word after them. */
+int md_cuda_report_words(const md_cuda_report_desc *d);
+
+/** @brief Enqueue on @p stream one kernel (one block) that copies the words of @p d into @p dst
+ *  (a device address: a mapped block's md_cuda_mapped::device, or device memory for the copy
+ *  rung), each with one 64-bit store, then adds 1 to the device counter *@p d_seq and publishes
+ *  the new value at dst[total words] (md_cuda_mapped_publish). @p dst holds
+ *  md_cuda_report_words(@p d) words. Capturable; a graph replay publishes the next sequence
+ *  number. Errors: NULL pointers, a bad descriptor (MD_ERR_INVALID_ARGUMENT), launch errors. */
+md_status md_cuda_report_enqueue(const md_cuda_report_desc *d, unsigned long long *dst, unsigned long long *d_seq,
+                                 cudaStream_t stream);
 
 #endif /* MD_CUDA_CU_H */
 
@@ -9767,5 +10022,953 @@ md_status md_cuda_timestamp_enqueue(cudaStream_t stream, unsigned long long *d_t
     return MD_OK;
 }
 
+/* ---- sched ---- */
+
+#include <algorithm>
+#include <condition_variable>
+#include <new>
+#include <thread>
+#include <vector>
+
+namespace {
+enum md__sched_tstate { MD__SCHED_T_READY = 0, MD__SCHED_T_WAITING, MD__SCHED_T_BARRIER, MD__SCHED_T_DONE };
+
+struct md__sched_trun {
+    md_cuda_task task;      /* what the task function gets */
+    md_co co;               /* sequential and coroutines: the task runs as a coroutine */
+    cudaEvent_t begin, end; /* the open batch's events */
+    int begun;              /* a begin was recorded since the last wait */
+    int state;              /* md__sched_tstate (sequential and coroutines) */
+    cudaError_t wait_err;   /* what the scheduler's poll found */
+    long long polls_now;    /* polls of the current wait */
+    double wait_t0;         /* host time of the wait's record */
+    long long done;         /* completed waits */
+    md_status result;       /* the task function's status */
+    md_cuda_task_fn fn;
+    void *arg;
+    std::vector<float> iv;  /* batch intervals (ms from the origin event): begin, end pairs */
+};
+
+struct md__sched_run {
+    md_cuda_sched_mode mode;
+    int ntask;
+    int device;
+    md__sched_trun *t;
+    cudaEvent_t origin;
+    std::mutex mu;               /* threads: barrier, failure, lag */
+    std::condition_variable cv;
+    int live;                    /* tasks not yet returned */
+    int arrived;                 /* at the current barrier */
+    long long generation;        /* barriers completed */
+    md_status barrier_status;
+    md_cuda_barrier_fn barrier_fn;
+    void *barrier_arg;
+    std::atomic<int> aborted;    /* a task (or a barrier's work) failed */
+    md_status first_status;
+    int first_task;              /* -1: the barrier's work */
+    char first_message[512];
+    long long max_done;
+};
+} // namespace
+
+const char *md_cuda_sched_mode_name(md_cuda_sched_mode mode) {
+    switch (mode) {
+    case MD_CUDA_SCHED_SEQUENTIAL: return "sequential";
+    case MD_CUDA_SCHED_THREADS: return "threads";
+    case MD_CUDA_SCHED_COROUTINES: return "coroutines";
+    default: return "?";
+    }
+}
+
+/* Record the first failure (a task's, or the barrier work's: task -1) and make every later wait
+ * and barrier fail. The caller holds r->mu in threads mode. */
+static void md__sched_run_fail_locked(md__sched_run *r, int task, md_status st) {
+    if (r->aborted.load()) return;
+    r->first_status = st;
+    r->first_task = task;
+    snprintf(r->first_message, sizeof r->first_message, "%s", md_last_error());
+    r->aborted.store(1);
+}
+
+static md_status md__sched_aborted_error(md__sched_run *r, const char *fn) {
+    if (r->first_task < 0) return md_set_error(r->first_status, fn, 0, "fn", "the barrier's work failed: %s", r->first_message);
+    return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "another task failed (task %d): %s", r->first_task,
+                        r->first_message);
+}
+
+static md__sched_run *md__sched_run_of(md_cuda_task *t, const char *fn, md_status *st) {
+    md__sched_run *r = t ? (md__sched_run *)t->run : NULL;
+    *st = MD_OK;
+    if (!r || t->index < 0 || t->index >= r->ntask) {
+        *st = md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "t", "is not a task of a running md_cuda_sched_run");
+        return NULL;
+    }
+    if (r->aborted.load()) {
+        *st = md__sched_aborted_error(r, fn);
+        return NULL;
+    }
+    return r;
+}
+
+/* A batch's wait completed: its interval and the lag counters. */
+static void md__sched_batch_done(md__sched_run *r, md__sched_trun *tr) {
+    md_cuda_task_stats *s = &tr->task.stats;
+    long long lag;
+    float b = 0.0f, e = 0.0f;
+    if (tr->begun && cudaEventElapsedTime(&b, r->origin, tr->begin) == cudaSuccess &&
+        cudaEventElapsedTime(&e, r->origin, tr->end) == cudaSuccess) {
+        tr->iv.push_back(b);
+        tr->iv.push_back(e);
+        s->gpu_s += 1e-3 * (double)(e - b);
+    } else {
+        s->unmeasured++;
+    }
+    tr->begun = 0;
+    {
+        std::lock_guard<std::mutex> lock(r->mu);
+        tr->done++;
+        if (tr->done > r->max_done) r->max_done = tr->done;
+        lag = r->max_done - tr->done;
+    }
+    if (lag > s->max_lag) s->max_lag = lag;
+    s->host_wait_s += md_wall_seconds() - tr->wait_t0;
+}
+
+md_status md_cuda_task_begin(md_cuda_task *t, cudaStream_t stream) {
+    md_status st;
+    md__sched_run *r = md__sched_run_of(t, "md_cuda_task_begin", &st);
+    md__sched_trun *tr;
+    if (!r) return st;
+    tr = &r->t[t->index];
+    MD_CUDA_TRY(cudaEventRecord(tr->begin, stream));
+    tr->begun = 1;
+    return MD_OK;
+}
+
+md_status md_cuda_task_wait(md_cuda_task *t, cudaStream_t stream) {
+    md_status st;
+    md__sched_run *r = md__sched_run_of(t, "md_cuda_task_wait", &st);
+    md__sched_trun *tr;
+    if (!r) return st;
+    tr = &r->t[t->index];
+    t->stats.waits++;
+    MD_CUDA_TRY(cudaEventRecord(tr->end, stream));
+    tr->wait_t0 = md_wall_seconds();
+    if (r->mode == MD_CUDA_SCHED_COROUTINES) {
+        tr->state = MD__SCHED_T_WAITING;
+        tr->polls_now = 0;
+        tr->wait_err = cudaSuccess;
+        if ((st = md_co_yield(&tr->co)) != MD_OK) return st;
+        /* resumed by the scheduler once the event completed or failed (counters done there) */
+        if (r->aborted.load()) return md__sched_aborted_error(r, "md_cuda_task_wait");
+        if (tr->wait_err != cudaSuccess)
+            return md_cuda_error(tr->wait_err, "cudaEventQuery (md_cuda_task_wait)", __FILE__, __LINE__);
+        return MD_OK;
+    }
+    MD_CUDA_TRY(cudaEventSynchronize(tr->end));
+    md__sched_batch_done(r, tr);
+    return MD_OK;
+}
+
+/* Run the barrier's work once and release every task at it; r->mu held (threads) or the only
+ * thread (the other modes). */
+static void md__sched_barrier_release(md__sched_run *r) {
+    int i;
+    if (r->aborted.load()) { /* a task failed: the barrier's work is not done, everyone unwinds */
+        r->barrier_status = MD_ERR_INVALID_ARGUMENT;
+    } else {
+        r->barrier_status = r->barrier_fn ? r->barrier_fn(r->barrier_arg) : MD_OK;
+        if (r->barrier_status != MD_OK) md__sched_run_fail_locked(r, -1, r->barrier_status);
+    }
+    r->arrived = 0;
+    r->generation++;
+    for (i = 0; i < r->ntask; i++)
+        if (r->t[i].state == MD__SCHED_T_BARRIER) r->t[i].state = MD__SCHED_T_READY;
+}
+
+md_status md_cuda_task_barrier(md_cuda_task *t, md_cuda_barrier_fn fn, void *arg) {
+    md_status st;
+    md__sched_run *r = md__sched_run_of(t, "md_cuda_task_barrier", &st);
+    md__sched_trun *tr;
+    long long gen;
+    if (!r) return st;
+    tr = &r->t[t->index];
+    t->stats.barriers++;
+    if (r->mode == MD_CUDA_SCHED_THREADS) {
+        std::unique_lock<std::mutex> lock(r->mu);
+        gen = r->generation;
+        r->barrier_fn = fn;
+        r->barrier_arg = arg;
+        if (++r->arrived == r->live) {
+            md__sched_barrier_release(r);
+            r->cv.notify_all();
+        } else {
+            r->cv.wait(lock, [&] { return r->generation != gen || r->aborted.load(); });
+        }
+    } else {
+        gen = r->generation;
+        r->barrier_fn = fn;
+        r->barrier_arg = arg;
+        r->arrived++;
+        tr->state = MD__SCHED_T_BARRIER;
+        if ((st = md_co_yield(&tr->co)) != MD_OK) return st;
+    }
+    if (r->aborted.load()) return md__sched_aborted_error(r, "md_cuda_task_barrier");
+    return r->generation != gen ? MD_OK : md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_task_barrier", 0, "t", "released without the barrier completing");
+}
+
+/* A task leaves the run: the barrier no longer waits for it (r->mu held in threads mode). */
+static void md__sched_task_leaves(md__sched_run *r, md__sched_trun *tr) {
+    if (tr->result != MD_OK) md__sched_run_fail_locked(r, tr->task.index, tr->result);
+    r->live--;
+    if (r->arrived > 0 && r->arrived == r->live) md__sched_barrier_release(r);
+}
+
+/* The body of a task's coroutine (sequential and coroutines modes). */
+static void md__sched_task_co(md_co *co, void *arg) {
+    md__sched_trun *tr = (md__sched_trun *)arg;
+    (void)co;
+    tr->result = tr->fn(&tr->task, tr->arg);
+}
+
+/* Sequential and coroutines: this thread resumes the tasks, round robin. A waiting task's
+ * event is polled; a completed one is resumed in the same pass. */
+static md_status md__sched_drive(md__sched_run *r, md_cuda_sched_stats *stats) {
+    int i, remaining = r->ntask;
+    md_status st;
+    while (remaining > 0) {
+        int progressed = 0;
+        stats->passes++;
+        for (i = 0; i < r->ntask; i++) {
+            md__sched_trun *tr = &r->t[i];
+            if (tr->state == MD__SCHED_T_WAITING) {
+                cudaError_t q = r->aborted.load() ? cudaSuccess : cudaEventQuery(tr->end);
+                if (!r->aborted.load()) {
+                    tr->task.stats.polls++;
+                    tr->polls_now++;
+                }
+                if (q == cudaErrorNotReady) continue;
+                if (q == cudaSuccess && !r->aborted.load()) {
+                    if (tr->polls_now == 1) tr->task.stats.ready_first++;
+                    md__sched_batch_done(r, tr);
+                } else if (q != cudaSuccess) {
+                    (void)cudaGetLastError(); /* the task's wait reports it */
+                }
+                tr->wait_err = q;
+                tr->state = MD__SCHED_T_READY;
+            }
+            if (tr->state == MD__SCHED_T_READY) {
+                tr->task.stats.resumes++;
+                if ((st = md_co_resume(&tr->co)) != MD_OK) {
+                    md__sched_run_fail_locked(r, i, st);
+                    tr->state = MD__SCHED_T_DONE;
+                    remaining--;
+                    r->live--;
+                    continue;
+                }
+                progressed = 1;
+                if (md_co_status(&tr->co) == MD_CO_DEAD) {
+                    tr->state = MD__SCHED_T_DONE;
+                    remaining--;
+                    md__sched_task_leaves(r, tr);
+                } else if (r->arrived > 0 && r->arrived == r->live) {
+                    md__sched_barrier_release(r);
+                }
+            }
+        }
+        if (r->aborted.load()) /* every stopped task goes on, to see the failure and return */
+            for (i = 0; i < r->ntask; i++)
+                if (r->t[i].state == MD__SCHED_T_WAITING || r->t[i].state == MD__SCHED_T_BARRIER) r->t[i].state = MD__SCHED_T_READY;
+        if (!progressed) stats->idle_passes++;
+    }
+    return MD_OK;
+}
+
+/* Length of the union of intervals (begin, end pairs, ms) and their span. */
+static void md__sched_union(std::vector<std::pair<float, float>> &iv, double *busy_ms, double *span_ms) {
+    double busy = 0.0, lo = 0.0, hi = 0.0, cur_lo = 0.0, cur_hi = 0.0;
+    size_t i;
+    *busy_ms = *span_ms = 0.0;
+    if (iv.empty()) return;
+    std::sort(iv.begin(), iv.end());
+    lo = iv[0].first;
+    cur_lo = iv[0].first;
+    cur_hi = iv[0].second;
+    hi = cur_hi;
+    for (i = 1; i < iv.size(); i++) {
+        if (iv[i].first > cur_hi) {
+            busy += cur_hi - cur_lo;
+            cur_lo = iv[i].first;
+            cur_hi = iv[i].second;
+        } else if (iv[i].second > cur_hi) {
+            cur_hi = iv[i].second;
+        }
+        if (iv[i].second > hi) hi = iv[i].second;
+    }
+    busy += cur_hi - cur_lo;
+    *busy_ms = busy;
+    *span_ms = hi - lo;
+}
+
+static void md__sched_run_destroy(md__sched_run *r) {
+    int i;
+    if (!r) return;
+    for (i = 0; r->t && i < r->ntask; i++) {
+        if (r->t[i].begin) (void)cudaEventDestroy(r->t[i].begin);
+        if (r->t[i].end) (void)cudaEventDestroy(r->t[i].end);
+        md_co_free(&r->t[i].co);
+    }
+    delete[] r->t;
+    if (r->origin) (void)cudaEventDestroy(r->origin);
+    delete r;
+}
+
+md_status md_cuda_sched_run(const md_cuda_sched_desc *desc, int ntask, md_cuda_task_fn fn, void *const *args,
+                            md_cuda_sched_stats *stats, md_cuda_task_stats *per_task) {
+    const char *where = "md_cuda_sched_run";
+    md_cuda_sched_desc d;
+    md_cuda_sched_stats s;
+    md__sched_run *r;
+    md_status st = MD_OK;
+    double t0;
+    int i;
+    memset(&d, 0, sizeof d);
+    if (desc) d = *desc;
+    if (!fn) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "fn", "is NULL");
+    if (ntask < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "ntask", "must be >= 1 (got %d)", ntask);
+    if ((int)d.mode < 0 || d.mode >= MD_CUDA_SCHED_MODE_COUNT)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "desc->mode", "unknown mode %d", (int)d.mode);
+    if (d.stack_size == 0) d.stack_size = 1u << 20;
+    memset(&s, 0, sizeof s);
+    s.mode = d.mode;
+    s.ntask = ntask;
+    r = new (std::nothrow) md__sched_run();
+    if (!r) return md_set_error(MD_ERR_OUT_OF_MEMORY, where, 0, NULL, "cannot allocate the run");
+    r->t = new (std::nothrow) md__sched_trun[ntask]();
+    if (!r->t) {
+        delete r;
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, where, 0, NULL, "cannot allocate %d tasks", ntask);
+    }
+    r->mode = d.mode;
+    r->ntask = ntask;
+    r->live = ntask;
+    r->aborted.store(0);
+#define MD__SCHED_TRY(call)                                                                     \
+    do {                                                                                           \
+        cudaError_t md__e = (call);                                                                \
+        if (md__e != cudaSuccess) {                                                                \
+            st = md_cuda_error(md__e, #call, __FILE__, __LINE__);                                  \
+            md__sched_run_destroy(r);                                                               \
+            return st;                                                                             \
+        }                                                                                          \
+    } while (0)
+    MD__SCHED_TRY(cudaGetDevice(&r->device));
+    MD__SCHED_TRY(cudaEventCreate(&r->origin));
+    for (i = 0; i < ntask; i++) {
+        md__sched_trun *tr = &r->t[i];
+        tr->task.index = i;
+        tr->task.ntask = ntask;
+        tr->task.mode = d.mode;
+        tr->task.run = r;
+        tr->fn = fn;
+        tr->arg = args ? args[i] : NULL;
+        tr->state = MD__SCHED_T_READY;
+        MD__SCHED_TRY(cudaEventCreate(&tr->begin));
+        MD__SCHED_TRY(cudaEventCreate(&tr->end));
+        if (d.mode != MD_CUDA_SCHED_THREADS && (st = md_co_create(&tr->co, md__sched_task_co, tr, d.stack_size)) != MD_OK) {
+            md__sched_run_destroy(r);
+            return st;
+        }
+    }
+    /* the origin of the GPU clock: recorded and completed before any task enqueues anything */
+    MD__SCHED_TRY(cudaEventRecord(r->origin, 0));
+    MD__SCHED_TRY(cudaEventSynchronize(r->origin));
+#undef MD__SCHED_TRY
+    t0 = md_wall_seconds();
+    if (d.mode == MD_CUDA_SCHED_THREADS) {
+        std::vector<std::thread> threads;
+        for (i = 0; i < ntask; i++) {
+            md__sched_trun *tr = &r->t[i];
+            try {
+                threads.emplace_back([r, tr] {
+                    cudaError_t e = cudaSetDevice(r->device);
+                    tr->result = e == cudaSuccess ? tr->fn(&tr->task, tr->arg)
+                                                  : md_cuda_error(e, "cudaSetDevice (task thread)", __FILE__, __LINE__);
+                    std::lock_guard<std::mutex> lock(r->mu);
+                    md__sched_task_leaves(r, tr);
+                    r->cv.notify_all();
+                });
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(r->mu);
+                md_set_error(MD_ERR_OUT_OF_MEMORY, where, 0, NULL, "cannot start the thread of task %d", i);
+                md__sched_run_fail_locked(r, i, MD_ERR_OUT_OF_MEMORY);
+                r->live -= ntask - i;
+                if (r->arrived > 0 && r->arrived >= r->live) md__sched_barrier_release(r);
+                r->cv.notify_all();
+                break;
+            }
+        }
+        for (auto &th : threads) th.join();
+    } else {
+        st = md__sched_drive(r, &s);
+    }
+    s.wall_s = md_wall_seconds() - t0;
+    {
+        std::vector<std::pair<float, float>> iv;
+        double busy_ms, span_ms;
+        for (i = 0; i < ntask; i++) {
+            size_t k;
+            for (k = 0; k + 1 < r->t[i].iv.size(); k += 2) {
+                iv.push_back(std::make_pair(r->t[i].iv[k], r->t[i].iv[k + 1]));
+                if (d.timeline && s.timeline_n < d.timeline_cap) {
+                    d.timeline[3 * s.timeline_n] = i;
+                    d.timeline[3 * s.timeline_n + 1] = 1e-3 * r->t[i].iv[k];
+                    d.timeline[3 * s.timeline_n + 2] = 1e-3 * r->t[i].iv[k + 1];
+                    s.timeline_n++;
+                }
+            }
+            r->t[i].task.stats.stack_used = d.mode == MD_CUDA_SCHED_THREADS ? 0 : md_co_stack_used(&r->t[i].co);
+            if (r->t[i].task.stats.max_lag > s.max_lag) s.max_lag = r->t[i].task.stats.max_lag;
+            if (per_task) per_task[i] = r->t[i].task.stats;
+        }
+        s.batches = (long long)iv.size();
+        md__sched_union(iv, &busy_ms, &span_ms);
+        s.busy_s = 1e-3 * busy_ms;
+        s.span_s = 1e-3 * span_ms;
+        s.busy_fraction = span_ms > 0.0 ? busy_ms / span_ms : NAN;
+    }
+    if (stats) *stats = s;
+    if (st == MD_OK && r->aborted.load()) {
+        st = r->first_task < 0 ? md_set_error(r->first_status, where, 0, "barrier", "%s", r->first_message)
+                               : md_set_error(r->first_status, where, 0, "task", "task %d failed: %s", r->first_task,
+                                              r->first_message);
+    }
+    md__sched_run_destroy(r);
+    return st;
+}
+
+/* ---- mapped ---- */
+
+md_status md_cuda_mapped_alloc(md_cuda_mapped *m, size_t bytes) {
+    const char *where = "md_cuda_mapped_alloc";
+    void *h = NULL, *d = NULL;
+    int dev = 0, can = 0;
+    cudaError_t e;
+    if (!m) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "m", "is NULL");
+    if (bytes == 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "bytes", "is 0");
+    MD_CUDA_TRY(cudaGetDevice(&dev));
+    MD_CUDA_TRY(cudaDeviceGetAttribute(&can, cudaDevAttrCanMapHostMemory, dev));
+    if (!can) return md_set_error(MD_ERR_UNSUPPORTED, where, 0, NULL, "device %d cannot map host memory", dev);
+    e = cudaHostAlloc(&h, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        md_status st = md_cuda_error(e, "cudaHostAlloc (mapped)", __FILE__, __LINE__);
+        return md_set_error(st, where, 0, "bytes", "cannot allocate %zu bytes of mapped pinned memory: %s", bytes,
+                            cudaGetErrorString(e));
+    }
+    memset(h, 0, bytes);
+    e = cudaHostGetDevicePointer(&d, h, 0);
+    if (e != cudaSuccess) {
+        (void)cudaFreeHost(h);
+        return md_cuda_error(e, "cudaHostGetDevicePointer", __FILE__, __LINE__);
+    }
+    m->host = h;
+    m->device = d;
+    m->bytes = bytes;
+    return MD_OK;
+}
+
+void md_cuda_mapped_free(md_cuda_mapped *m) {
+    if (!m) return;
+    if (m->host) (void)cudaFreeHost(m->host);
+    memset(m, 0, sizeof *m);
+}
+
+static __global__ void md__mapped_copy_kernel(float4 *dst, const float4 *src, size_t n) {
+    size_t i;
+    for (i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
+}
+
+md_status md_cuda_mapped_copy_enqueue(void *dst, const void *src, size_t bytes, cudaStream_t stream) {
+    const char *where = "md_cuda_mapped_copy_enqueue";
+    size_t n = bytes / 16, blocks;
+    if (!dst || !src) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, !dst ? "dst" : "src", "is NULL");
+    if (bytes % 16 || ((uintptr_t)dst | (uintptr_t)src) % 16)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "bytes", "size and addresses must be multiples of 16 (%zu bytes)", bytes);
+    if (n == 0) return MD_OK;
+    blocks = (n + 255) / 256;
+    if (blocks > 1024) blocks = 1024;
+    MD_CUDA_LAUNCH(md__mapped_copy_kernel, (unsigned)blocks, 256, 0, stream, (float4 *)dst, (const float4 *)src, n);
+    return MD_OK;
+}
+
+int md_cuda_report_words(const md_cuda_report_desc *d) {
+    int k, n = 0;
+    if (!d || d->nseg < 1 || d->nseg > MD_CUDA_REPORT_MAX_SEGMENTS) return -1;
+    for (k = 0; k < d->nseg; k++) {
+        if (d->count[k] < 0 || (d->count[k] > 0 && !d->src[k])) return -1;
+        n += d->count[k];
+    }
+    return n + 1;
+}
+
+/* One block: every thread copies words with 64-bit volatile stores; after the block's barrier,
+ * thread 0 bumps the sequence counter and publishes it behind a system-scope fence. */
+static __global__ void md__report_kernel(md_cuda_report_desc d, unsigned long long *dst, unsigned long long *d_seq) {
+    int k, base = 0;
+    for (k = 0; k < d.nseg; k++) {
+        int i;
+        for (i = threadIdx.x; i < d.count[k]; i += blockDim.x) md_cuda_mapped_store(dst + base + i, d.src[k][i]);
+        base += d.count[k];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long seq = *d_seq + 1;
+        *d_seq = seq;
+        md_cuda_mapped_publish(dst + base, seq);
+    }
+}
+
+md_status md_cuda_report_enqueue(const md_cuda_report_desc *d, unsigned long long *dst, unsigned long long *d_seq,
+                                 cudaStream_t stream) {
+    const char *where = "md_cuda_report_enqueue";
+    int words = md_cuda_report_words(d);
+    if (!d) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "d", "is NULL");
+    if (words < 0)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "d", "nseg must be 1..%d and every count >= 0 with a source",
+                            MD_CUDA_REPORT_MAX_SEGMENTS);
+    if (!dst || !d_seq) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, !dst ? "dst" : "d_seq", "is NULL");
+    MD_CUDA_LAUNCH(md__report_kernel, 1, 128, 0, stream, *d, dst, d_seq);
+    return MD_OK;
+}
+
 #endif /* MD_CUDA_IMPLEMENTATION_INCLUDED */
 #endif /* MD_CUDA_IMPLEMENTATION */
+
+/* ======================================================================== */
+/* sched (continued): replica exchange on one GPU (chapters 10 and 11)      */
+/* ======================================================================== */
+
+/* TEMPERATURE REPLICA EXCHANGE ON ONE GPU. md_cuda_remd runs N copies of one system, each an
+ * md_cuda_sim (chapter 08's GPU step, Langevin thermostat) on its own stream at a temperature of
+ * md.h's md_remd ladder, as N tasks of md_cuda_sched_run. Each task's life:
+ *
+ *     for every exchange round:
+ *         for every read segment (steps_per_read steps, energies on the last one):
+ *             begin; enqueue the segment (or launch its CUDA graph) and the report; wait
+ *             read the report: energy terms, step, the step's and the state's flags and the
+ *             neighbour list's rebuild counter (a raised flag ends the run, naming the replica)
+ *         barrier: the last replica to arrive runs md_remd_exchange on everyone's potential
+ *                  energy (the host logic that makes every replica stop and wait)
+ *         rescale its velocities by sqrt(T_new / T_old) (a kernel reading the factor from
+ *         mapped memory or from a device copy) and take the new temperature
+ *
+ * md_cuda_remd_desc chooses the rungs: the scheduling mode (sequential, a thread per replica,
+ * coroutines), CUDA graphs or not (the segment and its report captured once per replica through
+ * an md_cuda_graph_cache, captured again after the replica's temperature changed: the integrate
+ * kernel takes kT by value, so the cache re-instantiates or updates), and how the report and the
+ * velocity factor travel (MD_CUDA_REMD_MEMCPY: the report kernel writes device memory and a
+ * cudaMemcpyAsync brings it to pinned memory, the factor goes by cudaMemcpyAsync; or
+ * MD_CUDA_REMD_MAPPED: both through mapped memory, no copy). Every rung does the same arithmetic
+ * in the same order on each replica (the neighbour-list sort happens once, at create: sorts are
+ * host decisions a replayed graph could not repeat), so every rung gives the same trajectories
+ * and exchange decisions, bit for bit (tests/gpu_replicas.cu). The logs of a run
+ * (md_cuda_remd::log_energy, log_accepted) and md_cuda_sim_download per replica are what the
+ * comparison reads. */
+
+#if !defined(MD_CUDA_REMD_DECLARED)
+/** @brief Defined once the replica-exchange declarations are in (their include guard). */
+#define MD_CUDA_REMD_DECLARED
+
+/** @brief How a replica's report and velocity factor travel between device and host. */
+typedef enum md_cuda_remd_transfer {
+    MD_CUDA_REMD_MEMCPY = 0, /**< report into device memory + cudaMemcpyAsync to pinned; factor by cudaMemcpyAsync */
+    MD_CUDA_REMD_MAPPED,     /**< report and factor in mapped pinned memory: no copy enqueued */
+    MD_CUDA_REMD_TRANSFER_COUNT /**< number of transfers */
+} md_cuda_remd_transfer;
+
+/** @brief Words of a replica's report: MD_CUDA_E_COUNT energy terms (fixed point), then these. */
+enum {
+    MD_CUDA_REMD_R_STEP = MD_CUDA_E_COUNT,                      /**< the device step counter */
+    MD_CUDA_REMD_R_STEP_FLAGS,                                  /**< MD_CUDA_FLAG_WORDS: the step's flags */
+    MD_CUDA_REMD_R_STATE_FLAGS = MD_CUDA_REMD_R_STEP_FLAGS + MD_CUDA_FLAG_WORDS, /**< MD_CUDA_FLAG_WORDS: the state's (nonbonded) flags */
+    MD_CUDA_REMD_R_REBUILDS = MD_CUDA_REMD_R_STATE_FLAGS + MD_CUDA_FLAG_WORDS,   /**< neighbour-list builds so far */
+    MD_CUDA_REMD_R_SEQ,                                         /**< the report's sequence number (md_cuda_report_enqueue) */
+    MD_CUDA_REMD_R_WORDS                                        /**< words of a report */
+};
+
+/** @brief One replica: its run, its report and factor buffers, its graph. */
+typedef struct md_cuda_replica {
+    md_cuda_sim sim;               /**< the replica's GPU run (its stream: sim.state.q.stream) */
+    md_cuda_report_desc report;    /**< what its report gathers */
+    md_cuda_mapped mapped;         /**< MD_CUDA_REMD_R_WORDS report words, then the velocity factor (a double) */
+    unsigned long long *d_report;  /**< device report (memcpy rung) */
+    unsigned long long *h_report;  /**< pinned copy of it (memcpy rung) */
+    unsigned long long *d_seq;     /**< the report's sequence counter */
+    double *d_factor;              /**< device copy of the velocity factor (memcpy rung) */
+    double *h_factor;              /**< pinned staging of it */
+    md_cuda_graph_cache graph;     /**< the segment's graph (graph rungs) */
+    double graph_temperature;      /**< the temperature the graph was captured at (0: none) */
+    int slot;                      /**< its temperature slot now */
+    long long rebuilds;            /**< neighbour-list builds, as of its last report */
+    md_energy energy;              /**< energies of its last report */
+} md_cuda_replica;
+
+/** @brief A replica-exchange run on the current device (see the section's manual). */
+typedef struct md_cuda_remd {
+    int n;                      /**< replicas */
+    md_cuda_replica *rep;       /**< n replicas */
+    md_remd ladder;             /**< temperatures, slots, decisions, statistics (md.h) */
+    double *potential;          /**< n potential energies (kJ/mol) the next exchange uses */
+    double *factor;             /**< n velocity factors of the last exchange */
+    int rounds;                 /**< exchange rounds logged so far */
+    int cap_rounds;             /**< rounds the logs hold */
+    double *log_energy;         /**< cap_rounds x n potential energies at each exchange (by replica) */
+    int *log_accepted;          /**< cap_rounds x (n - 1) decisions (md_remd_exchange's accepted) */
+} md_cuda_remd;
+
+/** @brief Options of md_cuda_remd_run; a zero field takes its default. */
+typedef struct md_cuda_remd_desc {
+    md_cuda_sched_mode mode;         /**< scheduling (default MD_CUDA_SCHED_SEQUENTIAL) */
+    int graphs;                      /**< 1: launch each read segment as a CUDA graph */
+    md_cuda_remd_transfer transfer;  /**< report and factor transfer (default MD_CUDA_REMD_MEMCPY) */
+    int steps_per_exchange;          /**< steps between exchange attempts (default 100) */
+    int steps_per_read;              /**< steps between the host's reads of the report (default steps_per_exchange;
+                                          must divide it; 1: every step, chapter 11's case) */
+    int exchanges;                   /**< exchange rounds (default 10) */
+    size_t stack_size;               /**< coroutine stacks (md_cuda_sched_desc) */
+    double *timeline;                /**< optional batch timeline (md_cuda_sched_desc::timeline) */
+    long long timeline_cap;          /**< its room in batches */
+} md_cuda_remd_desc;
+
+/** @brief What md_cuda_remd_run measured. */
+typedef struct md_cuda_remd_stats {
+    md_cuda_sched_stats sched;  /**< the scheduler's numbers (wall time, GPU busy fraction, passes) */
+    long long steps;            /**< MD steps, all replicas */
+    double steps_per_s;         /**< steps / sched.wall_s */
+    long long reads;            /**< reports read, all replicas */
+    double segment_s;           /**< mean host seconds from a segment's first enqueue to its report read: the round
+                                     trip of a segment (one replica, steps_per_read 1: the latency of a step) */
+    long long instantiations;   /**< graph rungs: cudaGraphInstantiate calls, all replicas */
+    long long updates;          /**< graph rungs: captures applied by cudaGraphExecUpdate */
+} md_cuda_remd_stats;
+
+/** @brief Make @p n replicas of @p sys (force field @p t, @p lj) with the settings @p base (NULL:
+ *  defaults; its thermostat is forced to Langevin, its temperature and seed are set per
+ *  replica: seed + 1000 r) at the @p n ascending temperatures @p temperature (K), the exchange
+ *  decisions seeded by @p seed. Every replica starts from @p sys. The nonbonded plans sort once,
+ *  at create, and never again (opts: sort_interval -1), so graph replays repeat the stream path
+ *  exactly. Synchronous. Errors: those of md_remd_create and md_cuda_sim_create, mapped memory,
+ *  CUDA. On failure @p x is zeroed. */
+md_status md_cuda_remd_create(md_cuda_remd *x, int n, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                              const md_sim_desc *base, const double *temperature, uint64_t seed);
+
+/** @brief Run @p d->exchanges rounds of @p d->steps_per_exchange steps and an exchange on every
+ *  replica, as @p d says (NULL: defaults); append the rounds to the logs; write @p stats (may be
+ *  NULL). Errors: a bad descriptor (MD_ERR_INVALID_ARGUMENT), a replica's raised flag or
+ *  non-finite energy (MD_ERR_RANGE, naming the replica), md_cuda_sched_run's. */
+md_status md_cuda_remd_run(md_cuda_remd *x, const md_cuda_remd_desc *d, md_cuda_remd_stats *stats);
+
+/** @brief Free everything and zero @p x; safe on a zeroed run. */
+void md_cuda_remd_destroy(md_cuda_remd *x);
+
+#endif /* MD_CUDA_REMD_DECLARED */
+
+#if defined(MD_CUDA_IMPLEMENTATION) && defined(MD_CUDA_REMD_DECLARED) && !defined(MD_CUDA_REMD_IMPLEMENTED)
+#define MD_CUDA_REMD_IMPLEMENTED
+
+/* v *= *factor for the 3 n velocities (double) and the centre-of-mass velocity the next step
+ * subtracts; the factor is read from device or mapped memory. */
+static __global__ void md__remd_scale_kernel(double *v, int n3, double *vcom, const double *factor) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const double f = *(const volatile double *)factor;
+    if (i < n3) v[i] *= f;
+    if (i < 3) vcom[i] *= f;
+}
+
+void md_cuda_remd_destroy(md_cuda_remd *x) {
+    int r;
+    if (!x) return;
+    for (r = 0; x->rep && r < x->n; r++) {
+        md_cuda_replica *p = &x->rep[r];
+        if (p->sim.state.q.stream) (void)cudaStreamSynchronize(p->sim.state.q.stream);
+        md_cuda_graph_cache_destroy(&p->graph);
+        md_cuda_mapped_free(&p->mapped);
+        md_cuda_free(p->d_report);
+        md_cuda_free(p->d_seq);
+        md_cuda_free(p->d_factor);
+        md_cuda_free_pinned(p->h_report);
+        md_cuda_free_pinned(p->h_factor);
+        md_cuda_sim_destroy(&p->sim);
+    }
+    md_free(x->rep);
+    md_remd_free(&x->ladder);
+    md_free(x->potential);
+    md_free(x->factor);
+    md_free(x->log_energy);
+    md_free(x->log_accepted);
+    memset(x, 0, sizeof *x);
+}
+
+md_status md_cuda_remd_create(md_cuda_remd *x, int n, const md_system *sys, const md_topology *t, const md_lj_table *lj,
+                              const md_sim_desc *base, const double *temperature, uint64_t seed) {
+    const char *where = "md_cuda_remd_create";
+    md_cuda_remd R;
+    md_sim_desc d;
+    md_cuda_sim_opts o;
+    md_status st;
+    int r;
+    if (!x) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "x", "is NULL");
+    memset(&R, 0, sizeof R);
+    if ((st = md_remd_create(&R.ladder, n, temperature, seed)) != MD_OK) return st;
+    R.n = n;
+    R.rep = (md_cuda_replica *)md_alloc_array((size_t)n, sizeof(md_cuda_replica));
+    R.potential = (double *)md_alloc_array((size_t)n, sizeof(double));
+    R.factor = (double *)md_alloc_array((size_t)n, sizeof(double));
+    if (!R.rep || !R.potential || !R.factor) {
+        md_cuda_remd_destroy(&R);
+        return MD_ERR_OUT_OF_MEMORY;
+    }
+    memset(R.rep, 0, (size_t)n * sizeof(md_cuda_replica));
+    memset(&o, 0, sizeof o);
+    o.nb.sort_interval = -1;
+    for (r = 0; r < n; r++) {
+        md_cuda_replica *p = &R.rep[r];
+        memset(&d, 0, sizeof d);
+        if (base) d = *base;
+        d.thermostat = MD_THERMOSTAT_LANGEVIN;
+        d.temperature = temperature[r];
+        d.seed = (base ? base->seed : 0) + 1000ull * (uint64_t)r;
+        d.barostat_interval = 0;
+        R.factor[r] = 1.0;
+        p->slot = r;
+#define MD__REMD_TRY(expr)                                                                    \
+    do {                                                                                           \
+        if ((st = (expr)) != MD_OK) {                                                              \
+            md_cuda_remd_destroy(&R);                                                              \
+            return st;                                                                             \
+        }                                                                                          \
+    } while (0)
+        MD__REMD_TRY(md_cuda_sim_create(&p->sim, sys, t, lj, &d, &o));
+        MD__REMD_TRY(md_cuda_mapped_alloc(&p->mapped, MD_CUDA_REMD_R_WORDS * sizeof(unsigned long long) + sizeof(double)));
+        MD__REMD_TRY(md_cuda_alloc((void **)&p->d_report, MD_CUDA_REMD_R_WORDS, sizeof(unsigned long long), "report"));
+        MD__REMD_TRY(md_cuda_alloc((void **)&p->d_seq, 1, sizeof(unsigned long long), "report sequence"));
+        MD__REMD_TRY(md_cuda_alloc((void **)&p->d_factor, 1, sizeof(double), "velocity factor"));
+        MD__REMD_TRY(md_cuda_alloc_pinned((void **)&p->h_report, MD_CUDA_REMD_R_WORDS, sizeof(unsigned long long), "report"));
+        MD__REMD_TRY(md_cuda_alloc_pinned((void **)&p->h_factor, 1, sizeof(double), "velocity factor"));
+#undef MD__REMD_TRY
+        if (cudaMemsetAsync(p->d_seq, 0, sizeof(unsigned long long), p->sim.state.q.stream) != cudaSuccess ||
+            cudaStreamSynchronize(p->sim.state.q.stream) != cudaSuccess) {
+            st = md_cuda_error(cudaGetLastError(), "cudaMemsetAsync (report sequence)", __FILE__, __LINE__);
+            md_cuda_remd_destroy(&R);
+            return st;
+        }
+        p->report.nseg = 5;
+        p->report.src[0] = (const unsigned long long *)p->sim.state.d_energy;
+        p->report.count[0] = MD_CUDA_E_COUNT;
+        p->report.src[1] = (const unsigned long long *)p->sim.state.d_step;
+        p->report.count[1] = 1;
+        p->report.src[2] = p->sim.step.d_flags;
+        p->report.count[2] = MD_CUDA_FLAG_WORDS;
+        p->report.src[3] = p->sim.state.q.d_flags;
+        p->report.count[3] = MD_CUDA_FLAG_WORDS;
+        p->report.src[4] = (const unsigned long long *)(p->sim.nb.d_ctl + MD__NB_CTL_REBUILDS);
+        p->report.count[4] = 1;
+    }
+    *x = R;
+    return MD_OK;
+}
+
+namespace {
+struct md__remd_task {
+    md_cuda_remd *x;
+    const md_cuda_remd_desc *d;
+    int r;
+    long long reads;
+    double latency_s;
+};
+} // namespace
+
+/* One read segment: steps and the report, on the replica's stream (what a graph captures). */
+static md_status md__remd_segment(void *ctx, cudaStream_t stream) {
+    md__remd_task *k = (md__remd_task *)ctx;
+    md_cuda_replica *p = &k->x->rep[k->r];
+    md_status st;
+    (void)stream;
+    if ((st = md_cuda_sim_enqueue(&p->sim, k->d->steps_per_read, MD_CUDA_SIM_ENERGY)) != MD_OK) return st;
+    if (k->d->transfer == MD_CUDA_REMD_MAPPED)
+        return md_cuda_report_enqueue(&p->report, (unsigned long long *)p->mapped.device, p->d_seq, p->sim.state.q.stream);
+    return md_cuda_report_enqueue(&p->report, p->d_report, p->d_seq, p->sim.state.q.stream);
+}
+
+/* The barrier's work: one exchange round on everyone's energy, logged. */
+static md_status md__remd_exchange(void *arg) {
+    md_cuda_remd *x = (md_cuda_remd *)arg;
+    int r, k;
+    md_status st;
+    if (x->rounds >= x->cap_rounds)
+        return md_set_error(MD_ERR_RANGE, "md_cuda_remd_run", 0, "rounds", "the log holds %d rounds", x->cap_rounds);
+    for (r = 0; r < x->n; r++) x->log_energy[(size_t)x->rounds * x->n + r] = x->potential[r];
+    if ((st = md_remd_exchange(&x->ladder, x->potential, x->log_accepted + (size_t)x->rounds * (x->n > 1 ? x->n - 1 : 1),
+                               x->factor)) != MD_OK)
+        return st;
+    for (k = 0; k < x->n; k++) x->rep[k].slot = x->ladder.slot_of[k];
+    x->rounds++;
+    return MD_OK;
+}
+
+static md_status md__remd_task_fn(md_cuda_task *t, void *arg) {
+    md__remd_task *k = (md__remd_task *)arg;
+    md_cuda_remd *x = k->x;
+    const md_cuda_remd_desc *d = k->d;
+    md_cuda_replica *p = &x->rep[k->r];
+    cudaStream_t s = p->sim.state.q.stream;
+    const int segments = d->steps_per_exchange / d->steps_per_read;
+    md_status st;
+    int e, g;
+    for (e = 0; e < d->exchanges; e++) {
+        for (g = 0; g < segments; g++) {
+            const unsigned long long *w;
+            const double t0 = md_wall_seconds();
+            if ((st = md_cuda_task_begin(t, s)) != MD_OK) return st;
+            if (d->graphs) {
+                if (p->graph_temperature != p->sim.desc.temperature) {
+                    if ((st = md_cuda_graph_cache_capture(&p->graph, s, md__remd_segment, k)) != MD_OK) return st;
+                    p->graph_temperature = p->sim.desc.temperature;
+                }
+                if ((st = md_cuda_graph_cache_launch(&p->graph, s)) != MD_OK) return st;
+            } else if ((st = md__remd_segment(k, s)) != MD_OK) {
+                return st;
+            }
+            if (d->transfer == MD_CUDA_REMD_MEMCPY)
+                MD_CUDA_TRY(cudaMemcpyAsync(p->h_report, p->d_report, MD_CUDA_REMD_R_WORDS * sizeof(unsigned long long),
+                                            cudaMemcpyDeviceToHost, s));
+            if ((st = md_cuda_task_wait(t, s)) != MD_OK) return st;
+            w = d->transfer == MD_CUDA_REMD_MAPPED ? (const unsigned long long *)p->mapped.host : p->h_report;
+            /* rule 1 of section mapped: after the event, acquire loads of the words */
+            {
+                md_fixed terms[MD_CUDA_E_COUNT];
+                int i;
+                for (i = 0; i < MD_CUDA_E_COUNT; i++) terms[i] = (md_fixed)md_cuda_mapped_load(w + i);
+                if (md_cuda_mapped_load(w + MD_CUDA_REMD_R_STEP_FLAGS) || md_cuda_mapped_load(w + MD_CUDA_REMD_R_STATE_FLAGS)) {
+                    md_energy dummy;
+                    st = md_cuda_sim_poll(&p->sim, &dummy, NULL); /* names the atom and the flag */
+                    return md_set_error(st != MD_OK ? st : MD_ERR_RANGE, "md_cuda_remd_run", 0, "replica",
+                                        "replica %d at step %llu: %s", k->r, md_cuda_mapped_load(w + MD_CUDA_REMD_R_STEP),
+                                        st != MD_OK ? md_last_error() : "a device flag was raised");
+                }
+                md_cuda_energy_from_fixed(terms, &p->energy);
+                p->rebuilds = (long long)md_cuda_mapped_load(w + MD_CUDA_REMD_R_REBUILDS);
+            }
+            x->potential[k->r] = md_energy_potential(&p->energy);
+            if (!isfinite(x->potential[k->r]))
+                return md_set_error(MD_ERR_RANGE, "md_cuda_remd_run", 0, "replica", "replica %d: potential energy not finite",
+                                    k->r);
+            k->reads++;
+            k->latency_s += md_wall_seconds() - t0;
+        }
+        if ((st = md_cuda_task_barrier(t, md__remd_exchange, x)) != MD_OK) return st;
+        /* the exchange's decision for this replica: its factor, through mapped or device memory */
+        {
+            const double f = x->factor[k->r];
+            const double *src;
+            p->sim.desc.temperature = x->ladder.temperature[p->slot];
+            if (d->transfer == MD_CUDA_REMD_MAPPED) {
+                unsigned long long bits;
+                memcpy(&bits, &f, sizeof bits);
+                /* the kernel that reads it is enqueued after this store (the launch orders it) */
+                md_cuda_mapped_store_host((unsigned long long *)p->mapped.host + MD_CUDA_REMD_R_WORDS, bits);
+                src = (const double *)((unsigned long long *)p->mapped.device + MD_CUDA_REMD_R_WORDS);
+            } else {
+                *p->h_factor = f;
+                MD_CUDA_TRY(cudaMemcpyAsync(p->d_factor, p->h_factor, sizeof(double), cudaMemcpyHostToDevice, s));
+                src = p->d_factor;
+            }
+            MD_CUDA_LAUNCH(md__remd_scale_kernel, (3 * p->sim.step.n + 255) / 256, 256, 0, s, p->sim.step.d_v,
+                           3 * p->sim.step.n, p->sim.step.d_vcom, src);
+        }
+    }
+    return MD_OK;
+}
+
+md_status md_cuda_remd_run(md_cuda_remd *x, const md_cuda_remd_desc *desc, md_cuda_remd_stats *stats) {
+    const char *where = "md_cuda_remd_run";
+    md_cuda_remd_desc d;
+    md_cuda_sched_desc sd;
+    md_cuda_remd_stats S;
+    md__remd_task *k;
+    void **args;
+    md_status st;
+    int r, need;
+    if (!x || !x->rep) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "x", "is not made (md_cuda_remd_create)");
+    memset(&d, 0, sizeof d);
+    if (desc) d = *desc;
+    if (d.steps_per_exchange == 0) d.steps_per_exchange = 100;
+    if (d.steps_per_read == 0) d.steps_per_read = d.steps_per_exchange;
+    if (d.exchanges == 0) d.exchanges = 10;
+    if (d.steps_per_exchange < 1 || d.steps_per_read < 1 || d.steps_per_exchange % d.steps_per_read)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "steps_per_read",
+                            "must be >= 1 and divide steps_per_exchange (%d, %d)", d.steps_per_read, d.steps_per_exchange);
+    if (d.exchanges < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "exchanges", "must be >= 1 (got %d)", d.exchanges);
+    if ((int)d.transfer < 0 || d.transfer >= MD_CUDA_REMD_TRANSFER_COUNT)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "transfer", "unknown transfer %d", (int)d.transfer);
+    need = x->rounds + d.exchanges;
+    if (need > x->cap_rounds) {
+        double *le = (double *)md_alloc_array((size_t)need * x->n, sizeof(double));
+        int *la = (int *)md_alloc_array((size_t)need * (x->n > 1 ? x->n - 1 : 1), sizeof(int));
+        if (!le || !la) {
+            md_free(le);
+            md_free(la);
+            return MD_ERR_OUT_OF_MEMORY;
+        }
+        if (x->rounds) {
+            memcpy(le, x->log_energy, (size_t)x->rounds * x->n * sizeof(double));
+            memcpy(la, x->log_accepted, (size_t)x->rounds * (x->n > 1 ? x->n - 1 : 1) * sizeof(int));
+        }
+        md_free(x->log_energy);
+        md_free(x->log_accepted);
+        x->log_energy = le;
+        x->log_accepted = la;
+        x->cap_rounds = need;
+    }
+    k = (md__remd_task *)md_alloc_array((size_t)x->n, sizeof *k);
+    args = (void **)md_alloc_array((size_t)x->n, sizeof *args);
+    if (!k || !args) {
+        md_free(k);
+        md_free(args);
+        return MD_ERR_OUT_OF_MEMORY;
+    }
+    for (r = 0; r < x->n; r++) {
+        k[r].x = x;
+        k[r].d = &d;
+        k[r].r = r;
+        k[r].reads = 0;
+        k[r].latency_s = 0.0;
+        args[r] = &k[r];
+    }
+    memset(&sd, 0, sizeof sd);
+    sd.mode = d.mode;
+    sd.stack_size = d.stack_size;
+    sd.timeline = d.timeline;
+    sd.timeline_cap = d.timeline_cap;
+    memset(&S, 0, sizeof S);
+    st = md_cuda_sched_run(&sd, x->n, md__remd_task_fn, args, &S.sched, NULL);
+    for (r = 0; r < x->n; r++) {
+        S.reads += k[r].reads;
+        S.segment_s += k[r].latency_s;
+        S.instantiations += x->rep[r].graph.instantiations;
+        S.updates += x->rep[r].graph.updates;
+        if (st == MD_OK && x->rep[r].sim.state.q.stream) {
+            cudaError_t e = cudaStreamSynchronize(x->rep[r].sim.state.q.stream);
+            if (e != cudaSuccess) st = md_cuda_error(e, "cudaStreamSynchronize (replica)", __FILE__, __LINE__);
+        }
+    }
+    S.segment_s = S.reads ? S.segment_s / (double)S.reads : 0.0;
+    S.steps = (long long)x->n * d.exchanges * d.steps_per_exchange;
+    S.steps_per_s = S.sched.wall_s > 0 ? (double)S.steps / S.sched.wall_s : 0.0;
+    if (stats) *stats = S;
+    md_free(k);
+    md_free(args);
+    return st;
+}
+
+#endif /* MD_CUDA_REMD_IMPLEMENTED */

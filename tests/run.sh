@@ -89,6 +89,16 @@ if [ "$GPU_ONLY" -eq 0 ]; then
     check "asan+ubsan: $n" bash -c "gcc -std=c11 -g -O1 -Wall -Wextra -Werror -pedantic -fopenmp -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -I. $src -o build/asan/$n -lm && ASAN_OPTIONS=detect_leaks=1 build/asan/$n"
   done
 
+  echo "== coroutines (md_co) on AArch64 under qemu, where a cross compiler is installed"
+  if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then
+    for n in test_co test_co_ucontext; do
+      program "aarch64: $n" bash -c "aarch64-linux-gnu-gcc -std=c11 -O2 -mbranch-protection=standard -Wall -Wextra -Werror -pedantic -I. tests/$n.c -o build/asan/$n.aarch64 -lm && qemu-aarch64 -L /usr/aarch64-linux-gnu build/asan/$n.aarch64"
+    done
+  else
+    echo "SKIP aarch64 coroutines: no aarch64-linux-gnu-gcc and qemu-aarch64 (apt-get install gcc-aarch64-linux-gnu qemu-user)" > "$LOG/aarch64.log"
+    tally "aarch64 coroutines" "$LOG/aarch64.log" 0
+  fi
+
   echo "== numpy reference checks"
   for py in reference/check_*.py; do
     [ -f "$py" ] && program "$(basename "$py")" python3 "$py"

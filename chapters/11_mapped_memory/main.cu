@@ -1,0 +1,258 @@
+/* Chapter 11 - mapped memory: what the host reads every step, without a copy.
+ *
+ * Part 1, the ladder: the replica-exchange run of chapter 10 with the host reading every
+ * replica's report (energies, step, flags, rebuild count) after EVERY step (steps_per_read 1),
+ * for 1 replica and for N replicas (coroutines), four rungs, each checked bitwise against the
+ * first:
+ *   memcpy          the report kernel writes device memory, a cudaMemcpyAsync per step brings it
+ *                   to pinned memory (and the exchange's velocity factor goes by cudaMemcpyAsync)
+ *   mapped          the report kernel writes mapped pinned memory; the factor is read from it
+ *   graphs+memcpy   the step and its report launched as a CUDA graph, the copy after it
+ *   graphs+mapped   the same with mapped memory
+ * It prints the round trip of one step (host enqueue to report in hand, 1 replica), steps/s,
+ * and the time mapped memory saves per step against the memcpy rung.
+ *
+ * Part 2, where mapped memory loses: a kernel writing B bytes into mapped memory (every byte
+ * crosses the bus from the SMs) against a kernel writing device memory plus one cudaMemcpyAsync
+ * (the copy engine's DMA), and a kernel reading B bytes from mapped memory against reading
+ * device memory, for B from 4 KiB to 64 MiB (md_cuda_mapped_copy_enqueue; events, median of 5).
+ *
+ *   11_mapped_memory [--quick] [--replicas N] [--molecules M] [--steps S] [--json FILE]
+ *                    [--results FILE.csv]
+ * --quick: 1 and 3 replicas of 300 waters, 20 steps; sizes to 1 MiB. Without a GPU: SKIP. */
+#define MD_IMPLEMENTATION
+#define MD_CUDA_IMPLEMENTATION
+#include "md_cuda.cu.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef MD_CUDA_REMD_DECLARED
+
+typedef struct rung {
+    const char *name;
+    int graphs;
+    md_cuda_remd_transfer transfer;
+} rung;
+
+static const rung rungs[4] = {{"memcpy", 0, MD_CUDA_REMD_MEMCPY},
+                              {"mapped", 0, MD_CUDA_REMD_MAPPED},
+                              {"graphs+memcpy", 1, MD_CUDA_REMD_MEMCPY},
+                              {"graphs+mapped", 1, MD_CUDA_REMD_MAPPED}};
+
+/* One rung: create, warm up (one exchange), run, keep the energy log for the comparison. */
+static md_status run_rung(const md_system *sys, const md_topology *top, const md_lj_table *lj, const md_sim_desc *base,
+                          const double *temps, int n, const md_cuda_remd_desc *d, md_cuda_remd_stats *st, double **log) {
+    md_cuda_remd x;
+    md_cuda_remd_desc warm = *d;
+    md_status s;
+    if ((s = md_cuda_remd_create(&x, n, sys, top, lj, base, temps, 11)) != MD_OK) return s;
+    warm.exchanges = 1;
+    if ((s = md_cuda_remd_run(&x, &warm, NULL)) == MD_OK && (s = md_cuda_remd_run(&x, d, st)) == MD_OK) {
+        *log = (double *)malloc(sizeof(double) * x.rounds * n);
+        if (*log) memcpy(*log, x.log_energy, sizeof(double) * x.rounds * n);
+    }
+    md_cuda_remd_destroy(&x);
+    return s;
+}
+
+/* Part 2: median seconds of `reps` runs of an enqueue, with events on stream s. */
+typedef md_status (*work_fn)(void *ctx, cudaStream_t s);
+
+typedef struct bulk {
+    void *d_a, *d_b, *h_pinned;
+    md_cuda_mapped m;
+    size_t bytes;
+} bulk;
+
+static md_status w_device_then_copy(void *p, cudaStream_t s) {
+    bulk *b = (bulk *)p;
+    md_status st = md_cuda_mapped_copy_enqueue(b->d_b, b->d_a, b->bytes, s);
+    if (st != MD_OK) return st;
+    MD_CUDA_TRY(cudaMemcpyAsync(b->h_pinned, b->d_b, b->bytes, cudaMemcpyDeviceToHost, s));
+    return MD_OK;
+}
+static md_status w_write_mapped(void *p, cudaStream_t s) {
+    bulk *b = (bulk *)p;
+    return md_cuda_mapped_copy_enqueue(b->m.device, b->d_a, b->bytes, s);
+}
+static md_status w_read_device(void *p, cudaStream_t s) {
+    bulk *b = (bulk *)p;
+    return md_cuda_mapped_copy_enqueue(b->d_b, b->d_a, b->bytes, s);
+}
+static md_status w_read_mapped(void *p, cudaStream_t s) {
+    bulk *b = (bulk *)p;
+    return md_cuda_mapped_copy_enqueue(b->d_b, b->m.device, b->bytes, s);
+}
+
+static md_status time_it(work_fn f, void *ctx, double *sec) {
+    md_cuda_bench_desc bd;
+    cudaStream_t s;
+    md_status st;
+    MD_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    memset(&bd, 0, sizeof bd);
+    bd.reps = 5;
+    bd.keep_l2 = 1;
+    bd.stream = s;
+    st = md_cuda_bench(f, ctx, &bd, sec);
+    (void)cudaStreamDestroy(s);
+    return st;
+}
+
+int main(int argc, char **argv) {
+    int quick = 0, nrep = 12, molecules = 1700, steps = 200, i, k, bad = 0;
+    const char *json = NULL, *results = NULL;
+    md_water_desc wd;
+    md_system sys;
+    md_topology top;
+    md_lj_table lj;
+    md_sim_desc base;
+    double temps[64];
+    FILE *jf = NULL, *rf = NULL;
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--replicas")) nrep = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--molecules")) molecules = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--steps")) steps = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--json")) json = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--results")) results = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--replicas N] [--molecules M] [--steps S] [--json FILE] [--results FILE.csv]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (quick) nrep = 3, molecules = 300, steps = 20;
+    if (nrep < 2 || nrep > 64 || molecules < 100 || steps < 2 || steps % 2) {
+        fprintf(stderr, "11_mapped_memory: need 2..64 replicas, >= 100 molecules, an even --steps\n");
+        return 2;
+    }
+    if (!md_cuda_available()) {
+        printf("SKIP chapter 11: %s\n", md_last_error());
+        return 0;
+    }
+    memset(&wd, 0, sizeof wd);
+    wd.molecules = molecules;
+    wd.temperature = 300.0;
+    wd.seed = 11;
+    memset(&base, 0, sizeof base);
+    base.dt = 0.002;
+    base.seed = 5;
+    base.nb.lj = MD_LJ_TRUNCATE;
+    base.nb.dispersion_correction = 1;
+    if (md_build_water_box(&sys, &top, &lj, &wd) != MD_OK || md_remd_ladder(temps, nrep, 300.0, 360.0) != MD_OK) {
+        fprintf(stderr, "11_mapped_memory: %s\n", md_last_error());
+        return 1;
+    }
+    if (sys.box[0] < 2.2) base.nb.cutoff = 0.7;
+    if (json) jf = fopen(json, "w");
+    if (results && (rf = fopen(results, "w"))) fprintf(rf, "part,replicas,rung,bytes,seconds,steps_per_s\n");
+    printf("chapter 11, part 1: the host reads every replica's report after every step (%d atoms each, %d steps)\n", sys.n,
+           steps);
+    for (int pass = 0; pass < 2; pass++) {
+        const int n = pass == 0 ? 1 : nrep;
+        double *ref = NULL, t_memcpy = 0.0;
+        printf("%d replica%s (%s):\n%-16s %14s %12s %14s %s\n", n, n > 1 ? "s" : "", n > 1 ? "coroutines" : "sequential",
+               "rung", "us per step", "steps/s", "saved us/step", "bitwise = memcpy");
+        for (k = 0; k < 4; k++) {
+            md_cuda_remd_desc d;
+            md_cuda_remd_stats st;
+            double *log = NULL, per_step;
+            int eq;
+            memset(&d, 0, sizeof d);
+            d.mode = n > 1 ? MD_CUDA_SCHED_COROUTINES : MD_CUDA_SCHED_SEQUENTIAL;
+            d.graphs = rungs[k].graphs;
+            d.transfer = rungs[k].transfer;
+            d.steps_per_exchange = steps / 2;
+            d.steps_per_read = 1;
+            d.exchanges = 2;
+            if (run_rung(&sys, &top, &lj, &base, temps, n, &d, &st, &log) != MD_OK || !log) {
+                printf("%-16s FAILED: %s\n", rungs[k].name, md_last_error());
+                bad++;
+                free(log);
+                continue;
+            }
+            per_step = n == 1 ? st.segment_s : st.sched.wall_s / ((double)steps);
+            if (k == 0) {
+                ref = log;
+                t_memcpy = per_step;
+                eq = 1;
+            } else {
+                eq = ref && !memcmp(ref, log, sizeof(double) * 2 * n);
+                free(log);
+            }
+            if (k == 2) t_memcpy = per_step; /* the graph rungs compare with each other */
+            printf("%-16s %14.2f %12.0f %14s %s\n", rungs[k].name, 1e6 * per_step, st.steps_per_s,
+                   k % 2 ? "" : "", k == 0 ? "(reference)" : eq ? "yes" : "NO");
+            if (k % 2) printf("%-16s %14s %12s %14.2f\n", "", "", "", 1e6 * (t_memcpy - per_step));
+            if (!eq) bad++;
+            if (rf) fprintf(rf, "steps,%d,%s,0,%.9g,%.6g\n", n, rungs[k].name, per_step, st.steps_per_s);
+            if (jf) {
+                md_bench_result b;
+                char line[1024];
+                char variant[64];
+                memset(&b, 0, sizeof b);
+                snprintf(variant, sizeof variant, "%s_x%d", rungs[k].name, n);
+                b.chapter = "11_mapped_memory";
+                b.variant = variant;
+                b.size = (long long)n * sys.n;
+                b.size_unit = "replicas*atoms";
+                b.time_s = per_step;
+                b.rate = st.steps_per_s;
+                b.unit = "replica-steps/s";
+                b.ceiling = NAN;
+                b.error = eq ? 0.0 : NAN;
+                b.device = "gpu";
+                if (md_bench_json(line, sizeof line, &b) < (int)sizeof line) fprintf(jf, "%s\n", line);
+            }
+        }
+        free(ref);
+    }
+    printf("\nchapter 11, part 2: bulk data (GB/s; a kernel into mapped memory vs device memory + cudaMemcpyAsync,\n"
+           "and a kernel reading mapped vs device memory)\n%12s %16s %14s %14s %14s %s\n",
+           "bytes", "device+memcpy", "write mapped", "read device", "read mapped", "writes: winner");
+    for (size_t bytes = 4096; bytes <= (quick ? ((size_t)1 << 20) : ((size_t)64 << 20)); bytes *= 4) {
+        bulk b;
+        double t[4] = {NAN, NAN, NAN, NAN};
+        memset(&b, 0, sizeof b);
+        b.bytes = bytes;
+        if (cudaMalloc(&b.d_a, bytes) != cudaSuccess || cudaMalloc(&b.d_b, bytes) != cudaSuccess ||
+            cudaHostAlloc(&b.h_pinned, bytes, cudaHostAllocDefault) != cudaSuccess || md_cuda_mapped_alloc(&b.m, bytes) != MD_OK ||
+            cudaMemset(b.d_a, 1, bytes) != cudaSuccess) {
+            printf("%12zu FAILED to allocate: %s\n", bytes, md_last_error());
+            bad++;
+        } else if (time_it(w_device_then_copy, &b, &t[0]) != MD_OK || time_it(w_write_mapped, &b, &t[1]) != MD_OK ||
+                   time_it(w_read_device, &b, &t[2]) != MD_OK || time_it(w_read_mapped, &b, &t[3]) != MD_OK) {
+            printf("%12zu FAILED: %s\n", bytes, md_last_error());
+            bad++;
+        } else {
+            printf("%12zu %16.2f %14.2f %14.2f %14.2f %s\n", bytes, 1e-9 * bytes / t[0], 1e-9 * bytes / t[1],
+                   1e-9 * bytes / t[2], 1e-9 * bytes / t[3], t[1] < t[0] ? "mapped" : "memcpy");
+            if (rf)
+                for (k = 0; k < 4; k++)
+                    fprintf(rf, "bulk,0,%s,%zu,%.9g,0\n",
+                            k == 0 ? "device+memcpy" : k == 1 ? "write_mapped" : k == 2 ? "read_device" : "read_mapped", bytes, t[k]);
+        }
+        (void)cudaFree(b.d_a);
+        (void)cudaFree(b.d_b);
+        (void)cudaFreeHost(b.h_pinned);
+        md_cuda_mapped_free(&b.m);
+    }
+    if (jf) fclose(jf);
+    if (rf) fclose(rf);
+    md_system_free(&sys);
+    md_topology_free(&top);
+    md_lj_table_free(&lj);
+    if (bad) {
+        printf("FAIL: %d rung(s) failed or differ from the memcpy rung\n", bad);
+        return 1;
+    }
+    printf("every rung agrees with the memcpy rung bitwise\n");
+    return 0;
+}
+#else
+int main(void) {
+    printf("SKIP chapter 11: md_cuda.cu.h has no step section in this build\n");
+    return 0;
+}
+#endif
