@@ -19,7 +19,7 @@ peer's number next to md.h's and print the ratio. Nothing here is a reference fo
   freud-rdf     freud's RDF of one frame (XYZ file, cubic box from --box) with --threads threads
 
 Install on a device machine from carried wheels (bench/README.md):
-  openmm, openmm-cuda-13, freud-analysis, rowan, parsnip-cif.
+  openmm, openmm-cuda-13, freud-analysis, rowan, parsnip-cif, more-itertools.
 """
 import argparse
 import json

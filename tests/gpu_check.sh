@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The one command for a GPU machine: `make gpu-check` (everything) or `make bench`
-# (--bench-only: ceilings and chapter benchmarks only). Results go to ${OUT:-build/gpu-check},
+# (--bench-only: ceilings and chapter benchmarks only; --tests-only: build, GPU tests and
+# compute-sanitizer only, so a machine with a 10-minute limit per command can run the two halves
+# one after the other, the build kept between them). Results go to ${OUT:-build/gpu-check},
 # at most 8 files:
 #   build.log       the device (nvidia-smi, nvidia-smi -q), then make -k -j16 all
 #   tests.log       every build/tests/gpu_* with MD_REQUIRE_GPU=1
@@ -23,11 +25,12 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-check}
-BENCH_ONLY=0
+BENCH_ONLY=0; TESTS_ONLY=0
 for a in "$@"; do
   case "$a" in
     --bench-only) BENCH_ONLY=1 ;;
-    *) echo "usage: $0 [--bench-only]   (results in \${OUT:-build/gpu-check})" >&2; exit 2 ;;
+    --tests-only) TESTS_ONLY=1 ;;
+    *) echo "usage: $0 [--bench-only | --tests-only]   (results in \${OUT:-build/gpu-check})" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"
@@ -104,6 +107,7 @@ else
   DEVICE=$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -n 1)
 fi
 
+if [ "$TESTS_ONLY" -eq 0 ]; then # ceilings, benchmarks, chapters, peers, profile, example
 # ---- ceilings ------------------------------------------------------------------------------
 : > "$OUT/chapters.log"
 rm -f "$OUT/bench.jsonl" "$OUT/ceilings.json"
@@ -146,7 +150,7 @@ if [ -x build/chapters/05_histograms ]; then
   PEERPY="$TMPD/py"
   if ls .whl/*.whl > /dev/null 2>&1; then
     { python3 -m pip install --no-index --find-links .whl --target "$PEERPY" freud-analysis \
-        || python3 -m pip install --no-index --find-links .whl --no-deps --target "$PEERPY" freud-analysis rowan parsnip-cif; } \
+        || python3 -m pip install --no-index --find-links .whl --no-deps --target "$PEERPY" freud-analysis rowan parsnip-cif more-itertools; } \
       >> "$OUT/chapters.log" 2>&1
   fi
   if run_step "$n" 150 "$OUT/chapters.log" bash -c '
@@ -191,6 +195,8 @@ if [ -x build/examples/potential_map_gpu ]; then
     else record PASS "$n" "$STEP_T" "$(tail -n 1 "$TMPD/step.out" | cut -c1-120)"; fi
   fi
 fi
+
+fi # TESTS_ONLY
 
 # ---- compute-sanitizer ---------------------------------------------------------------------
 # --report-api-errors no: the tests force CUDA API errors on purpose (tests/gpu_core.cu) and
