@@ -1593,11 +1593,26 @@ md_status md_cuda_bonded_enqueue(const md_cuda_bonded_plan *p, cudaStream_t stre
 /** @brief Free the plan and zero it; safe on a zeroed plan (waits for the device). */
 void md_cuda_bonded_plan_destroy(md_cuda_bonded_plan *p);
 
+/** @brief The float coordinate of the state's position mirror (md_cuda_state::d_xyzq) for an atom
+ *  now at @p x (nm, any image) on an axis of edge @p L whose mirror value was @p prev: the image
+ *  of x nearest to prev. Between two sorts the mirror must move continuously: the cluster
+ *  lists store a periodic shift per entry, so an atom wrapped back into the box between list
+ *  builds would leave its pairs behind (missing forces until the next build). The sort wraps
+ *  the mirror into the box again, so it never strays further than the atoms move between
+ *  sorts. Every kernel that writes the mirror of a running list uses this (the integrate
+ *  kernel, chapter 08's exercise). */
+static __host__ __device__ inline float md_cuda_mirror_coord(double x, float prev, double L) {
+    double w = x - L * floor(x / L);
+    w += L * rint(((double)prev - w) / L);
+    return (float)w;
+}
+
 /** @brief Flags words of md_cuda_step_plan::d_flags (the md_cuda_flag layout), read by
  *  md_cuda_sim_poll(): MD_CUDA_FLAG_RANGE an atom moved more than max_displacement (detail:
  *  the atom), MD_CUDA_FLAG_NONFINITE a non-finite position or velocity (the atom),
  *  MD_CUDA_FLAG_OVERFLOW SETTLE without a solution or SHAKE / RATTLE not converged (detail:
- *  the unit's first atom). */
+ *  the unit's first atom plus 1). When several are raised the poll reports one, in the order
+ *  RANGE, OVERFLOW, NONFINITE: a runaway atom is what the others follow from. */
 typedef struct md_cuda_step_plan {
     md_sim_desc desc;       /**< resolved settings (md_sim_create's defaults) */
     int n;                  /**< atoms */
@@ -1689,7 +1704,9 @@ md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what);
  *  (chapter 08's exercise): enqueue the forces of the current positions (nonbonded, PME,
  *  bonded), ADDED into the state's forces, which the integrate kernel leaves zeroed; with
  *  MD_CUDA_SIM_ENERGY the energy words are zeroed first and the energies and the kinetic energy
- *  added (md_cuda_sim_poll reads them). Launches only. */
+ *  added (md_cuda_sim_poll reads them). Each call counts as a step towards the next spatial
+ *  sort (every md_cuda_nb_opts::sort_interval calls, as md_cuda_sim_enqueue's steps do: without
+ *  sorts the clusters spread and the list outgrows its capacity). Launches only. */
 md_status md_cuda_sim_enqueue_forces(md_cuda_sim *s, unsigned what);
 
 /** @brief @p nsteps steps with the barostat: enqueues in chunks ending on the multiples of
@@ -7982,16 +7999,13 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
                 A.x[3 * (size_t)at + a] = wr[a];
                 A.v[3 * (size_t)at + a] = v[j];
                 P[a] += v[j] / w[i];
-                wr[a] -= box[a] * floor(wr[a] / box[a]);
             }
             if (!(m2 <= A.maxd2)) bad |= 1;
             if (!isfinite(m2) || !isfinite(v[3 * i] + v[3 * i + 1] + v[3 * i + 2])) bad |= 2;
-            q.x = (float)wr[0];
-            q.y = (float)wr[1];
-            q.z = (float)wr[2];
-            if (q.x >= (float)box[0]) q.x = 0.0f;
-            if (q.y >= (float)box[1]) q.y = 0.0f;
-            if (q.z >= (float)box[2]) q.z = 0.0f;
+            q = A.xyzq[slot[i]]; /* the previous mirror: move it continuously (md_cuda_mirror_coord) */
+            q.x = md_cuda_mirror_coord(wr[0], q.x, box[0]);
+            q.y = md_cuda_mirror_coord(wr[1], q.y, box[1]);
+            q.z = md_cuda_mirror_coord(wr[2], q.z, box[2]);
             q.w = A.charge[at];
             A.xyzq[slot[i]] = q;
             A.vel[slot[i]] = make_float4((float)v[3 * i], (float)v[3 * i + 1], (float)v[3 * i + 2], (float)w[i]);
@@ -8313,12 +8327,18 @@ static md__step_args md__step_args_make(md_cuda_sim *s) {
  * onto its own (or after them with serial_pme or on a sort step). Energies added when `energy`. */
 static md_status md__sim_forces(md_cuda_sim *s, int energy);
 static md_status md__sim_kinetic(md_cuda_sim *s);
+static md_status md__sim_enqueue_forces(md_cuda_sim *s, unsigned what);
 
 md_status md_cuda_sim_enqueue_forces(md_cuda_sim *s, unsigned what) {
-    const int energy = (what & MD_CUDA_SIM_ENERGY) != 0;
-    md_status r;
     if (!s || !s->step.d_x)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_sim_enqueue_forces", 0, "s", "is not made (md_cuda_sim_create)");
+    s->since_sort++; /* a step of the caller's own integrator: it counts towards the next sort */
+    return md__sim_enqueue_forces(s, what);
+}
+
+static md_status md__sim_enqueue_forces(md_cuda_sim *s, unsigned what) {
+    const int energy = (what & MD_CUDA_SIM_ENERGY) != 0;
+    md_status r;
     if (energy) MD_CUDA_TRY(cudaMemsetAsync(s->state.d_energy, 0, MD_CUDA_E_COUNT * sizeof(md_fixed), s->state.q.stream));
     if ((r = md__sim_forces(s, energy)) != MD_OK) return r;
     if (energy && (r = md__sim_kinetic(s)) != MD_OK) return r;
@@ -8371,14 +8391,16 @@ static md_status md__sim_kinetic(md_cuda_sim *s) {
     return MD_OK;
 }
 
-/* Zero the forces, then md_cuda_sim_enqueue_forces. */
+/* Zero the forces, then the forces (not a step: the sort schedule does not move). */
 static md_status md__sim_evaluate(md_cuda_sim *s, int energy) {
     MD_CUDA_TRY(cudaMemsetAsync(s->state.d_force, 0, 3 * (size_t)s->state.stride * sizeof(md_fixed), s->state.q.stream));
-    return md_cuda_sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u);
+    return md__sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u);
 }
 
 static md_status md__sim_mirror(md_cuda_sim *s) {
     const int n = s->step.n;
+    /* the mirror is written wrapped into the box: the list's periodic shifts must be made again */
+    if (s->nb.d_ctl) MD_CUDA_TRY(cudaMemsetAsync(s->nb.d_ctl + MD__NB_CTL_REBUILD, 1, 1, s->state.q.stream));
     MD_CUDA_LAUNCH(md__step_mirror_kernel, (n + 255) / 256, 256, 0, s->state.q.stream, n, (const double *)s->step.d_x,
                    (const double *)s->step.d_v, (const double *)s->step.d_inv_mass, (const float *)s->step.d_charge,
                    (const int *)s->state.d_rank, (const double *)s->state.d_box, s->state.d_xyzq, s->state.d_vel_invmass);
@@ -8417,6 +8439,9 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
     g.step.mass_h = ref.cons.mass_h;
     g.step.doh = ref.cons.doh;
     g.step.dhh = ref.cons.dhh;
+    /* SHAKE's settings as md_constraints_create resolved them (a zero desc field means its default) */
+    g.desc.constraints.tolerance = g.step.desc.constraints.tolerance = ref.cons.tolerance;
+    g.desc.constraints.max_iterations = g.step.desc.constraints.max_iterations = ref.cons.max_iterations;
     for (i = 0; i < n; i++) g.step.total_mass += 1.0 / ref.inv_mass[i];
 #define MD__SIM_TRY(x)                                                                                                 \
     do {                                                                                                               \
@@ -8524,7 +8549,7 @@ md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what) {
         s->steps++;
         s->since_sort++;
         s->time_ps += s->desc.dt;
-        if ((r = md_cuda_sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u)) != MD_OK) return r;
+        if ((r = md__sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u)) != MD_OK) return r;
     }
     return MD_OK;
 }
@@ -8545,8 +8570,27 @@ md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step) {
                                 cudaMemcpyDeviceToHost, s->state.q.stream));
     MD_CUDA_TRY(cudaStreamSynchronize(s->state.q.stream));
     if (s->step.h_flags[0]) {
-        int f;
-        for (f = 0; f < MD_CUDA_FLAG_COUNT; f++)
+        /* a neighbour list that overflowed its capacity lost pairs: that is the cause of what
+         * the step found (grow it and report the capacity) */
+        const long long *h = s->nb.h_ctl;
+        if (md_cuda_nb_plan_poll(&s->nb, &s->state, &en) != MD_OK && h &&
+            (h[MD__NB_CTL_NEED_ENTRIES] > s->nb.cap_entries || h[MD__NB_CTL_NEED_ITEMS] > s->nb.cap_items ||
+             h[MD__NB_CTL_NEED_EXCL] > s->nb.cap_excl || h[MD__NB_CTL_NEED_NB] > s->nb.max_nb)) {
+            char msg[512];
+            int grown = 0;
+            snprintf(msg, sizeof msg, "%s", md_last_error());
+            MD_CUDA_TRY(cudaMemsetAsync(s->step.d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof(unsigned long long),
+                                        s->state.q.stream));
+            (void)md_cuda_nb_plan_grow(&s->nb, &s->state, &grown);
+            return md_set_error(MD_ERR_RANGE, fn, 0, "list_capacity", "the run exploded after the neighbour list "
+                                "overflowed (grown now: restore a checkpoint and go on): %s", msg);
+        }
+        /* the order of the report: a runaway atom first (what else failed followed from it),
+         * then a failed constraint, then a non-finite value */
+        static const int order[MD_CUDA_FLAG_COUNT] = {MD_CUDA_FLAG_RANGE, MD_CUDA_FLAG_OVERFLOW, MD_CUDA_FLAG_NONFINITE};
+        int k;
+        for (k = 0; k < MD_CUDA_FLAG_COUNT; k++) {
+            const int f = order[k];
             if (s->step.h_flags[0] & (1ull << f)) {
                 unsigned long long d = s->step.h_flags[1 + f];
                 if (f != MD_CUDA_FLAG_OVERFLOW) d = ~d;
@@ -8554,6 +8598,7 @@ md_status md_cuda_sim_poll(md_cuda_sim *s, md_energy *e, long long *step) {
                                             s->state.q.stream));
                 return md_set_error(MD_ERR_RANGE, fn, 0, text[f].field, text[f].format, d);
             }
+        }
     }
     if (s->use_pme && (r = md_cuda_queue_sync(&s->pme.queue, "md_cuda_sim_poll (PME)", NULL)) != MD_OK) return r;
     if ((r = md_cuda_nb_plan_poll(&s->nb, &s->state, &en)) != MD_OK) {

@@ -403,6 +403,7 @@ static void registers_survive_switches(void) {
 
 /* ---- coroutines on two threads at once ---- */
 
+#ifdef _OPENMP
 typedef struct thread_run {
     int yields;
     int ok;
@@ -417,6 +418,7 @@ static void count_fn(md_co *co, void *arg) {
         md_co_yield(co);
     }
 }
+#endif
 
 static void coroutines_on_two_threads(void) {
 #ifdef _OPENMP

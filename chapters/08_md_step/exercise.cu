@@ -76,16 +76,22 @@ __global__ void exercise_finish_kernel(int n, double *__restrict__ x, double *__
                                        const double *__restrict__ box, const float *__restrict__ charge, double dt,
                                        float4 *__restrict__ xyzq, md_fixed *__restrict__ force, int stride) {
     const int i = blockIdx.x * EXERCISE_BLOCK + threadIdx.x;
-    double w[3];
+    float4 q;
     if (i >= n) return;
     for (int a = 0; a < 3; a++) {
         const double D = dt * v[3 * i + a], dc = xn[3 * i + a] - x[3 * i + a];
         v[3 * i + a] += (dc - D) / dt;
         x[3 * i + a] = xn[3 * i + a];
-        w[a] = x[3 * i + a] - box[a] * floor(x[3 * i + a] / box[a]);
         force[(size_t)a * stride + rank[i]] = 0;
     }
-    xyzq[rank[i]] = make_float4((float)w[0], (float)w[1], (float)w[2], charge[i]);
+    /* the mirror moves continuously between sorts (not wrapped into the box): the neighbour
+     * list stores a periodic shift per entry, see md_cuda_mirror_coord */
+    q = xyzq[rank[i]];
+    q.x = md_cuda_mirror_coord(x[3 * i], q.x, box[0]);
+    q.y = md_cuda_mirror_coord(x[3 * i + 1], q.y, box[1]);
+    q.z = md_cuda_mirror_coord(x[3 * i + 2], q.z, box[2]);
+    q.w = charge[i];
+    xyzq[rank[i]] = q;
 }
 
 /* One step of the run's waters with the three kernels above; xn is 3 n doubles of scratch. The
