@@ -232,21 +232,26 @@ static void busy_fraction_measures_the_duty_cycle(void) {
     fixture f;
     double g = 400.0, h = 400.0;
     NEED_GPU();
-    if (sanitize) MD_SKIP("MD_SANITIZE=1: no timing");
+    /* under the sanitizer the runs and the accounting are checked, not the timing: the fraction
+     * must still be a fraction */
     memset(&sh, 0, sizeof sh);
     memset(&d, 0, sizeof d);
     d.mode = MD_CUDA_SCHED_SEQUENTIAL;
-    MD_CHECK_OK(fixture_make(&f, &sh, 1, 40, (long long)(g * 1000), h));
+    MD_CHECK_OK(fixture_make(&f, &sh, 1, sanitize ? 4 : 40, (long long)(g * 1000), h));
     MD_CHECK_OK(md_cuda_sched_run(&d, 1, task_keep, f.args, &s, NULL));
     fixture_free(&f);
-    MD_CHECKF(fabs(s.busy_fraction - g / (g + h)) < 0.12, "one task: busy %.3f, duty cycle %.3f", s.busy_fraction, g / (g + h));
+    MD_CHECKF(s.busy_fraction > 0.0 && s.busy_fraction <= 1.0, "one task: busy %.3f", s.busy_fraction);
+    if (!sanitize)
+        MD_CHECKF(fabs(s.busy_fraction - g / (g + h)) < 0.12, "one task: busy %.3f, duty cycle %.3f", s.busy_fraction,
+                  g / (g + h));
     /* host time much shorter than the GPU work of the other tasks: the GPU never waits */
     memset(&sh, 0, sizeof sh);
     d.mode = MD_CUDA_SCHED_COROUTINES;
-    MD_CHECK_OK(fixture_make(&f, &sh, 1, 40, (long long)(g * 1000), 20.0));
+    MD_CHECK_OK(fixture_make(&f, &sh, 1, sanitize ? 4 : 40, (long long)(g * 1000), 20.0));
     MD_CHECK_OK(md_cuda_sched_run(&d, NT, task_keep, f.args, &s, NULL));
     fixture_free(&f);
-    MD_CHECKF(s.busy_fraction > 0.9, "%d tasks as coroutines: busy %.3f", NT, s.busy_fraction);
+    MD_CHECKF(s.busy_fraction > 0.0 && s.busy_fraction <= 1.0, "%d tasks as coroutines: busy %.3f", NT, s.busy_fraction);
+    if (!sanitize) MD_CHECKF(s.busy_fraction > 0.9, "%d tasks as coroutines: busy %.3f", NT, s.busy_fraction);
 }
 
 static md_status failing_barrier(void *p) {
