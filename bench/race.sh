@@ -3,7 +3,8 @@
 # GPU, in one run.
 #   bench/race.sh               the 23,568- and 95,766-atom boxes: each code's time per step, the
 #                               ratio (the goal: md.h <= 0.67 x OpenMM), and the potential
-#                               energy of the same configuration from both (the same physics)
+#                               energy of the same configuration from both (the same physics),
+#                               and OpenMM's reciprocal force group alone (chapter 07's peer)
 #   bench/race.sh --drift PS    also the NVE energy drift over PS ps on the 23,568-atom box
 #                               (20 ps of Langevin first), md.h vs OpenMM's VerletIntegrator
 #   bench/race.sh --steps N     timed steps per code and box (default 2000)
@@ -53,6 +54,8 @@ for n in $BOXES; do
   build/chapters/08_md_step --race "$pdb" --steps "$STEPS" | tee -a "$OUT/race.log" | grep '"md_race/1"' >> "$J" || rc=1
   python3 bench/peers.py openmm-energy --pdb "$pdb" | grep '"md_peer/1"' >> "$J" || rc=1
   python3 bench/peers.py openmm-step --pdb "$pdb" --steps "$STEPS" | grep '"md_peer/1"' >> "$J" || rc=1
+  # OpenMM's reciprocal force group alone (chapter 07's goal compares md.h's PME with it)
+  python3 bench/peers.py openmm-recip --pdb "$pdb" --steps "$STEPS" | grep '"md_peer/1"' >> "$J" || rc=1
 done
 if [ "$DRIFT" != 0 ]; then
   pdb=$OUT/water_23568.pdb
@@ -84,6 +87,9 @@ for atoms in sorted({r["atoms"] for r in rows}):
           ratio, "ok" if ok else "MISS", m["potential_kj_mol"], e["potential_kj_mol"], de))
     print("         md.h %.0f ns/day, OpenMM %.0f ns/day; PME grid md.h %s, OpenMM %s" % (
           m["ns_per_day"], o["ns_per_day"], m["pme_grid"], o["pme_grid"]))
+    r = pick("openmm", "recip", atoms)
+    if r:
+        print("         OpenMM reciprocal force group alone (with its integrator): %.1f us/step" % (1e6 * r["s_per_step"]))
 m, o = pick("md.h", "drift", 23568), pick("openmm", "drift", 23568)
 if m and o:
     print("\nNVE drift, 23568 atoms: md.h %.4g kJ/mol/ns per dof over %.0f ps, OpenMM %.4g over %.0f ps (%s)" % (
