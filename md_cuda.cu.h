@@ -1076,6 +1076,29 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 #define MD_CUDA_NB_SUPER 8
 /** @brief Threads per block of the nonbonded kernels. */
 #define MD_CUDA_NB_BLOCK 128
+#ifndef MD_CUDA_NB_CLUSTER_BLOCK
+/** @brief Threads per block of the cluster-pair search and pair kernels (a multiple of the warp
+ *  size; one warp per super-cluster or work item). A block's slot frees only when its slowest
+ *  warp ends, so fewer warps per block waste less on uneven work items. */
+#define MD_CUDA_NB_CLUSTER_BLOCK 128
+#endif
+#ifndef MD_CUDA_NB_ITEM_WARPS
+/** @brief Work items per SM the default md_cuda_nb_opts::chunk aims at (entries per item =
+ *  expected entries / (1.6 x SMs x this), clamped to MD_CUDA_NB_MIN_CHUNK..64). Measured on an
+ *  H100 (chapter 06, TIP3P boxes, pair kernel): 16 gave 51 / 116 / 377 us for 4,050 / 23,568 /
+ *  95,766 atoms, 128 gives 33 / 109 / 378 us: small systems need more, smaller items to fill
+ *  the GPU (one warp per item; a 4,050-atom box has too few super-clusters otherwise). */
+#define MD_CUDA_NB_ITEM_WARPS 128
+#endif
+#ifndef MD_CUDA_NB_MIN_CHUNK
+/** @brief Fewest entries per work item of the default md_cuda_nb_opts::chunk. */
+#define MD_CUDA_NB_MIN_CHUNK 8
+#endif
+#ifndef MD_CUDA_NB_MIN_BLOCKS
+/** @brief Blocks per SM the cluster kernel is compiled for (its __launch_bounds__ minimum: the
+ *  register budget per thread is 65536 / (MD_CUDA_NB_CLUSTER_BLOCK x this)). */
+#define MD_CUDA_NB_MIN_BLOCKS 1
+#endif
 /** @brief Degree of the polynomials of the cluster rungs' Ewald kernel (md_cuda_nb_fast). */
 #define MD_CUDA_NB_EWALD_DEGREE 11
 /** @brief Largest fit error of those polynomials (relative to their value at 0) that
@@ -1154,7 +1177,7 @@ typedef struct md_cuda_nb_opts {
     int max_neighbors;       /**< Verlet rungs: list width per atom (default: from the density, x 1.5) */
     long long list_capacity; /**< cluster rungs: cluster-pair entries (default: from the density) */
     long long excl_capacity; /**< cluster rungs: entries with an exclusion mask (default: 4 per i-cluster + 1024) */
-    int chunk;               /**< cluster rungs: entries per work item (default: so that about 16 warps per SM have work) */
+    int chunk;               /**< cluster rungs: entries per work item (default: about MD_CUDA_NB_ITEM_WARPS items per SM, at least MD_CUDA_NB_MIN_CHUNK entries each) */
     int sort_interval;       /**< md_cuda_vv_enqueue: sort every this many steps (default 100; negative: never) */
     int time_kernel;         /**< 1: record CUDA events around the pair kernel; the poll writes its time to
                                   md_cuda_nb_stats::kernel_s (0, default: no events) */
@@ -5539,8 +5562,8 @@ struct md__nb_search_args {
  * test W candidates at a time and a ballot keeps the order. The last block to finish clears the
  * rebuild flag (unless a capacity overflowed: then the list stays invalid). */
 template <int W>
-__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
-    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_BLOCK / W;
+__global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
+    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_CLUSTER_BLOCK / W;
     constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
     __shared__ md__nb_sc_data s_d[NW];
     const int wib = threadIdx.x / W, lane = threadIdx.x % W;
@@ -6097,8 +6120,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * the cutoff. SMEM: LJ table in shared memory (else read through L1). The first launch after a
  * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. */
 template <int W, int FLAGS, int SMEM>
-__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_cluster_kernel(md__nb_cluster_args a) {
-    constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_BLOCK / W;
+__global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, MD_CUDA_NB_MIN_BLOCKS) md__nb_cluster_kernel(md__nb_cluster_args a) {
+    constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_CLUSTER_BLOCK / W;
     extern __shared__ float2 md__nb_lj_smem[];
     __shared__ float4 s_xi[NW][S * CI];
     __shared__ int s_ti[NW][S * CI];
@@ -6483,7 +6506,8 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
     t.cap_entries = t.opts.list_capacity > 0 ? t.opts.list_capacity
                                              : (long long)(per_sc * ((double)t.capacity / 64.0 + (double)cells)) + 1024;
     t.chunk = t.opts.chunk > 0 ? t.opts.chunk
-                               : (int)fmax(8.0, fmin(64.0, (double)t.cap_entries / 1.6 / (t.sm_count * 16.0 + 1.0)));
+                               : (int)fmax(MD_CUDA_NB_MIN_CHUNK, fmin(64.0, (double)t.cap_entries / 1.6 /
+                                                                        (t.sm_count * (double)MD_CUDA_NB_ITEM_WARPS + 1.0)));
     t.cap_items = t.cap_entries / t.chunk + t.cap_sc + 64;
     t.cap_excl = t.opts.excl_capacity > 0 ? t.opts.excl_capacity : (long long)t.cap_ic * 4 * (4 / t.cj) + 1024;
     t.max_nb = t.opts.max_neighbors > 0
@@ -6674,7 +6698,8 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         }
         if (cluster) {
             md__nb_search_args a;
-            const unsigned blocks = (unsigned)(((long long)p->cap_sc * p->warp + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
+            const unsigned blocks =
+                (unsigned)(((long long)p->cap_sc * p->warp + MD_CUDA_NB_CLUSTER_BLOCK - 1) / MD_CUDA_NB_CLUSTER_BLOCK);
             a.bb = p->d_bb;
             a.ci = p->d_ci;
             a.sc = p->d_sc;
@@ -6695,9 +6720,9 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             a.ctl = p->d_ctl;
             a.flags = s->q.d_flags;
             a.rlist = rlist;
-            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
-            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
-            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD_CUDA_NB_CLUSTER_BLOCK, 0, st, a);
+            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD_CUDA_NB_CLUSTER_BLOCK, 0, st, a);
+            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD_CUDA_NB_CLUSTER_BLOCK, 0, st, a);
         } else {
             const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
             if (p->variant == MD_NB_GPU_HALF_LIST)
@@ -6712,7 +6737,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
     }
     if (cluster) {
         md__nb_cluster_args a;
-        const int nw = MD_CUDA_NB_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
+        const int nw = MD_CUDA_NB_CLUSTER_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
         const unsigned blocks = (unsigned)((p->cap_items + nw - 1) / nw);
         const size_t sbytes = smem ? (size_t)s->ntypes * s->ntypes * sizeof(float2) : 0;
         md__nb_cluster_fn k;
@@ -6742,7 +6767,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         k = md__nb_cluster_pick(p->warp, flags, smem);
         if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_cluster_kernel", p->warp, flags, smem), blocks,
-                             MD_CUDA_NB_BLOCK, sbytes, st, a);
+                             MD_CUDA_NB_CLUSTER_BLOCK, sbytes, st, a);
         if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
     } else {
         md__nb_exact_args a;
