@@ -177,7 +177,7 @@ static void stages_match_cpu(void) {
 }
 
 /* Whole evaluations: GPU (both rungs) against md_pme_compute on the same system, including a
- * charged one (its neutralising background), and the atomic and gather spreads give bitwise equal
+ * charged one (its neutralising background), and every spread rung gives the atomic rung's bitwise equal
  * grids for grids that are tiny (the order itself: every brick wraps onto itself), odd and large;
  * two runs give bitwise equal outputs. */
 static void whole_evaluation(void) {
@@ -209,11 +209,13 @@ static void whole_evaluation(void) {
             MD_CHECK_OK(md_cuda_pme_plan_upload(&g, s.xyzq, s.n, s.box));
             MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_ATOMIC, g.d_xyzq, s.n, g.d_box));
             MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, ha));
-            MD_CHECK_OK(md_cuda_poison(g.d_real, npts, g.queue.stream));
-            MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_GATHER, g.d_xyzq, s.n, g.d_box));
-            MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hb));
-            MD_CHECKF(memcmp(ha, hb, npts * sizeof(float)) == 0, "grid %d %d %d order %d: the spread rungs differ",
-                      grids[k][0], grids[k][1], grids[k][2], o);
+            for (int sp = MD_CUDA_PME_SPREAD_GATHER; sp < MD_CUDA_PME_SPREAD_COUNT; sp++) {
+                MD_CHECK_OK(md_cuda_poison(g.d_real, npts, g.queue.stream));
+                MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, (md_cuda_pme_spread)sp, g.d_xyzq, s.n, g.d_box));
+                MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hb));
+                MD_CHECKF(memcmp(ha, hb, npts * sizeof(float)) == 0, "grid %d %d %d order %d: %s differs from spread_atomic",
+                          grids[k][0], grids[k][1], grids[k][2], o, md_cuda_pme_spread_name((md_cuda_pme_spread)sp));
+            }
             if (k == 1) {
                 int sp;
                 MD_CHECK_OK(md_pme_plan_create(&c, &g.params, NULL, s.n));

@@ -10,6 +10,7 @@
  *     cpu_pme            the reference (timed once)
  *     spread_atomic      64-bit fixed-point atomics, one thread per atom and stencil row
  *     spread_gather      atoms binned into 8^3 bricks, one thread per grid point
+ *     spread_tiled       binned as spread_gather; per brick, shared-memory atomics into a halo tile
  *     exercise           your spread kernel (exercise.cu)
  *     fft_forward        cufftExecR2C
  *     solve              influence function, energy and virial
@@ -165,6 +166,7 @@ static md_status pme_error(const md_system *s, const double *freal, const double
 typedef enum rung {
     R_SPREAD_ATOMIC = 0,
     R_SPREAD_GATHER,
+    R_SPREAD_TILED,
     R_EXERCISE,
     R_FORWARD,
     R_SOLVE,
@@ -176,7 +178,7 @@ typedef enum rung {
     R_COUNT
 } rung;
 
-static const char *const rung_names[R_COUNT] = {"spread_atomic", "spread_gather", "exercise", "fft_forward", "solve",
+static const char *const rung_names[R_COUNT] = {"spread_atomic", "spread_gather", "spread_tiled", "exercise", "fft_forward", "solve",
                                                 "fft_backward", "gather", "cufft_pair", "pme_total", "pme_graph"};
 
 typedef struct gpu_ctx {
@@ -195,6 +197,8 @@ static md_status run_rung_once(gpu_ctx *c) {
         return md_cuda_pme_enqueue_spread(p, MD_CUDA_PME_SPREAD_ATOMIC, p->d_xyzq, p->n, p->d_box);
     case R_SPREAD_GATHER:
         return md_cuda_pme_enqueue_spread(p, MD_CUDA_PME_SPREAD_GATHER, p->d_xyzq, p->n, p->d_box);
+    case R_SPREAD_TILED:
+        return md_cuda_pme_enqueue_spread(p, MD_CUDA_PME_SPREAD_TILED, p->d_xyzq, p->n, p->d_box);
     case R_EXERCISE:
         return exercise_spread(p, p->d_xyzq, p->n, p->d_box);
     case R_FORWARD:
