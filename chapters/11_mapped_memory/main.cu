@@ -10,7 +10,8 @@
  *   graphs+memcpy   the step and its report launched as a CUDA graph, the copy after it
  *   graphs+mapped   the same with mapped memory
  * It prints the round trip of one step (host enqueue to report in hand, 1 replica), steps/s,
- * and the time mapped memory saves per step against the memcpy rung.
+ * and the time mapped memory saves per step against the memcpy rung, then the yardstick: one
+ * memcpy latency (a 64-byte copy to pinned memory, as the host and as the GPU see it).
  *
  * Part 2, where mapped memory loses: a kernel writing B bytes into mapped memory (every byte
  * crosses the bus from the SMs) against a kernel writing device memory plus one cudaMemcpyAsync
@@ -54,6 +55,51 @@ static md_status run_rung(const md_system *sys, const md_topology *top, const md
     }
     md_cuda_remd_destroy(&x);
     return s;
+}
+
+/* One memcpy latency, the yardstick of part 1's savings: a report-sized (64-byte) cudaMemcpyAsync
+ * from device to pinned memory on an idle stream, as the host sees it (enqueue to
+ * cudaStreamSynchronize returning, median of 201) and as the GPU runs it (events around 200
+ * back-to-back copies, per copy). */
+static md_status memcpy_latency(double *host_s, double *gpu_s) {
+    cudaStream_t s = NULL;
+    cudaEvent_t a = NULL, b = NULL;
+    void *d = NULL, *h = NULL;
+    double t[201];
+    float ms = 0.0f;
+    md_status st = MD_OK;
+    int k;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess || cudaMalloc(&d, 64) != cudaSuccess ||
+        cudaHostAlloc(&h, 64, cudaHostAllocDefault) != cudaSuccess || cudaEventCreate(&a) != cudaSuccess ||
+        cudaEventCreate(&b) != cudaSuccess || cudaMemset(d, 1, 64) != cudaSuccess) {
+        st = md_cuda_error(cudaGetLastError(), "memcpy_latency set-up", __FILE__, __LINE__);
+        goto done;
+    }
+    for (k = 0; k < 201 && st == MD_OK; k++) {
+        const double t0 = md_wall_seconds();
+        if (cudaMemcpyAsync(h, d, 64, cudaMemcpyDeviceToHost, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+            st = md_cuda_error(cudaGetLastError(), "cudaMemcpyAsync", __FILE__, __LINE__);
+        t[k] = md_wall_seconds() - t0;
+    }
+    if (st == MD_OK) {
+        cudaError_t e = cudaEventRecord(a, s);
+        for (k = 0; k < 200 && e == cudaSuccess; k++) e = cudaMemcpyAsync(h, d, 64, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess) e = cudaEventRecord(b, s);
+        if (e == cudaSuccess) e = cudaEventSynchronize(b);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+        if (e != cudaSuccess) st = md_cuda_error(e, "memcpy_latency events", __FILE__, __LINE__);
+    }
+    if (st == MD_OK) {
+        *host_s = md_median(t, 201);
+        *gpu_s = 1e-3 * ms / 200.0;
+    }
+done:
+    if (a) cudaEventDestroy(a);
+    if (b) cudaEventDestroy(b);
+    if (h) cudaFreeHost(h);
+    if (d) cudaFree(d);
+    if (s) cudaStreamDestroy(s);
+    return st;
 }
 
 /* Part 2: median seconds of `reps` runs of an enqueue, with events on stream s. */
@@ -207,6 +253,17 @@ int main(int argc, char **argv) {
             }
         }
         free(ref);
+    }
+    {
+        double lh = NAN, lg = NAN;
+        if (memcpy_latency(&lh, &lg) == MD_OK)
+            printf("one memcpy latency (64 bytes, device to pinned host, idle stream): %.2f us as the host sees it "
+                   "(enqueue to synchronize), %.2f us on the GPU (back to back); the goal: saved us/step >= it\n",
+                   1e6 * lh, 1e6 * lg);
+        else {
+            printf("one memcpy latency: FAILED: %s\n", md_last_error());
+            bad++;
+        }
     }
     printf("\nchapter 11, part 2: bulk data (GB/s; a kernel into mapped memory vs device memory + cudaMemcpyAsync,\n"
            "and a kernel reading mapped vs device memory)\n%12s %16s %14s %14s %14s %s\n",
