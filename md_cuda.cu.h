@@ -1094,6 +1094,17 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 /** @brief Fewest entries per work item of the default md_cuda_nb_opts::chunk. */
 #define MD_CUDA_NB_MIN_CHUNK 8
 #endif
+#ifndef MD_CUDA_NB_SEARCH_WARPS
+/** @brief Search warps per SM the list build aims at. One warp per super-cluster leaves a
+ *  23,568-atom box with 368 warps for 132 SMs, so each super-cluster's neighbour cells are
+ *  split among md_cuda_nb_plan::search_slices warps (cell k of its range to warp k mod
+ *  slices), each making its own entries and work items: slices = round(SMs x this /
+ *  super-clusters), 1 to 9. Measured on an H100 (chapters 06 and 08, TIP3P): 1 / 4 / 9 slices
+ *  built the 23,568-atom list in 201 / 108 / 104 us and ran the chapter-08 step in 288 / 239 /
+ *  229 us, but at 95,766 atoms more slices slowed the pair kernel (378 / 411 / 462 us: more,
+ *  shorter work items), hence a target rather than a constant. */
+#define MD_CUDA_NB_SEARCH_WARPS 12
+#endif
 #ifndef MD_CUDA_NB_MIN_BLOCKS
 /** @brief Blocks per SM the cluster kernel is compiled for (its __launch_bounds__ minimum: the
  *  register budget per thread is 65536 / (MD_CUDA_NB_CLUSTER_BLOCK x this)). */
@@ -1221,6 +1232,7 @@ typedef struct md_cuda_nb_plan {
     int max_nb;                /**< Verlet rungs: list width */
     int excl_width;            /**< columns of d_exl: the most exclusions of one atom when the plan was made */
     int chunk;                 /**< entries per work item */
+    int search_slices;         /**< warps per super-cluster in the list build (MD_CUDA_NB_SEARCH_WARPS) */
     int sm_count;              /**< multiprocessors of the device */
     long long sorted_epoch;    /**< the state's epoch this plan last sorted (or indexed) at; -1 never */
     long long ff_epoch;        /**< the state's ff_epoch the scaled LJ table was made at; -1 never */
@@ -5564,6 +5576,7 @@ struct md__nb_search_args {
     unsigned int *masks;
     long long cap_entries, cap_items, cap_excl;
     int chunk;
+    int slices; /* warps per super-cluster */
     long long *ctl;
     unsigned long long *flags;
     float rlist;
@@ -5578,9 +5591,10 @@ template <int W>
 __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
     constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_CLUSTER_BLOCK / W;
     constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
+    const int SL = a.slices;
     __shared__ md__nb_sc_data s_d[NW];
     const int wib = threadIdx.x / W, lane = threadIdx.x % W;
-    const int vw = blockIdx.x * NW + wib;
+    const int gw = blockIdx.x * NW + wib, vw = gw / SL, slice = gw % SL; /* super-cluster, its share of the cells */
     const unsigned vm = md__vmask<W>();
     const int lane_base = (threadIdx.x & 31) & ~(W - 1);
     long long *ctl = a.ctl;
@@ -5597,11 +5611,12 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK) md__nb_search_kernel
         __syncwarp(vm);
         minimg = md__nb_sc_reach(d, sc.y, g, reach, kmin, kmax);
         for (pass = 0; pass < 2; pass++) {
-            int cnt = 0;
+            int cnt = 0, nth = 0;
             for (int kz = kmin[2]; kz <= kmax[2]; kz++)
                 for (int ky = kmin[1]; ky <= kmax[1]; ky++)
                     for (int kx = kmin[0]; kx <= kmax[0]; kx++) {
                         int sx, sy, sz;
+                        if (nth++ % SL != slice) continue; /* another warp's cell */
                         const int cx = md__wrap_cell(kx, g.dim[0], &sx), cy = md__wrap_cell(ky, g.dim[1], &sy),
                                   cz = md__wrap_cell(kz, g.dim[2], &sz);
                         const int cell = (cz * g.dim[1] + cy) * g.dim[0] + cx;
@@ -6521,7 +6536,9 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
     t.chunk = t.opts.chunk > 0 ? t.opts.chunk
                                : (int)fmax(MD_CUDA_NB_MIN_CHUNK, fmin(64.0, (double)t.cap_entries / 1.6 /
                                                                         (t.sm_count * (double)MD_CUDA_NB_ITEM_WARPS + 1.0)));
-    t.cap_items = t.cap_entries / t.chunk + t.cap_sc + 64;
+    t.search_slices = (int)fmax(1.0, fmin(9.0, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS /
+                                                    ((double)t.capacity / (MD_CUDA_NB_CI * MD_CUDA_NB_SUPER) + 1.0))));
+    t.cap_items = t.cap_entries / t.chunk + (long long)t.cap_sc * t.search_slices + 64;
     t.cap_excl = t.opts.excl_capacity > 0 ? t.opts.excl_capacity : (long long)t.cap_ic * 4 * (4 / t.cj) + 1024;
     t.max_nb = t.opts.max_neighbors > 0
                    ? t.opts.max_neighbors
@@ -6711,8 +6728,8 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         }
         if (cluster) {
             md__nb_search_args a;
-            const unsigned blocks =
-                (unsigned)(((long long)p->cap_sc * p->warp + MD_CUDA_NB_CLUSTER_BLOCK - 1) / MD_CUDA_NB_CLUSTER_BLOCK);
+            const unsigned blocks = (unsigned)(((long long)p->cap_sc * p->search_slices * p->warp +
+                                                MD_CUDA_NB_CLUSTER_BLOCK - 1) / MD_CUDA_NB_CLUSTER_BLOCK);
             a.bb = p->d_bb;
             a.ci = p->d_ci;
             a.sc = p->d_sc;
@@ -6730,6 +6747,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             a.cap_items = p->cap_items;
             a.cap_excl = p->cap_excl;
             a.chunk = p->chunk;
+            a.slices = p->search_slices;
             a.ctl = p->d_ctl;
             a.flags = s->q.d_flags;
             a.rlist = rlist;
@@ -6937,7 +6955,7 @@ md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown)
         g = 1;
     }
     if (g || h[MD__NB_CTL_NEED_ITEMS] > p->cap_items) {
-        long long want = p->cap_entries / p->chunk + p->cap_sc + 64;
+        long long want = p->cap_entries / p->chunk + (long long)p->cap_sc * p->search_slices + 64;
         long long need = h[MD__NB_CTL_NEED_ITEMS] + h[MD__NB_CTL_NEED_ITEMS] / 4 + 64;
         p->cap_items = want > need ? want : need;
         g = 1;
