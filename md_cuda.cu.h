@@ -11500,6 +11500,20 @@ md_status md_cuda_tiles_spread(int *devices, int nworkers, int *ndevices) {
     return MD_OK;
 }
 
+/* A job's run: its tiles on its workers, each bound to its device. */
+static md_status md__tiles_run_job(int ntiles, int nworkers, const int *devices, md_cuda_tile_fn fn, void *job,
+                                   md_cuda_tile_progress_fn progress, void *progress_arg, md_cuda_tiles_stats *stats) {
+    md_cuda_tiles_desc d;
+    memset(&d, 0, sizeof d);
+    d.ntiles = ntiles;
+    d.nworkers = nworkers;
+    d.devices = devices;
+    d.bind_device = 1;
+    d.progress = progress;
+    d.progress_arg = progress_arg;
+    return md_cuda_tiles_run(&d, fn, job, stats);
+}
+
 /* ---- user 1: the potential map in z-slabs ---- */
 
 md_status md_cuda_dcs_plan_set_origin(md_cuda_dcs_plan *p, const double origin[3]) {
@@ -11626,16 +11640,8 @@ md_status md_cuda_dcs_tiles_tile(int worker, int device, int tile, void *arg) {
 
 md_status md_cuda_dcs_tiles_run(md_cuda_dcs_tiles *j, md_cuda_tile_progress_fn progress, void *progress_arg,
                                 md_cuda_tiles_stats *stats) {
-    md_cuda_tiles_desc d;
     if (!j || !j->plans) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_tiles_run", 0, "j", "is not a job (md_cuda_dcs_tiles_create)");
-    memset(&d, 0, sizeof d);
-    d.ntiles = j->ntiles;
-    d.nworkers = j->nworkers;
-    d.devices = j->devices;
-    d.bind_device = 1;
-    d.progress = progress;
-    d.progress_arg = progress_arg;
-    return md_cuda_tiles_run(&d, md_cuda_dcs_tiles_tile, j, stats);
+    return md__tiles_run_job(j->ntiles, j->nworkers, j->devices, md_cuda_dcs_tiles_tile, j, progress, progress_arg, stats);
 }
 
 /* ---- user 2: a multi-frame RDF in frame ranges ---- */
@@ -11766,16 +11772,8 @@ md_status md_cuda_rdf_tiles_tile(int worker, int device, int tile, void *arg) {
 
 md_status md_cuda_rdf_tiles_run(md_cuda_rdf_tiles *j, md_cuda_tile_progress_fn progress, void *progress_arg,
                                 md_cuda_tiles_stats *stats) {
-    md_cuda_tiles_desc d;
     if (!j || !j->plans) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_tiles_run", 0, "j", "is not a job (md_cuda_rdf_tiles_create)");
-    memset(&d, 0, sizeof d);
-    d.ntiles = j->ntiles;
-    d.nworkers = j->nworkers;
-    d.devices = j->devices;
-    d.bind_device = 1;
-    d.progress = progress;
-    d.progress_arg = progress_arg;
-    return md_cuda_tiles_run(&d, md_cuda_rdf_tiles_tile, j, stats);
+    return md__tiles_run_job(j->ntiles, j->nworkers, j->devices, md_cuda_rdf_tiles_tile, j, progress, progress_arg, stats);
 }
 
 md_status md_cuda_rdf_tiles_finish(const md_cuda_rdf_tiles *j, md_rdf *r) {

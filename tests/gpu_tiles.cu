@@ -333,6 +333,20 @@ static void sched_arguments(void) {
 
 /* ---- the users on the GPU ---- */
 
+/* A real job's tiles (inner on job) through faulty_tile, workers bound to devs: the run's desc
+ * and stats go to d and s for check_rules. */
+static md_status run_faulty_job(fault_plan *f, md_cuda_tiles_desc *d, md_cuda_tiles_stats *s, int ntiles, int nworkers,
+                                const int *devs, md_cuda_tile_fn inner, void *job) {
+    f->inner = inner;
+    f->inner_arg = job;
+    memset(d, 0, sizeof *d);
+    d->ntiles = ntiles;
+    d->nworkers = nworkers;
+    d->devices = devs;
+    d->bind_device = 1;
+    return md_cuda_tiles_run(d, faulty_tile, f, s);
+}
+
 /* The slab map: 1 worker, then 3 workers sharing the GPU with worker 1 always failing and two
  * tiles failing once: bitwise equal, no NaN left, within 1e-4 of md_dcs_simple; a
  * constant-memory rung refused for 2 workers. */
@@ -372,14 +386,7 @@ static void dcs_tiles_match_one_worker_and_reference(void) {
     f.flaky[0] = 1; /* two tiles fail once: workers 0 and 2 may lose one each and go on */
     f.flaky[1 + md_rng_next(&rng) % (j.ntiles - 1)] = 1;
     (void)t;
-    f.inner = md_cuda_dcs_tiles_tile;
-    f.inner_arg = &j;
-    memset(&d, 0, sizeof d);
-    d.ntiles = j.ntiles;
-    d.nworkers = 3;
-    d.devices = devs;
-    d.bind_device = 1;
-    MD_CHECK_OK(md_cuda_tiles_run(&d, faulty_tile, &f, &s));
+    MD_CHECK_OK(run_faulty_job(&f, &d, &s, j.ntiles, 3, devs, md_cuda_dcs_tiles_tile, &j));
     md_cuda_dcs_tiles_destroy(&j);
     MD_CHECKF(check_rules(&f, &d, &s, 1, 2, why, sizeof why), "%s", why);
     MD_CHECK(s.retired_of[1] == 1 && s.ndevices == 1);
@@ -470,14 +477,7 @@ static void rdf_tiles_match_cpu_bitwise(void) {
     f.bad_workers = 1ull << 2;
     f.flaky[0] = 1;
     if (j.ntiles > 3) f.flaky[3] = 1;
-    f.inner = md_cuda_rdf_tiles_tile;
-    f.inner_arg = &j;
-    memset(&d, 0, sizeof d);
-    d.ntiles = j.ntiles;
-    d.nworkers = 3;
-    d.devices = devs;
-    d.bind_device = 1;
-    MD_CHECK_OK(md_cuda_tiles_run(&d, faulty_tile, &f, &s));
+    MD_CHECK_OK(run_faulty_job(&f, &d, &s, j.ntiles, 3, devs, md_cuda_rdf_tiles_tile, &j));
     MD_CHECKF(check_rules(&f, &d, &s, 1, 2, why, sizeof why), "%s", why);
     MD_CHECK_OK(md_cuda_rdf_tiles_finish(&j, &r3));
     md_cuda_rdf_tiles_destroy(&j);
