@@ -1,10 +1,11 @@
 /* examples/potential_map_common.h - what the GPU potential-map examples (potential_map_gpu,
  * potential_map_multi) share: option parsing of a whole number, the grid around the atoms, and
- * the closing check of 64 random points against md_dcs_simple. Program code: it prints. */
+ * the closing check of 64 random points against md_dcs_simple. Program code: it prints.
+ * Include it after md_cuda.cu.h (with its implementation defines). */
 #ifndef POTENTIAL_MAP_COMMON_H
 #define POTENTIAL_MAP_COMMON_H
 
-#include "md.h"
+#include "md_cuda.cu.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -145,6 +146,30 @@ static md_status map_check_points(const md_system *sys, const md_grid *grid, dou
     }
     *err = md_max_rel_error(got, want, 64);
     return MD_OK;
+}
+
+/* The start of both programs: parse (map_parse), read the atoms (and so check the input) before
+ * looking for a GPU, print "SKIP: <reason>" without one, make the grid around the atoms. Returns
+ * -1 to go on (sys and grid made), else the exit status (a failure printed as "name: why"). */
+static int map_begin(int argc, char **argv, const char *name, const char *usage, const char *const *extra,
+                     map_extra_fn fn, void *ctx, map_opts *o, md_system *sys, md_grid *grid) {
+    int rc = map_parse(argc, argv, usage, extra, fn, ctx, o);
+    if (rc >= 0) return rc;
+    if (map_read_atoms(o, sys) != MD_OK) {
+        fprintf(stderr, "%s: %s\n", name, md_last_error());
+        return 1;
+    }
+    if (!md_cuda_available()) {
+        printf("SKIP: %s\n", md_last_error());
+        md_system_free(sys);
+        return 0;
+    }
+    if (map_grid_around(sys, o->n, o->margin, grid) != MD_OK) {
+        fprintf(stderr, "%s: %s\n", name, md_last_error());
+        md_system_free(sys);
+        return 1;
+    }
+    return -1;
 }
 
 #endif /* POTENTIAL_MAP_COMMON_H */

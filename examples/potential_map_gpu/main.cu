@@ -85,20 +85,11 @@ int main(int argc, char **argv) {
     size_t count, oc, p;
     memset(&sys, 0, sizeof sys);
     memset(&grid, 0, sizeof grid);
-    if ((i = map_parse(argc, argv, USAGE, extra, gpu_option, &g, &o)) >= 0) return i;
+    if ((i = map_begin(argc, argv, "potential_map_gpu", USAGE, extra, gpu_option, &g, &o, &sys, &grid)) >= 0) return i;
     out = o.out;
     n = o.n;
     chunks = g.chunks;
     variant = g.variant;
-
-    /* atoms: read (and so check) the input before looking for a GPU */
-    if (map_read_atoms(&o, &sys) != MD_OK) goto fail;
-    if (!md_cuda_available()) {
-        printf("SKIP: %s\n", md_last_error());
-        md_system_free(&sys);
-        return 0;
-    }
-    if (map_grid_around(&sys, n, o.margin, &grid) != MD_OK) goto fail;
     for (c = 0; c < 3; c++) h[c] = grid.spacing[c];
     count = md_grid_count(&grid);
     printf("%d atoms (total charge %.3f e); grid %d^3, spacing %.4f x %.4f x %.4f nm; %s; %.3g atom-evals\n", sys.n,

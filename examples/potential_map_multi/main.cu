@@ -89,21 +89,12 @@ int main(int argc, char **argv) {
     memset(&sys, 0, sizeof sys);
     memset(&grid, 0, sizeof grid);
     memset(&job, 0, sizeof job);
-    if ((i = map_parse(argc, argv, USAGE, extra, multi_option, &m, &o)) >= 0) return i;
+    if ((i = map_begin(argc, argv, "potential_map_multi", USAGE, extra, multi_option, &m, &o, &sys, &grid)) >= 0) return i;
     out = o.out;
     n = o.n;
     workers = m.workers;
     planes = m.planes;
     variant = m.variant;
-
-    /* atoms: read (and so check) the input before looking for a GPU */
-    if (map_read_atoms(&o, &sys) != MD_OK) goto fail;
-    if (!md_cuda_available()) {
-        printf("SKIP: %s\n", md_last_error());
-        md_system_free(&sys);
-        return 0;
-    }
-    if (map_grid_around(&sys, n, o.margin, &grid) != MD_OK) goto fail;
     for (c = 0; c < 3; c++) h[c] = grid.spacing[c];
     count = md_grid_count(&grid);
     for (size_t k = 0; k < count; k++) grid.data[k] = NAN; /* a slab never written would show */
