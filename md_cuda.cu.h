@@ -11527,6 +11527,13 @@ md_status md_cuda_dcs_plan_set_origin(md_cuda_dcs_plan *p, const double origin[3
     return MD_OK;
 }
 
+/* A job's set-up failed for worker w: the error again, naming the worker. */
+static md_status md__tiles_worker_failed(md_status st, const char *where, int w) {
+    char msg[600]; /* md_last_error() is the buffer md_set_error writes: copy it first */
+    snprintf(msg, sizeof msg, "%s", md_last_error());
+    return md_set_error(st, where, 0, "plans", "worker %d: %s", w, msg);
+}
+
 /* Copy the worker list (NULL: every worker on the current device). */
 static md_status md__tiles_devices(int **out, int nworkers, const int *devices, const char *where) {
     int cur = 0, w;
@@ -11601,12 +11608,10 @@ md_status md_cuda_dcs_tiles_create(md_cuda_dcs_tiles *j, md_dcs_variant variant,
     }
     (void)cudaSetDevice(cur);
     if (st != MD_OK) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s", md_last_error());
-        md_cuda_dcs_tiles_destroy(j);
-        return md_set_error(st, where, 0, "plans", "worker %d: %s", w, msg);
+        st = md__tiles_worker_failed(st, where, w);
+        md_cuda_dcs_tiles_destroy(j); /* sets no error */
     }
-    return MD_OK;
+    return st;
 }
 
 md_status md_cuda_dcs_tiles_tile(int worker, int device, int tile, void *arg) {
@@ -11727,12 +11732,10 @@ md_status md_cuda_rdf_tiles_create(md_cuda_rdf_tiles *j, md_rdf_variant variant,
     }
     (void)cudaSetDevice(cur);
     if (st != MD_OK) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s", md_last_error());
-        md_cuda_rdf_tiles_destroy(j);
-        return md_set_error(st, where, 0, "plans", "worker %d: %s", w, msg);
+        st = md__tiles_worker_failed(st, where, w);
+        md_cuda_rdf_tiles_destroy(j); /* sets no error */
     }
-    return MD_OK;
+    return st;
 }
 
 md_status md_cuda_rdf_tiles_tile(int worker, int device, int tile, void *arg) {
