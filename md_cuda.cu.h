@@ -11268,6 +11268,7 @@ md_status md_cuda_energy_measure(int device, md_status (*fn)(void *arg), void *a
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>

@@ -12,6 +12,7 @@
  * Contract: compute every tile of j exactly once; fill stats->ndevices and stats->tiles_of (the
  * table prints them); return MD_OK, or the md_status of a failure. */
 #include "md_cuda.cu.h"
+#include <string>
 #include <thread>
 #include <vector>
 
