@@ -94,7 +94,7 @@ else
 endif
 $(BUILD)/examples/%: examples/%/main.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
-$(BUILD)/examples/%: examples/%/main.cu $(HEADERS) | $(BUILD)
+$(BUILD)/examples/%: examples/%/main.cu $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< -o $@ $(NVLIBS)
 $(BUILD)/reference/%: reference/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

@@ -90,6 +90,11 @@
  *             md_cuda_mapped_store/publish (device) and md_cuda_mapped_load (host),
  *             md_cuda_report_enqueue (the per-step report gathered into mapped memory):
  *             zero-copy reads (chapter 11)
+ *   tiles     md_cuda_tiles_run (a dynamic tile scheduler over host workers bound to
+ *             devices, with retry and retirement), md_cuda_dcs_tiles (a potential map in
+ *             z-slabs), md_cuda_rdf_tiles (a multi-frame RDF in frame ranges, bitwise the
+ *             one-worker result), md_cuda_energy_begin/end (joules, watts, SM clock from
+ *             NVML, loaded at run time): many GPUs (chapter 12)
  */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
@@ -11122,3 +11127,926 @@ md_status md_cuda_remd_run(md_cuda_remd *x, const md_cuda_remd_desc *desc, md_cu
 }
 
 #endif /* MD_CUDA_REMD_IMPLEMENTED */
+
+/* ======================================================================== */
+/* tiles: work split into tiles over many GPUs, with retry (chapter 12)    */
+/* ======================================================================== */
+
+/* DYNAMIC TILES. A potential map or a long trajectory's RDF is many independent pieces of work.
+ * md_cuda_tiles_run splits the work into ntiles tiles and runs them on nworkers host threads
+ * (std::thread), worker w bound to device devices[w] (cudaSetDevice on its thread when
+ * md_cuda_tiles_desc::bind_device is set; several workers may share one device, which is how the
+ * scheduler is exercised on one GPU). A worker pulls the next tile index from a shared atomic
+ * counter and calls the caller's function run(worker, device, tile, arg), which computes the tile
+ * and writes its result into the tile's own slice of the output. Fast devices take more tiles:
+ * the balance is dynamic, no tile is assigned ahead of time.
+ *
+ * FAULTS. A call that returns an error is a failed attempt:
+ *   1. the tile is put back (a retry queue, served before the counter's fresh tiles) and is
+ *      retried only by a worker that has not failed on it;
+ *   2. a worker whose calls failed max_failures times (default 2) is retired: it takes no more
+ *      tiles (a worker whose device cannot be bound is retired at once);
+ *   3. the run fails cleanly when no live worker remains with tiles left, or when a tile has
+ *      failed on every worker (or on every live one, which could otherwise never end): the
+ *      md_status names the tile and its last error, the other workers finish the tile they hold
+ *      and stop.
+ * Every tile is in exactly one place at any time (not started, queued for retry, held by one
+ * worker, or done), so a tile completes successfully exactly once: the caller's slice of a tile is
+ * written by one successful call (a caller's function writes its slice only when it succeeds).
+ * md_cuda_tiles_stats and the per-tile records (which worker completed a tile, after how many
+ * attempts) show the balance and the faults; tests/gpu_tiles.cu checks the rules with failures
+ * injected from a seeded generator, on the CPU (no device) and on real tiles.
+ *
+ * TWO USERS. md_cuda_dcs_tiles: the potential map of section dcs split into z-slabs of the output
+ * grid, one DCS plan per worker made once (on its device, the atoms uploaded once) and moved from
+ * slab to slab (md_cuda_dcs_plan_set_origin). md_cuda_rdf_tiles: a multi-frame RDF split into
+ * frame ranges, one RDF plan per worker; each tile's 64-bit counts land in its own slice and
+ * md_cuda_rdf_tiles_finish sums them (integers: the order does not matter) and adds the frames'
+ * normalisation in frame order, so the result is bitwise the one-worker result, and the CPU's.
+ *
+ * ENERGY. md_cuda_energy_begin/end read the board's energy counter (NVML's
+ * nvmlDeviceGetTotalEnergyConsumption, mJ since the driver loaded), power and SM clock around a
+ * piece of work: joules, seconds and average watts. NVML is the driver's library
+ * libnvidia-ml.so.1, loaded with dlopen at the first call (no link dependency: a machine without
+ * it gets MD_ERR_UNSUPPORTED naming the library, and everything else works). The counter is
+ * updated every few tens of milliseconds, so measure work of a second or more.
+ *
+ * NOT HERE. One process, one host: the PME-on-its-own-GPU split over NCCL and domain
+ * decomposition are chapter 12's design notes (chapters/12_many_gpus/README.md), not code. */
+
+#if !defined(MD_CUDA_TILES_DECLARED)
+/** @brief Defined once the tile-scheduler declarations are in (their include guard). */
+#define MD_CUDA_TILES_DECLARED
+
+/** @brief Most workers of one md_cuda_tiles_run (each worker is a bit of a 64-bit mask). */
+#define MD_CUDA_TILES_MAX_WORKERS 64
+
+/** @brief A tile's work: compute tile @p tile (0 .. ntiles - 1) on worker @p worker, whose device
+ *  is @p device, and write its result into the tile's own slice of the output, only on success.
+ *  Return MD_OK, or an error (with md_set_error): the attempt failed and the tile is retried on
+ *  another worker (see the section's manual). Called on the worker's thread. */
+typedef md_status (*md_cuda_tile_fn)(int worker, int device, int tile, void *arg);
+
+/** @brief Progress of a run: called after each completed tile with the number of tiles done so
+ *  far, on the completing worker's thread, with the scheduler's lock held (keep it short). */
+typedef void (*md_cuda_tile_progress_fn)(int done, int ntiles, void *arg);
+
+/** @brief What md_cuda_tiles_run runs; a zero field takes its default. */
+typedef struct md_cuda_tiles_desc {
+    int ntiles;                        /**< tiles (>= 1) */
+    int nworkers;                      /**< workers (1 .. MD_CUDA_TILES_MAX_WORKERS) */
+    const int *devices;                /**< nworkers device ids (NULL: every worker on device 0) */
+    int bind_device;                   /**< 1: each worker calls cudaSetDevice(devices[w]) on its thread first */
+    int max_failures;                  /**< failed calls that retire a worker (default 2) */
+    md_cuda_tile_progress_fn progress; /**< optional progress callback */
+    void *progress_arg;                /**< its argument */
+    int *tile_worker;                  /**< optional, ntiles: the worker that completed each tile (-1: none) */
+    int *tile_attempts;                /**< optional, ntiles: calls made for each tile, the successful one included */
+} md_cuda_tiles_desc;
+
+/** @brief What a run did (written by md_cuda_tiles_run on success and on a failed run). */
+typedef struct md_cuda_tiles_stats {
+    int ntiles;                                   /**< tiles */
+    int nworkers;                                 /**< workers */
+    int ndevices;                                 /**< distinct device ids among the workers */
+    int completed;                                /**< tiles completed (ntiles on success) */
+    long long attempts;                           /**< calls made, all tiles */
+    long long retries;                            /**< failed calls whose tile was put back */
+    int retired;                                  /**< workers retired */
+    int tiles_of[MD_CUDA_TILES_MAX_WORKERS];      /**< tiles each worker completed */
+    int failures_of[MD_CUDA_TILES_MAX_WORKERS];   /**< failed calls of each worker */
+    int retired_of[MD_CUDA_TILES_MAX_WORKERS];    /**< 1 if the worker was retired */
+    double wall_s;                                /**< host seconds of the run */
+} md_cuda_tiles_stats;
+
+/** @brief Run @p d->ntiles tiles of @p fn(worker, device, tile, @p arg) on @p d->nworkers worker
+ *  threads with retry (see the section's manual); @p stats may be NULL. Returns MD_OK when every
+ *  tile completed exactly once. Errors: NULL @p d or @p fn, counts out of range, a negative device
+ *  id (MD_ERR_INVALID_ARGUMENT; nothing runs, nothing is written); a thread that cannot be started
+ *  (MD_ERR_UNSUPPORTED); a run that could not finish (the status of the tile's last failure, with a
+ *  message naming the tile and that failure). The run's record (@p stats, tile_worker,
+ *  tile_attempts) is written whenever the run started, failed or not: it is what one inspects
+ *  after a failure. Pure host logic: no CUDA call unless @p d->bind_device is set. */
+md_status md_cuda_tiles_run(const md_cuda_tiles_desc *d, md_cuda_tile_fn fn, void *arg, md_cuda_tiles_stats *stats);
+
+/** @brief Fill @p devices (@p nworkers entries) with worker w on device w mod (the number of
+ *  devices): the workers spread round robin over every GPU. Writes the device count to
+ *  @p ndevices (may be NULL). Errors: NULL, nworkers < 1 (MD_ERR_INVALID_ARGUMENT), no device. */
+md_status md_cuda_tiles_spread(int *devices, int nworkers, int *ndevices);
+
+/** @brief Move a DCS plan's grid to @p origin (nm): the next enqueue computes the map of the same
+ *  dimensions and spacing at that origin (a slab of a larger grid). Host only, no CUDA call.
+ *  Errors: not a plan, a non-finite origin (MD_ERR_INVALID_ARGUMENT). */
+md_status md_cuda_dcs_plan_set_origin(md_cuda_dcs_plan *p, const double origin[3]);
+
+/** @brief A potential map split into z-slabs (md_cuda_dcs_tiles_create): tile t is planes
+ *  [t planes, min(nz, (t + 1) planes)) of the grid, computed by the plan of the worker that takes it. */
+typedef struct md_cuda_dcs_tiles {
+    md_dcs_variant variant;   /**< the GPU rung */
+    md_grid *grid;            /**< the output: the caller's grid, tile t writes its planes */
+    int n;                    /**< atoms */
+    int planes;               /**< z-planes per tile */
+    int ntiles;               /**< tiles: ceil(nz / planes) */
+    int nworkers;             /**< workers (one plan each) */
+    int *devices;             /**< nworkers device ids */
+    md_cuda_dcs_plan *plans;  /**< one plan per worker, on its device, atoms uploaded */
+    md_grid *slabs;           /**< one host slab (nx x ny x planes) per worker: a tile's sync lands here */
+} md_cuda_dcs_tiles;
+
+/** @brief Make the slab job for the map of @p n atoms @p xyzq (host) on @p grid (its data is the
+ *  output, written by the runs) with rung @p variant, @p planes z-planes a tile (clamped to nz) and
+ *  @p nworkers workers on @p devices (NULL: all on the current device): one plan per worker,
+ *  created on its device with the atoms uploaded. A constant-memory rung holds the process's
+ *  __constant__ buffer, so only one worker may use it (MD_ERR_UNSUPPORTED otherwise: take
+ *  MD_DCS_GPU_SHARED or MD_DCS_GPU_L1). Errors: those of md_cuda_dcs_plan_create and _upload, bad
+ *  arguments (MD_ERR_INVALID_ARGUMENT). On failure @p j is zeroed. The current device is kept. */
+md_status md_cuda_dcs_tiles_create(md_cuda_dcs_tiles *j, md_dcs_variant variant, const md_float4 *xyzq, int n,
+                                   md_grid *grid, int planes, int nworkers, const int *devices);
+
+/** @brief The md_cuda_tile_fn of a slab job (@p arg: the md_cuda_dcs_tiles): move the worker's plan
+ *  to the slab, enqueue, sync into the worker's host slab, copy the tile's planes into the grid.
+ *  The worker's thread must have its device current (md_cuda_tiles_desc::bind_device). */
+md_status md_cuda_dcs_tiles_tile(int worker, int device, int tile, void *arg);
+
+/** @brief Run every slab of @p j: md_cuda_tiles_run with the job's workers and devices (bound),
+ *  optional @p progress, @p stats (may be NULL). */
+md_status md_cuda_dcs_tiles_run(md_cuda_dcs_tiles *j, md_cuda_tile_progress_fn progress, void *progress_arg,
+                                md_cuda_tiles_stats *stats);
+
+/** @brief Free the plans (each on its device) and slabs, zero @p j; safe on a zeroed job. */
+void md_cuda_dcs_tiles_destroy(md_cuda_dcs_tiles *j);
+
+/** @brief A multi-frame RDF split into frame ranges (md_cuda_rdf_tiles_create). */
+typedef struct md_cuda_rdf_tiles {
+    md_rdf_variant variant;       /**< the GPU rung */
+    int natoms;                   /**< atoms per frame */
+    int nframes;                  /**< frames */
+    const md_float4 *frames;      /**< nframes * natoms positions (host, the caller's) */
+    const double *boxes;          /**< nframes * 3 box edges (host, the caller's) */
+    int frames_per_tile;          /**< frames a tile */
+    int ntiles;                   /**< tiles: ceil(nframes / frames_per_tile) */
+    int nbins;                    /**< bins */
+    double rmax;                  /**< outer edge of the last bin (nm) */
+    double pairs;                 /**< pairs per frame (md_rdf_selection_pairs) */
+    double centers;               /**< centres per frame */
+    int nworkers;                 /**< workers (one plan each) */
+    int *devices;                 /**< nworkers device ids */
+    md_cuda_rdf_plan *plans;      /**< one RDF plan per worker, on its device */
+    md_float4 **d_frame;          /**< one device frame buffer per worker */
+    md_rdf *scratch;              /**< one accumulator per worker: a tile's sync lands here */
+    unsigned long long *tile_counts; /**< ntiles * nbins: tile t's counts (its slice) */
+    unsigned char *tile_done;     /**< ntiles: 1 once tile t's slice is written */
+} md_cuda_rdf_tiles;
+
+/** @brief Make the frame-range job: @p nframes frames of @p natoms positions @p frames (host,
+ *  frame after frame) in boxes @p boxes (3 edges a frame), selections as md_cuda_rdf_plan_create,
+ *  accumulated into an accumulator shaped like @p shape (its rmax and nbins), @p frames_per_tile
+ *  frames a tile, @p nworkers workers on @p devices (NULL: all on the current device). The frames
+ *  and boxes are read by the runs, not copied. Errors: a CPU rung (MD_ERR_UNSUPPORTED), a box
+ *  below 2 rmax (MD_ERR_RANGE naming the frame), those of md_cuda_rdf_plan_create, bad arguments.
+ *  On failure @p j is zeroed. The current device is kept. */
+md_status md_cuda_rdf_tiles_create(md_cuda_rdf_tiles *j, md_rdf_variant variant, int natoms, const md_float4 *frames,
+                                   const double *boxes, int nframes, const int *sel_a, int na, const int *sel_b, int nb,
+                                   const md_rdf *shape, int frames_per_tile, int nworkers, const int *devices);
+
+/** @brief The md_cuda_tile_fn of a frame-range job (@p arg: the md_cuda_rdf_tiles): each frame of the
+ *  tile copied to the worker's device and enqueued on its plan, one sync into the worker's
+ *  accumulator, the counts copied into the tile's slice. */
+md_status md_cuda_rdf_tiles_tile(int worker, int device, int tile, void *arg);
+
+/** @brief Run every frame range of @p j (md_cuda_tiles_run, workers bound to their devices). */
+md_status md_cuda_rdf_tiles_run(md_cuda_rdf_tiles *j, md_cuda_tile_progress_fn progress, void *progress_arg,
+                                md_cuda_tiles_stats *stats);
+
+/** @brief Add the job's result to @p r (shaped like the job's accumulator): every tile's counts
+ *  summed in 64-bit integers, then each frame's normalisation (md_rdf_add_frame) in frame order,
+ *  so @p r ends bitwise as if one plan had taken every frame in order. Errors: a tile not computed
+ *  (MD_ERR_INVALID_ARGUMENT, naming it), @p r of another shape. On failure @p r is untouched. */
+md_status md_cuda_rdf_tiles_finish(const md_cuda_rdf_tiles *j, md_rdf *r);
+
+/** @brief Free the plans (each on its device), buffers and accumulators, zero @p j; safe on a zeroed job. */
+void md_cuda_rdf_tiles_destroy(md_cuda_rdf_tiles *j);
+
+/** @brief An energy measurement of one device (md_cuda_energy_begin / md_cuda_energy_end). */
+typedef struct md_cuda_energy {
+    int device;                    /**< the CUDA device measured */
+    void *nvml_device;             /**< NVML's handle of it (found by PCI bus id) */
+    unsigned long long energy0_mj; /**< the energy counter at begin (mJ since the driver loaded) */
+    unsigned long long energy1_mj; /**< at end */
+    double t0;                     /**< md_wall_seconds() at begin */
+    double seconds;                /**< wall seconds from begin to end */
+    double joules;                 /**< energy used from begin to end (J) */
+    double watts;                  /**< average power: joules / seconds (W) */
+    double power0_w;               /**< power reading at begin (W) */
+    double power1_w;               /**< power reading at end (W) */
+    unsigned int sm_clock0_mhz;    /**< SM clock at begin (MHz) */
+    unsigned int sm_clock1_mhz;    /**< SM clock at end (MHz) */
+} md_cuda_energy;
+
+/** @brief Whether NVML can be used: loads libnvidia-ml.so.1 (dlopen) and initialises it, once per
+ *  process. MD_OK, or MD_ERR_UNSUPPORTED naming the library and why (not installed, a missing
+ *  symbol, nvmlInit_v2's error). */
+md_status md_cuda_energy_available(void);
+
+/** @brief Start measuring CUDA device @p device: wait for the device (cudaDeviceSynchronize, so
+ *  earlier work is not counted), read its energy counter, power and SM clock into @p e. Errors:
+ *  NVML unavailable (MD_ERR_UNSUPPORTED), the device not found by NVML or a read that fails
+ *  (MD_ERR_UNSUPPORTED, naming the NVML call and its error string), CUDA errors. The current
+ *  device is kept. */
+md_status md_cuda_energy_begin(md_cuda_energy *e, int device);
+
+/** @brief Stop measuring: wait for the device, read the counter, power and clock again and fill
+ *  joules, seconds and watts. Errors: as md_cuda_energy_begin, and a counter that went backwards
+ *  (MD_ERR_RANGE). */
+md_status md_cuda_energy_end(md_cuda_energy *e);
+
+/** @brief md_cuda_energy_begin, @p fn(@p arg), md_cuda_energy_end: the energy of one callable on
+ *  @p device. Returns @p fn's error if it fails (nothing measured). */
+md_status md_cuda_energy_measure(int device, md_status (*fn)(void *arg), void *arg, md_cuda_energy *e);
+
+#endif /* MD_CUDA_TILES_DECLARED */
+
+#if defined(MD_CUDA_IMPLEMENTATION) && defined(MD_CUDA_TILES_DECLARED) && !defined(MD_CUDA_TILES_IMPLEMENTED)
+#define MD_CUDA_TILES_IMPLEMENTED
+
+#include <dlfcn.h>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+/* ---- the scheduler ---- */
+
+/* The state the workers share; every field but next is guarded by mu. */
+typedef struct md__tiles_run {
+    const md_cuda_tiles_desc *d;
+    md_cuda_tile_fn fn;
+    void *arg;
+    int max_failures;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::atomic<int> next;                  /* the next fresh tile */
+    std::vector<int> queue;                 /* tiles put back, served first */
+    std::vector<unsigned long long> failed; /* per tile: bit w set once worker w failed on it */
+    std::vector<int> attempts, worker_of;   /* per tile */
+    std::vector<std::string> tile_msg;      /* per tile: its last failure */
+    unsigned long long all, live;           /* masks of the workers, of the live ones */
+    int in_flight, completed, abort;
+    long long retries, nattempts;
+    int tiles_of[MD_CUDA_TILES_MAX_WORKERS], failures_of[MD_CUDA_TILES_MAX_WORKERS];
+    int abort_tile;
+    md_status abort_status;
+    char abort_msg[1024];
+    char last_msg[MD_CUDA_TILES_MAX_WORKERS][640]; /* each worker's last failure */
+} md__tiles_run;
+
+/* With mu held: end the run (the first reason wins). */
+static void md__tiles_abort(md__tiles_run *R, int tile, md_status st, const char *why, const char *last) {
+    if (R->abort) return;
+    R->abort = 1;
+    R->abort_tile = tile;
+    R->abort_status = st;
+    snprintf(R->abort_msg, sizeof R->abort_msg, "tile %d: %s; last error: %s", tile, why, last);
+}
+
+/* With mu held: is some tile dead (no live worker may take it), or are there no live workers? */
+static void md__tiles_check_dead(md__tiles_run *R, int w, md_status st) {
+    size_t i;
+    if (R->completed == R->d->ntiles) return;
+    if (R->live == 0) {
+        const int fresh = R->next.load() < R->d->ntiles ? R->next.load() : R->d->ntiles - 1;
+        if (R->queue.empty()) md__tiles_abort(R, fresh, st, "no live worker remains", R->last_msg[w]);
+        else md__tiles_abort(R, R->queue[0], st, "no live worker remains", R->tile_msg[(size_t)R->queue[0]].c_str());
+        return;
+    }
+    for (i = 0; i < R->queue.size(); i++) {
+        const int t = R->queue[i];
+        if ((R->failed[t] & R->all) == R->all) {
+            md__tiles_abort(R, t, st, "failed on every worker", R->tile_msg[(size_t)t].c_str());
+            return;
+        }
+        if ((R->failed[t] & R->live) == R->live) {
+            md__tiles_abort(R, t, st, "failed on every live worker", R->tile_msg[(size_t)t].c_str());
+            return;
+        }
+    }
+}
+
+/* With mu held: the next tile worker w may take, -1 when it should stop; waits while tiles it
+ * may not take are held by others. */
+static int md__tiles_take(md__tiles_run *R, int w, std::unique_lock<std::mutex> &lk) {
+    const unsigned long long me = 1ull << w;
+    for (;;) {
+        size_t i;
+        int t;
+        if (R->abort || !(R->live & me) || R->completed == R->d->ntiles) return -1;
+        for (i = 0; i < R->queue.size(); i++)
+            if (!(R->failed[R->queue[i]] & me)) {
+                t = R->queue[i];
+                R->queue.erase(R->queue.begin() + (long)i);
+                R->in_flight++;
+                return t;
+            }
+        if (R->next.load() < R->d->ntiles) {
+            t = R->next.fetch_add(1);
+            if (t < R->d->ntiles) {
+                R->in_flight++;
+                return t;
+            }
+        }
+        if (R->queue.empty() && R->in_flight == 0) return -1; /* nothing left for anyone */
+        R->cv.wait(lk); /* tiles held by others may come back */
+    }
+}
+
+static void md__tiles_worker(md__tiles_run *R, int w) {
+    const int device = R->d->devices ? R->d->devices[w] : 0;
+    const unsigned long long me = 1ull << w;
+    std::unique_lock<std::mutex> lk(R->mu);
+    if (R->d->bind_device) {
+        cudaError_t e;
+        lk.unlock();
+        e = cudaSetDevice(device);
+        lk.lock();
+        if (e != cudaSuccess) { /* a worker without its device is retired at once */
+            md_cuda_error(e, "cudaSetDevice(worker's device)", __FILE__, __LINE__);
+            snprintf(R->last_msg[w], sizeof R->last_msg[w], "worker %d, device %d: %s", w, device, md_last_error());
+            R->failures_of[w] = R->max_failures;
+            R->live &= ~me;
+            md__tiles_check_dead(R, w, e == cudaErrorNoDevice ? MD_ERR_NO_DEVICE : MD_ERR_CUDA);
+            R->cv.notify_all();
+            return;
+        }
+    }
+    for (;;) {
+        md_status st;
+        const int t = md__tiles_take(R, w, lk);
+        if (t < 0) break;
+        lk.unlock();
+        md_clear_error();
+        st = R->fn(w, device, t, R->arg);
+        lk.lock();
+        R->attempts[t]++;
+        R->nattempts++;
+        R->in_flight--;
+        if (st == MD_OK) {
+            R->worker_of[t] = w;
+            R->tiles_of[w]++;
+            R->completed++;
+            if (R->d->progress) R->d->progress(R->completed, R->d->ntiles, R->d->progress_arg);
+        } else {
+            snprintf(R->last_msg[w], sizeof R->last_msg[w], "worker %d (device %d), attempt %d: %s: %s", w, device,
+                     R->attempts[t], md_status_string(st), md_last_error());
+            R->tile_msg[(size_t)t] = R->last_msg[w];
+            R->failed[t] |= me;
+            if (++R->failures_of[w] >= R->max_failures) R->live &= ~me;
+            R->queue.push_back(t);
+            R->retries++;
+            md__tiles_check_dead(R, w, st);
+        }
+        R->cv.notify_all();
+    }
+    R->cv.notify_all();
+}
+
+md_status md_cuda_tiles_run(const md_cuda_tiles_desc *d, md_cuda_tile_fn fn, void *arg, md_cuda_tiles_stats *stats) {
+    const char *where = "md_cuda_tiles_run";
+    md__tiles_run *R;
+    std::vector<std::thread> threads;
+    md_status st = MD_OK;
+    double t0;
+    int w, k;
+    if (!d || !fn) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, d ? "fn" : "d", "is NULL");
+    if (d->ntiles < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "ntiles", "is %d (needs >= 1)", d->ntiles);
+    if (d->nworkers < 1 || d->nworkers > MD_CUDA_TILES_MAX_WORKERS)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "nworkers", "is %d (needs 1..%d)", d->nworkers,
+                            MD_CUDA_TILES_MAX_WORKERS);
+    if (d->max_failures < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "max_failures", "is negative");
+    for (w = 0; d->devices && w < d->nworkers; w++)
+        if (d->devices[w] < 0)
+            return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "devices", "device of worker %d is %d", w, d->devices[w]);
+    R = new (std::nothrow) md__tiles_run();
+    if (!R) return md_set_error(MD_ERR_OUT_OF_MEMORY, where, 0, NULL, "the run's state");
+    try {
+        R->failed.assign((size_t)d->ntiles, 0ull);
+        R->attempts.assign((size_t)d->ntiles, 0);
+        R->worker_of.assign((size_t)d->ntiles, -1);
+        R->tile_msg.resize((size_t)d->ntiles);
+        R->queue.reserve((size_t)d->ntiles);
+    } catch (...) {
+        delete R;
+        return md_set_error(MD_ERR_OUT_OF_MEMORY, where, 0, "ntiles", "%d tiles", d->ntiles);
+    }
+    R->d = d;
+    R->fn = fn;
+    R->arg = arg;
+    R->max_failures = d->max_failures ? d->max_failures : 2;
+    R->next.store(0);
+    R->all = R->live = d->nworkers == 64 ? ~0ull : (1ull << d->nworkers) - 1;
+    t0 = md_wall_seconds();
+    for (w = 0; w < d->nworkers; w++) {
+        try {
+            threads.emplace_back(md__tiles_worker, R, w);
+        } catch (...) { /* the threads started finish the run; this worker never joins it */
+            std::lock_guard<std::mutex> g(R->mu);
+            snprintf(R->last_msg[w], sizeof R->last_msg[w], "worker %d: its thread could not be started", w);
+            R->live &= ~(1ull << w);
+            R->failures_of[w] = R->max_failures;
+            if (w == 0) md__tiles_abort(R, -1, MD_ERR_UNSUPPORTED, "no worker thread could be started", R->last_msg[w]);
+            md__tiles_check_dead(R, w, MD_ERR_UNSUPPORTED);
+            R->cv.notify_all();
+        }
+    }
+    for (auto &th : threads) th.join();
+    if (stats) {
+        unsigned long long dev_seen[MD_CUDA_TILES_MAX_WORKERS];
+        int nd = 0, i;
+        memset(stats, 0, sizeof *stats);
+        stats->ntiles = d->ntiles;
+        stats->nworkers = d->nworkers;
+        stats->completed = R->completed;
+        stats->attempts = R->nattempts;
+        stats->retries = R->retries;
+        for (w = 0; w < d->nworkers; w++) {
+            const unsigned long long dev = d->devices ? (unsigned long long)d->devices[w] : 0ull;
+            stats->tiles_of[w] = R->tiles_of[w];
+            stats->failures_of[w] = R->failures_of[w];
+            stats->retired_of[w] = !(R->live & (1ull << w));
+            stats->retired += stats->retired_of[w];
+            for (i = 0; i < nd && dev_seen[i] != dev; i++) {
+            }
+            if (i == nd) dev_seen[nd++] = dev;
+        }
+        stats->ndevices = nd;
+        stats->wall_s = md_wall_seconds() - t0;
+    }
+    for (k = 0; k < d->ntiles; k++) {
+        if (d->tile_worker) d->tile_worker[k] = R->worker_of[k];
+        if (d->tile_attempts) d->tile_attempts[k] = R->attempts[k];
+    }
+    if (R->completed != d->ntiles)
+        st = md_set_error(R->abort ? R->abort_status : MD_ERR_INVALID_ARGUMENT, where, 0, "tile", "%s (%d of %d tiles done)",
+                          R->abort ? R->abort_msg : "the run ended early", R->completed, d->ntiles);
+    delete R;
+    return st;
+}
+
+md_status md_cuda_tiles_spread(int *devices, int nworkers, int *ndevices) {
+    int n = 0, w;
+    if (!devices || nworkers < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_tiles_spread", 0, devices ? "nworkers" : "devices",
+                            devices ? "is below 1" : "is NULL");
+    MD_CUDA_TRY(cudaGetDeviceCount(&n));
+    if (n < 1) return md_set_error(MD_ERR_NO_DEVICE, "md_cuda_tiles_spread", 0, NULL, "no CUDA device");
+    for (w = 0; w < nworkers; w++) devices[w] = w % n;
+    if (ndevices) *ndevices = n;
+    return MD_OK;
+}
+
+/* A job's run: its tiles on its workers, each bound to its device. */
+static md_status md__tiles_run_job(int ntiles, int nworkers, const int *devices, md_cuda_tile_fn fn, void *job,
+                                   md_cuda_tile_progress_fn progress, void *progress_arg, md_cuda_tiles_stats *stats) {
+    md_cuda_tiles_desc d;
+    memset(&d, 0, sizeof d);
+    d.ntiles = ntiles;
+    d.nworkers = nworkers;
+    d.devices = devices;
+    d.bind_device = 1;
+    d.progress = progress;
+    d.progress_arg = progress_arg;
+    return md_cuda_tiles_run(&d, fn, job, stats);
+}
+
+/* ---- user 1: the potential map in z-slabs ---- */
+
+md_status md_cuda_dcs_plan_set_origin(md_cuda_dcs_plan *p, const double origin[3]) {
+    const char *where = "md_cuda_dcs_plan_set_origin";
+    if (!p || !p->d_out) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "p", "is not a plan (md_cuda_dcs_plan_create)");
+    if (!origin || !isfinite(origin[0]) || !isfinite(origin[1]) || !isfinite(origin[2]))
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "origin", "is NULL or not finite");
+    p->geometry.origin[0] = origin[0];
+    p->geometry.origin[1] = origin[1];
+    p->geometry.origin[2] = origin[2];
+    return MD_OK;
+}
+
+/* A job's set-up failed for worker w: the error again, naming the worker. */
+static md_status md__tiles_worker_failed(md_status st, const char *where, int w) {
+    char msg[600]; /* md_last_error() is the buffer md_set_error writes: copy it first */
+    snprintf(msg, sizeof msg, "%s", md_last_error());
+    return md_set_error(st, where, 0, "plans", "worker %d: %s", w, msg);
+}
+
+/* Copy the worker list (NULL: every worker on the current device). */
+static md_status md__tiles_devices(int **out, int nworkers, const int *devices, const char *where) {
+    int cur = 0, w;
+    if (!devices) MD_CUDA_TRY(cudaGetDevice(&cur));
+    if (!(*out = (int *)md_alloc_array((size_t)nworkers, sizeof(int)))) return MD_ERR_OUT_OF_MEMORY;
+    for (w = 0; w < nworkers; w++) {
+        (*out)[w] = devices ? devices[w] : cur;
+        if ((*out)[w] < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "devices", "device of worker %d is %d", w, (*out)[w]);
+    }
+    return MD_OK;
+}
+
+void md_cuda_dcs_tiles_destroy(md_cuda_dcs_tiles *j) {
+    int cur = -1, w;
+    if (!j) return;
+    if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+    for (w = 0; w < j->nworkers; w++) {
+        if (j->plans && j->plans[w].d_out && j->devices && cudaSetDevice(j->devices[w]) == cudaSuccess)
+            md_cuda_dcs_plan_destroy(&j->plans[w]);
+        if (j->slabs) md_grid_free(&j->slabs[w]);
+    }
+    if (cur >= 0) (void)cudaSetDevice(cur);
+    md_free(j->plans);
+    md_free(j->slabs);
+    md_free(j->devices);
+    memset(j, 0, sizeof *j);
+}
+
+md_status md_cuda_dcs_tiles_create(md_cuda_dcs_tiles *j, md_dcs_variant variant, const md_float4 *xyzq, int n,
+                                   md_grid *grid, int planes, int nworkers, const int *devices) {
+    const char *where = "md_cuda_dcs_tiles_create";
+    md_status st;
+    int cur = 0, w;
+    if (!j) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "j", "is NULL");
+    memset(j, 0, sizeof *j);
+    if (!xyzq || n < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "xyzq", "needs atoms (n = %d)", n);
+    if (!grid || !grid->data || grid->n[0] < 1 || grid->n[1] < 1 || grid->n[2] < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "grid", "needs dimensions and data");
+    if (planes < 1) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "planes", "is %d (needs >= 1)", planes);
+    if (nworkers < 1 || nworkers > MD_CUDA_TILES_MAX_WORKERS)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "nworkers", "is %d (needs 1..%d)", nworkers,
+                            MD_CUDA_TILES_MAX_WORKERS);
+    MD_CUDA_TRY(cudaGetDevice(&cur));
+    j->variant = variant;
+    j->grid = grid;
+    j->n = n;
+    j->planes = planes < grid->n[2] ? planes : grid->n[2];
+    j->ntiles = (grid->n[2] + j->planes - 1) / j->planes;
+    j->nworkers = nworkers;
+    if ((st = md__tiles_devices(&j->devices, nworkers, devices, where)) != MD_OK ||
+        !(j->plans = (md_cuda_dcs_plan *)md_alloc_array((size_t)nworkers, sizeof(md_cuda_dcs_plan))) ||
+        !(j->slabs = (md_grid *)md_alloc_array((size_t)nworkers, sizeof(md_grid)))) {
+        if (st == MD_OK) st = MD_ERR_OUT_OF_MEMORY;
+        md_cuda_dcs_tiles_destroy(j);
+        return st;
+    }
+    memset(j->plans, 0, (size_t)nworkers * sizeof(md_cuda_dcs_plan));
+    memset(j->slabs, 0, (size_t)nworkers * sizeof(md_grid));
+    for (w = 0; w < nworkers && st == MD_OK; w++) {
+        md_grid geom = *grid;
+        geom.n[2] = j->planes;
+        geom.data = NULL;
+        if ((st = md_grid_alloc(&j->slabs[w], grid->n[0], grid->n[1], j->planes, grid->origin, grid->spacing)) != MD_OK) break;
+        const cudaError_t e = cudaSetDevice(j->devices[w]);
+        if (e != cudaSuccess) {
+            st = md_cuda_error(e, "cudaSetDevice(worker's device)", __FILE__, __LINE__);
+            break;
+        }
+        if ((st = md_cuda_dcs_plan_create(&j->plans[w], variant, n, &geom)) != MD_OK) break;
+        if ((st = md_cuda_dcs_plan_upload(&j->plans[w], xyzq, n)) != MD_OK) break;
+        st = md_cuda_dcs_plan_sync(&j->plans[w], NULL); /* the upload is done before xyzq may change */
+    }
+    (void)cudaSetDevice(cur);
+    if (st != MD_OK) {
+        st = md__tiles_worker_failed(st, where, w);
+        md_cuda_dcs_tiles_destroy(j); /* sets no error */
+    }
+    return st;
+}
+
+md_status md_cuda_dcs_tiles_tile(int worker, int device, int tile, void *arg) {
+    const char *where = "md_cuda_dcs_tiles_tile";
+    md_cuda_dcs_tiles *j = (md_cuda_dcs_tiles *)arg;
+    md_cuda_dcs_plan *p;
+    md_grid *g, *slab;
+    double origin[3];
+    size_t plane;
+    int k0, k1, base;
+    md_status st;
+    (void)device;
+    if (!j || !j->plans || worker < 0 || worker >= j->nworkers || tile < 0 || tile >= j->ntiles)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "tile", "worker %d, tile %d outside the job", worker, tile);
+    p = &j->plans[worker];
+    g = j->grid;
+    slab = &j->slabs[worker];
+    plane = (size_t)g->n[0] * g->n[1];
+    k0 = tile * j->planes;
+    k1 = k0 + j->planes < g->n[2] ? k0 + j->planes : g->n[2];
+    base = g->n[2] - j->planes < k0 ? g->n[2] - j->planes : k0; /* the last slab ends at the grid's last plane */
+    origin[0] = g->origin[0];
+    origin[1] = g->origin[1];
+    origin[2] = g->origin[2] + base * g->spacing[2];
+    if ((st = md_cuda_dcs_plan_set_origin(p, origin)) != MD_OK) return st;
+    if ((st = md_cuda_dcs_plan_enqueue(p)) != MD_OK) return st;
+    if ((st = md_cuda_dcs_plan_sync(p, slab)) != MD_OK) return st;
+    memcpy(g->data + (size_t)k0 * plane, slab->data + (size_t)(k0 - base) * plane, (size_t)(k1 - k0) * plane * sizeof(float));
+    return MD_OK;
+}
+
+md_status md_cuda_dcs_tiles_run(md_cuda_dcs_tiles *j, md_cuda_tile_progress_fn progress, void *progress_arg,
+                                md_cuda_tiles_stats *stats) {
+    if (!j || !j->plans) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_dcs_tiles_run", 0, "j", "is not a job (md_cuda_dcs_tiles_create)");
+    return md__tiles_run_job(j->ntiles, j->nworkers, j->devices, md_cuda_dcs_tiles_tile, j, progress, progress_arg, stats);
+}
+
+/* ---- user 2: a multi-frame RDF in frame ranges ---- */
+
+void md_cuda_rdf_tiles_destroy(md_cuda_rdf_tiles *j) {
+    int cur = -1, w;
+    if (!j) return;
+    if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+    for (w = 0; w < j->nworkers; w++) {
+        if (j->devices && cudaSetDevice(j->devices[w]) == cudaSuccess) {
+            if (j->plans) md_cuda_rdf_plan_destroy(&j->plans[w]);
+            if (j->d_frame) md_cuda_free(j->d_frame[w]);
+        }
+        if (j->scratch) md_rdf_free(&j->scratch[w]);
+    }
+    if (cur >= 0) (void)cudaSetDevice(cur);
+    md_free(j->plans);
+    md_free(j->d_frame);
+    md_free(j->scratch);
+    md_free(j->devices);
+    md_free(j->tile_counts);
+    md_free(j->tile_done);
+    memset(j, 0, sizeof *j);
+}
+
+md_status md_cuda_rdf_tiles_create(md_cuda_rdf_tiles *j, md_rdf_variant variant, int natoms, const md_float4 *frames,
+                                   const double *boxes, int nframes, const int *sel_a, int na, const int *sel_b, int nb,
+                                   const md_rdf *shape, int frames_per_tile, int nworkers, const int *devices) {
+    const char *where = "md_cuda_rdf_tiles_create";
+    md_status st;
+    int cur = 0, w, f;
+    if (!j) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "j", "is NULL");
+    memset(j, 0, sizeof *j);
+    if (!md_rdf_variant_is_gpu(variant))
+        return md_set_error(MD_ERR_UNSUPPORTED, where, 0, "variant", "%s is not a GPU rung", md_rdf_variant_name(variant));
+    if (!frames || !boxes || nframes < 1 || natoms < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "frames", "needs frames, boxes, nframes >= 1 and natoms >= 1");
+    if (!shape || shape->nbins < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "shape", "needs an accumulator (md_rdf_init)");
+    if (frames_per_tile < 1)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "frames_per_tile", "is %d (needs >= 1)", frames_per_tile);
+    if (nworkers < 1 || nworkers > MD_CUDA_TILES_MAX_WORKERS)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "nworkers", "is %d (needs 1..%d)", nworkers,
+                            MD_CUDA_TILES_MAX_WORKERS);
+    for (f = 0; f < nframes; f++)
+        if (md_rdf_check_box(where, boxes + 3 * (size_t)f, shape->rmax) != MD_OK)
+            return md_set_error(MD_ERR_RANGE, where, 0, "boxes", "frame %d: box below 2 rmax or not finite", f);
+    if ((st = md_rdf_selection_pairs(natoms, sel_a, na, sel_b, nb, &j->pairs, &j->centers)) != MD_OK) return st;
+    MD_CUDA_TRY(cudaGetDevice(&cur));
+    j->variant = variant;
+    j->natoms = natoms;
+    j->nframes = nframes;
+    j->frames = frames;
+    j->boxes = boxes;
+    j->frames_per_tile = frames_per_tile < nframes ? frames_per_tile : nframes;
+    j->ntiles = (nframes + j->frames_per_tile - 1) / j->frames_per_tile;
+    j->nbins = shape->nbins;
+    j->rmax = shape->rmax;
+    j->nworkers = nworkers;
+    if ((st = md__tiles_devices(&j->devices, nworkers, devices, where)) != MD_OK ||
+        !(j->plans = (md_cuda_rdf_plan *)md_alloc_array((size_t)nworkers, sizeof(md_cuda_rdf_plan))) ||
+        !(j->d_frame = (md_float4 **)md_alloc_array((size_t)nworkers, sizeof(md_float4 *))) ||
+        !(j->scratch = (md_rdf *)md_alloc_array((size_t)nworkers, sizeof(md_rdf))) ||
+        !(j->tile_counts = (unsigned long long *)md_alloc_array((size_t)j->ntiles * j->nbins, sizeof(unsigned long long))) ||
+        !(j->tile_done = (unsigned char *)md_alloc_array((size_t)j->ntiles, 1))) {
+        if (st == MD_OK) st = MD_ERR_OUT_OF_MEMORY;
+        md_cuda_rdf_tiles_destroy(j);
+        return st;
+    }
+    memset(j->plans, 0, (size_t)nworkers * sizeof(md_cuda_rdf_plan));
+    memset(j->d_frame, 0, (size_t)nworkers * sizeof(md_float4 *));
+    memset(j->scratch, 0, (size_t)nworkers * sizeof(md_rdf));
+    memset(j->tile_done, 0, (size_t)j->ntiles);
+    for (w = 0; w < nworkers && st == MD_OK; w++) {
+        cudaError_t e;
+        if ((st = md_rdf_init(&j->scratch[w], shape->rmax, shape->nbins)) != MD_OK) break;
+        if ((e = cudaSetDevice(j->devices[w])) != cudaSuccess) {
+            st = md_cuda_error(e, "cudaSetDevice(worker's device)", __FILE__, __LINE__);
+            break;
+        }
+        if ((st = md_cuda_rdf_plan_create(&j->plans[w], natoms, sel_a, na, sel_b, nb, shape->nbins, NULL)) != MD_OK) break;
+        st = md_cuda_alloc((void **)&j->d_frame[w], (size_t)natoms, sizeof(md_float4), "rdf tiles: frame");
+    }
+    (void)cudaSetDevice(cur);
+    if (st != MD_OK) {
+        st = md__tiles_worker_failed(st, where, w);
+        md_cuda_rdf_tiles_destroy(j); /* sets no error */
+    }
+    return st;
+}
+
+md_status md_cuda_rdf_tiles_tile(int worker, int device, int tile, void *arg) {
+    const char *where = "md_cuda_rdf_tiles_tile";
+    md_cuda_rdf_tiles *j = (md_cuda_rdf_tiles *)arg;
+    md_cuda_rdf_plan *p;
+    md_rdf *acc;
+    md_status st = MD_OK;
+    int f0, f1, f;
+    (void)device;
+    if (!j || !j->plans || worker < 0 || worker >= j->nworkers || tile < 0 || tile >= j->ntiles)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "tile", "worker %d, tile %d outside the job", worker, tile);
+    p = &j->plans[worker];
+    acc = &j->scratch[worker];
+    f0 = tile * j->frames_per_tile;
+    f1 = f0 + j->frames_per_tile < j->nframes ? f0 + j->frames_per_tile : j->nframes;
+    md_rdf_reset(acc);
+    for (f = f0; f < f1 && st == MD_OK; f++) {
+        /* one frame buffer: the copy of frame f + 1 waits, in stream order, for frame f's kernels */
+        const cudaError_t e = cudaMemcpyAsync(j->d_frame[worker], j->frames + (size_t)f * j->natoms,
+                                              (size_t)j->natoms * sizeof(md_float4), cudaMemcpyHostToDevice, p->queue.stream);
+        if (e != cudaSuccess) st = md_cuda_error(e, "cudaMemcpyAsync(frame)", __FILE__, __LINE__);
+        else st = md_cuda_rdf_plan_enqueue(j->variant, p, acc, j->d_frame[worker], j->boxes + 3 * (size_t)f);
+    }
+    if (st != MD_OK) { /* drop what was enqueued, so the worker's next tile starts clean */
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", md_last_error());
+        (void)md_cuda_rdf_plan_sync(p, acc);
+        md_rdf_reset(acc);
+        return md_set_error(st, where, 0, "frame", "tile %d, frame %d: %s", tile, f - 1, msg);
+    }
+    if ((st = md_cuda_rdf_plan_sync(p, acc)) != MD_OK) return st;
+    memcpy(j->tile_counts + (size_t)tile * j->nbins, acc->counts, (size_t)j->nbins * sizeof(unsigned long long));
+    j->tile_done[tile] = 1;
+    return MD_OK;
+}
+
+md_status md_cuda_rdf_tiles_run(md_cuda_rdf_tiles *j, md_cuda_tile_progress_fn progress, void *progress_arg,
+                                md_cuda_tiles_stats *stats) {
+    if (!j || !j->plans) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_rdf_tiles_run", 0, "j", "is not a job (md_cuda_rdf_tiles_create)");
+    return md__tiles_run_job(j->ntiles, j->nworkers, j->devices, md_cuda_rdf_tiles_tile, j, progress, progress_arg, stats);
+}
+
+md_status md_cuda_rdf_tiles_finish(const md_cuda_rdf_tiles *j, md_rdf *r) {
+    const char *where = "md_cuda_rdf_tiles_finish";
+    md_rdf sum;
+    md_status st;
+    int t, b, f;
+    if (!j || !j->tile_done) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "j", "is not a job (md_cuda_rdf_tiles_create)");
+    if (!r || !r->counts || r->nbins != j->nbins || r->rmax != j->rmax)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "r", "needs an accumulator of %d bins to %g nm", j->nbins, j->rmax);
+    for (t = 0; t < j->ntiles; t++)
+        if (!j->tile_done[t]) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "tile", "tile %d was not computed", t);
+    /* into a copy, so r is untouched on failure */
+    if ((st = md_rdf_init(&sum, r->rmax, r->nbins)) != MD_OK) return st;
+    memcpy(sum.counts, r->counts, (size_t)r->nbins * sizeof(uint64_t));
+    sum.frames = r->frames;
+    sum.sum_pair_density = r->sum_pair_density;
+    sum.sum_centers = r->sum_centers;
+    for (t = 0; t < j->ntiles; t++)
+        for (b = 0; b < j->nbins; b++) sum.counts[b] += j->tile_counts[(size_t)t * j->nbins + b];
+    for (f = 0; f < j->nframes; f++)
+        if ((st = md_rdf_add_frame(&sum, j->boxes + 3 * (size_t)f, j->pairs, j->centers)) != MD_OK) {
+            md_rdf_free(&sum);
+            return st;
+        }
+    memcpy(r->counts, sum.counts, (size_t)r->nbins * sizeof(uint64_t));
+    r->frames = sum.frames;
+    r->sum_pair_density = sum.sum_pair_density;
+    r->sum_centers = sum.sum_centers;
+    md_rdf_free(&sum);
+    return MD_OK;
+}
+
+/* ---- energy from NVML, loaded at run time ---- */
+
+/* The NVML functions used (nvml.h: nvmlReturn_t is an enum, 0 = NVML_SUCCESS; nvmlDevice_t an
+ * opaque pointer; NVML_CLOCK_SM = 1). */
+typedef int (*md__nvml_init_fn)(void);
+typedef const char *(*md__nvml_error_string_fn)(int);
+typedef int (*md__nvml_by_pci_fn)(const char *, void **);
+typedef int (*md__nvml_energy_fn)(void *, unsigned long long *);
+typedef int (*md__nvml_uint_fn)(void *, unsigned int *);
+typedef int (*md__nvml_clock_fn)(void *, int, unsigned int *);
+#define MD__NVML_CLOCK_SM 1
+
+typedef struct md__nvml {
+    void *lib;
+    md__nvml_error_string_fn error_string;
+    md__nvml_by_pci_fn by_pci;
+    md__nvml_energy_fn energy;
+    md__nvml_uint_fn power;
+    md__nvml_clock_fn clock;
+    md_status status; /* of the one load */
+    char why[384];
+} md__nvml;
+
+static md__nvml md__nvml_lib;
+static std::once_flag md__nvml_once;
+
+static void md__nvml_load(void) {
+    md__nvml *L = &md__nvml_lib;
+    md__nvml_init_fn init;
+    int rc;
+    L->status = MD_ERR_UNSUPPORTED;
+    if (!(L->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL))) {
+        const char *e = dlerror();
+        snprintf(L->why, sizeof L->why, "libnvidia-ml.so.1 (NVML, part of the NVIDIA driver) could not be loaded: %s",
+                 e ? e : "?");
+        return;
+    }
+    init = (md__nvml_init_fn)dlsym(L->lib, "nvmlInit_v2");
+    L->error_string = (md__nvml_error_string_fn)dlsym(L->lib, "nvmlErrorString");
+    L->by_pci = (md__nvml_by_pci_fn)dlsym(L->lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    L->energy = (md__nvml_energy_fn)dlsym(L->lib, "nvmlDeviceGetTotalEnergyConsumption");
+    L->power = (md__nvml_uint_fn)dlsym(L->lib, "nvmlDeviceGetPowerUsage");
+    L->clock = (md__nvml_clock_fn)dlsym(L->lib, "nvmlDeviceGetClockInfo");
+    if (!init || !L->error_string || !L->by_pci || !L->energy || !L->power || !L->clock) {
+        snprintf(L->why, sizeof L->why, "libnvidia-ml.so.1 lacks a function md_cuda_energy needs (nvmlInit_v2, "
+                                        "nvmlDeviceGetHandleByPciBusId_v2, nvmlDeviceGetTotalEnergyConsumption, ...)");
+        return;
+    }
+    if ((rc = init()) != 0) {
+        snprintf(L->why, sizeof L->why, "nvmlInit_v2 failed: %s (%d)", L->error_string(rc), rc);
+        return;
+    }
+    L->status = MD_OK;
+}
+
+md_status md_cuda_energy_available(void) {
+    std::call_once(md__nvml_once, md__nvml_load);
+    if (md__nvml_lib.status != MD_OK)
+        return md_set_error(md__nvml_lib.status, "md_cuda_energy", 0, NULL, "%s", md__nvml_lib.why);
+    return MD_OK;
+}
+
+/* Wait for device e->device (kept current device), then read its counter, power and SM clock. */
+static md_status md__energy_read(md_cuda_energy *e, unsigned long long *mj, double *watts, unsigned int *mhz,
+                                 const char *where) {
+    md__nvml *L = &md__nvml_lib;
+    unsigned int mw = 0;
+    int cur = 0, rc;
+    cudaError_t ce;
+    MD_CUDA_TRY(cudaGetDevice(&cur));
+    MD_CUDA_TRY(cudaSetDevice(e->device));
+    ce = cudaDeviceSynchronize();
+    (void)cudaSetDevice(cur);
+    if (ce != cudaSuccess) return md_cuda_error(ce, "cudaDeviceSynchronize (energy)", __FILE__, __LINE__);
+    if ((rc = L->energy(e->nvml_device, mj)) != 0)
+        return md_set_error(MD_ERR_UNSUPPORTED, where, 0, "device", "nvmlDeviceGetTotalEnergyConsumption: %s (%d)",
+                            L->error_string(rc), rc);
+    *watts = NAN;
+    if (L->power(e->nvml_device, &mw) == 0) *watts = 1e-3 * mw; /* optional: some boards do not report it */
+    *mhz = 0;
+    (void)L->clock(e->nvml_device, MD__NVML_CLOCK_SM, mhz);
+    return MD_OK;
+}
+
+md_status md_cuda_energy_begin(md_cuda_energy *e, int device) {
+    const char *where = "md_cuda_energy_begin";
+    md_cuda_energy m;
+    char bus[64];
+    md_status st;
+    int rc;
+    if (!e) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "e", "is NULL");
+    if ((st = md_cuda_energy_available()) != MD_OK) return st;
+    memset(&m, 0, sizeof m);
+    m.device = device;
+    MD_CUDA_TRY(cudaDeviceGetPCIBusId(bus, (int)sizeof bus, device));
+    if ((rc = md__nvml_lib.by_pci(bus, &m.nvml_device)) != 0)
+        return md_set_error(MD_ERR_UNSUPPORTED, where, 0, "device", "nvmlDeviceGetHandleByPciBusId_v2(%s): %s (%d)", bus,
+                            md__nvml_lib.error_string(rc), rc);
+    if ((st = md__energy_read(&m, &m.energy0_mj, &m.power0_w, &m.sm_clock0_mhz, where)) != MD_OK) return st;
+    m.t0 = md_wall_seconds();
+    *e = m;
+    return MD_OK;
+}
+
+md_status md_cuda_energy_end(md_cuda_energy *e) {
+    const char *where = "md_cuda_energy_end";
+    md_cuda_energy m;
+    md_status st;
+    if (!e || !e->nvml_device) return md_set_error(MD_ERR_INVALID_ARGUMENT, where, 0, "e", "was not begun (md_cuda_energy_begin)");
+    if ((st = md_cuda_energy_available()) != MD_OK) return st;
+    m = *e;
+    if ((st = md__energy_read(&m, &m.energy1_mj, &m.power1_w, &m.sm_clock1_mhz, where)) != MD_OK) return st;
+    m.seconds = md_wall_seconds() - m.t0;
+    if (m.energy1_mj < m.energy0_mj)
+        return md_set_error(MD_ERR_RANGE, where, 0, "energy", "the counter went backwards (%llu mJ, then %llu mJ)",
+                            m.energy0_mj, m.energy1_mj);
+    m.joules = 1e-3 * (double)(m.energy1_mj - m.energy0_mj);
+    m.watts = m.seconds > 0.0 ? m.joules / m.seconds : NAN;
+    *e = m;
+    return MD_OK;
+}
+
+md_status md_cuda_energy_measure(int device, md_status (*fn)(void *arg), void *arg, md_cuda_energy *e) {
+    md_cuda_energy m;
+    md_status st;
+    if (!fn || !e) return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_energy_measure", 0, fn ? "e" : "fn", "is NULL");
+    if ((st = md_cuda_energy_begin(&m, device)) != MD_OK) return st;
+    if ((st = fn(arg)) != MD_OK) return st;
+    if ((st = md_cuda_energy_end(&m)) != MD_OK) return st;
+    *e = m;
+    return MD_OK;
+}
+
+#endif /* MD_CUDA_TILES_IMPLEMENTED */

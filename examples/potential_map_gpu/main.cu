@@ -17,6 +17,7 @@
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
+#include "../potential_map_common.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -35,18 +36,6 @@
     "  --chunks K     progress steps: the atoms in K chunks (default 10)\n"                          \
     "No GPU: prints \"SKIP: <reason>\" and exits 0 (after reading and checking the input).\n"
 
-/* A whole number in [lo, hi] for option @p opt: 1, or 0 after saying what was wrong. */
-static int whole(const char *prog, const char *opt, const char *s, long lo, long hi, long *v) {
-    char *end;
-    errno = 0;
-    *v = strtol(s, &end, 10);
-    if (!*s || *end || errno || *v < lo || *v > hi) {
-        fprintf(stderr, "%s: %s: expected a whole number from %ld to %ld, got '%s'\n", prog, opt, lo, hi, s);
-        return 0;
-    }
-    return 1;
-}
-
 #define CUDA_OR_FAIL(call)                                                                         \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
@@ -56,99 +45,52 @@ static int whole(const char *prog, const char *opt, const char *s, long lo, long
         }                                                                                          \
     } while (0)
 
+/* The options of this program beyond the shared ones. */
+typedef struct gpu_opts {
+    int chunks;
+    md_dcs_variant variant;
+} gpu_opts;
+
+static int gpu_option(const char *prog, const char *opt, const char *val, void *ctx) {
+    gpu_opts *g = (gpu_opts *)ctx;
+    long lv;
+    int v;
+    if (strcmp(opt, "--chunks") == 0) {
+        if (!map_whole(prog, opt, val, 1, 1000000, &lv)) return 0;
+        g->chunks = (int)lv;
+        return 1;
+    }
+    for (v = 0; v < MD_DCS_VARIANT_COUNT; v++) /* --variant */
+        if (strcmp(val, md_dcs_variant_name((md_dcs_variant)v)) == 0) break;
+    if (v == MD_DCS_VARIANT_COUNT || !md_dcs_variant_is_gpu((md_dcs_variant)v)) {
+        fprintf(stderr, "%s: --variant: '%s' is not a GPU rung (gpu_gather ... gpu_hybrid)\n", prog, val);
+        return 0;
+    }
+    g->variant = (md_dcs_variant)v;
+    return 1;
+}
+
 int main(int argc, char **argv) {
-    const char *pqr = NULL, *out = NULL;
-    long nrandom = 0, lv;
-    int n = 128, chunks = 10, i, v, c, d[3];
-    double margin = 1.0, lo[3], hi[3], origin[3], h[3], t0, t_gpu = 0.0, *sum = NULL, err;
-    md_dcs_variant variant = MD_DCS_GPU_HYBRID; /* the fastest rung (tutorial 04) */
+    static const char *const extra[] = {"--chunks", "--variant", NULL};
+    map_opts o;
+    gpu_opts g = {10, MD_DCS_GPU_HYBRID}; /* the fastest rung (tutorial 04) */
+    const char *out;
+    int n, chunks, i, c, d[3];
+    double h[3], t0, t_gpu = 0.0, *sum = NULL, err;
+    md_dcs_variant variant;
     md_system sys;
-    md_grid grid, probe;
-    md_rng rng;
+    md_grid grid;
     md_float4 *d_xyzq = NULL;
-    float *d_out = NULL, *h_out = NULL, got[64], want[64];
+    float *d_out = NULL, *h_out = NULL;
     size_t count, oc, p;
     memset(&sys, 0, sizeof sys);
     memset(&grid, 0, sizeof grid);
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf(USAGE, argv[0]);
-            return 0;
-        }
-        if (strcmp(a, "--pqr") && strcmp(a, "--random") && strcmp(a, "--out") && strcmp(a, "--grid") &&
-            strcmp(a, "--margin") && strcmp(a, "--chunks") && strcmp(a, "--variant")) {
-            fprintf(stderr, "%s: %s '%s' (try --help)\n", argv[0], a[0] == '-' ? "unknown option" : "unexpected argument", a);
-            return 2;
-        }
-        if (!val) {
-            fprintf(stderr, "%s: missing value after '%s' (try --help)\n", argv[0], a);
-            return 2;
-        }
-        i++;
-        if (strcmp(a, "--pqr") == 0) pqr = val;
-        else if (strcmp(a, "--out") == 0) out = val;
-        else if (strcmp(a, "--random") == 0) {
-            if (!whole(argv[0], a, val, 1, 100000000, &nrandom)) return 2;
-        } else if (strcmp(a, "--grid") == 0) {
-            if (!whole(argv[0], a, val, 2, 1024, &lv)) return 2;
-            n = (int)lv;
-        } else if (strcmp(a, "--chunks") == 0) {
-            if (!whole(argv[0], a, val, 1, 1000000, &lv)) return 2;
-            chunks = (int)lv;
-        } else if (strcmp(a, "--margin") == 0) {
-            char *end;
-            margin = strtod(val, &end);
-            if (!*val || *end || !(margin >= 0.0) || !isfinite(margin)) {
-                fprintf(stderr, "%s: --margin: expected a non-negative number of nm, got '%s'\n", argv[0], val);
-                return 2;
-            }
-        } else { /* --variant */
-            for (v = 0; v < MD_DCS_VARIANT_COUNT; v++)
-                if (strcmp(val, md_dcs_variant_name((md_dcs_variant)v)) == 0) break;
-            if (v == MD_DCS_VARIANT_COUNT || !md_dcs_variant_is_gpu((md_dcs_variant)v)) {
-                fprintf(stderr, "%s: --variant: '%s' is not a GPU rung (gpu_gather ... gpu_hybrid)\n", argv[0], val);
-                return 2;
-            }
-            variant = (md_dcs_variant)v;
-        }
-    }
-    if ((!pqr) == (nrandom <= 0)) {
-        fprintf(stderr, "%s: give one of --pqr FILE or --random N (try --help)\n", argv[0]);
-        return 2;
-    }
-    if (out && pqr && strcmp(out, pqr) == 0) {
-        fprintf(stderr, "%s: --out '%s' would overwrite the input\n", argv[0], out);
-        return 2;
-    }
-
-    /* atoms: read (and so check) the input before looking for a GPU */
-    if (pqr) {
-        if (md_read_pqr(pqr, &sys) != MD_OK) goto fail;
-    } else {
-        /* about 100 atoms per nm^3, like a protein in water */
-        const double edge = cbrt((double)nrandom / 100.0), box[3] = {edge, edge, edge};
-        if (md_build_random_charges(&sys, (int)nrandom, box, 1.0, 2026) != MD_OK) goto fail;
-    }
-    if (!md_cuda_available()) {
-        printf("SKIP: %s\n", md_last_error());
-        md_system_free(&sys);
-        return 0;
-    }
-    for (c = 0; c < 3; c++) lo[c] = INFINITY, hi[c] = -INFINITY;
-    for (i = 0; i < sys.n; i++) {
-        const float x[3] = {sys.xyzq[i].x, sys.xyzq[i].y, sys.xyzq[i].z};
-        for (c = 0; c < 3; c++) {
-            if (x[c] < lo[c]) lo[c] = x[c];
-            if (x[c] > hi[c]) hi[c] = x[c];
-        }
-    }
-    for (c = 0; c < 3; c++) {
-        origin[c] = lo[c] - margin;
-        h[c] = (hi[c] - lo[c] + 2.0 * margin) / (n - 1);
-        if (!(h[c] > 0.0)) h[c] = 0.1;
-    }
-    if (md_grid_alloc(&grid, n, n, n, origin, h) != MD_OK) goto fail;
+    if ((i = map_begin(argc, argv, "potential_map_gpu", USAGE, extra, gpu_option, &g, &o, &sys, &grid)) >= 0) return i;
+    out = o.out;
+    n = o.n;
+    chunks = g.chunks;
+    variant = g.variant;
+    for (c = 0; c < 3; c++) h[c] = grid.spacing[c];
     count = md_grid_count(&grid);
     printf("%d atoms (total charge %.3f e); grid %d^3, spacing %.4f x %.4f x %.4f nm; %s; %.3g atom-evals\n", sys.n,
            md_system_charge(&sys), n, h[0], h[1], h[2], md_dcs_variant_name(variant), (double)sys.n * count);
@@ -189,21 +131,7 @@ int main(int argc, char **argv) {
            (double)sys.n * count / t_gpu);
 
     /* check 64 random points against the double reference */
-    md_rng_seed(&rng, 7);
-    for (i = 0; i < 64; i++) {
-        const int x = (int)(md_rng_uniform(&rng) * n), y = (int)(md_rng_uniform(&rng) * n),
-                  z = (int)(md_rng_uniform(&rng) * n);
-        double o[3];
-        o[0] = origin[0] + x * h[0];
-        o[1] = origin[1] + y * h[1];
-        o[2] = origin[2] + z * h[2];
-        if (md_grid_alloc(&probe, 1, 1, 1, o, h) != MD_OK) goto fail;
-        if (md_dcs_simple(sys.xyzq, sys.n, &probe) != MD_OK) { md_grid_free(&probe); goto fail; }
-        want[i] = probe.data[0];
-        got[i] = grid.data[((size_t)z * n + y) * n + x];
-        md_grid_free(&probe);
-    }
-    err = md_max_rel_error(got, want, 64);
+    if (map_check_points(&sys, &grid, &err) != MD_OK) goto fail;
     printf("check: 64 random points vs md_dcs_simple (double): max rel err %.2e (%s, tolerance 1e-4)\n", err,
            err <= 1e-4 ? "ok" : "FAIL");
     if (!(err <= 1e-4)) goto fail_quiet;
