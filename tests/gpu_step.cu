@@ -25,6 +25,8 @@
  *   - nve_short_drift: 2000 NVE steps of the 1500-molecule box on the GPU; the drift must stay
  *     below 1 kJ/mol/ps per 1000 degrees of freedom (the 100 ps comparison with OpenMM is the
  *     benchmark's: bench/race.sh --drift).
+ *   - forces_follow_md_h_across_sorts: after every step of a 210-step NVE run (two sorts, many
+ *     list builds) the GPU's forces equal md.h's at the same positions within 1e-4 of the largest.
  *   - barostat: the GPU barostat raises a 0.90 g/cm^3 box's density (as test_step.c's CPU test).
  * MD_SANITIZE=1 shrinks the systems and step counts. */
 #define MD_IMPLEMENTATION
@@ -393,6 +395,60 @@ static void barostat(void) {
     free_sys(&s, &t, &lj);
 }
 
+/* The GPU's forces against md.h's at the same positions after every step of an NVE run that
+ * crosses spatial sorts and many list builds: the float mirror of the positions must move
+ * continuously between sorts, or an atom wrapped into the box between two builds loses the pairs
+ * of its list entries (md_cuda_mirror_coord). Positions go from the GPU run (double) into md.h's
+ * md_sim; tolerance 1e-4 of the largest force (the float pair kernel and fixed-point sums give
+ * about 5e-6; a lost pair gives 0.3 and more). */
+static void forces_follow_md_h_across_sorts(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim g;
+    md_sim c;
+    const int steps = sanitize ? 12 : 210;
+    int k, sorts = 0;
+    double worst = 0.0;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 12));
+    memset(&d, 0, sizeof d);
+    d.nb.coul = MD_COUL_REACTION_FIELD; /* no PME: the nonbonded list is what is checked */
+    if (sanitize) d.nb.cutoff = 0.8;
+    {
+        md_cuda_sim_opts o;
+        memset(&o, 0, sizeof o);
+        o.nb.sort_interval = sanitize ? 5 : 100;
+        MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, &o));
+    }
+    MD_CHECK_OK(md_sim_create(&c, &s, &t, &lj, &d));
+    std::vector<double> x(3 * (size_t)s.n), f(3 * (size_t)s.n);
+    for (k = 1; k <= steps; k++) {
+        double fmax = 0.0, df;
+        MD_CHECK_OK(md_cuda_sim_enqueue(&g, 1, 0));
+        MD_CHECK_OK(md_cuda_sim_poll(&g, NULL, NULL));
+        MD_CHECK_OK(md_cuda_sim_download(&g, x.data(), NULL, NULL));
+        MD_CHECK_OK(md_cuda_state_download(&g.state, NULL, f.data(), NULL));
+        memcpy(c.x, x.data(), 3 * (size_t)s.n * sizeof(double));
+        MD_CHECK_OK(md_sim_compute_forces(&c));
+        for (size_t i = 0; i < 3 * (size_t)s.n; i++) fmax = fmax > fabs(c.f[i]) ? fmax : fabs(c.f[i]);
+        df = max_abs_diff(f.data(), c.f, 3 * (size_t)s.n) / fmax;
+        worst = worst > df ? worst : df;
+        if (!(df < 1e-4)) {
+            MD_CHECKF(df < 1e-4, "step %d: GPU forces differ from md.h's by %.3g of the largest", k, df);
+            break;
+        }
+    }
+    sorts = (int)g.nb.stats.sorts;
+    printf("  %d NVE steps, %d sorts, %lld list builds: largest force difference %.3g of the largest force\n", steps,
+           sorts, (long long)g.nb.stats.rebuilds, worst);
+    MD_CHECKF(sorts >= 2, "only %d sorts: the run must cross a sort", sorts);
+    md_sim_free(&c);
+    md_cuda_sim_destroy(&g);
+    free_sys(&s, &t, &lj);
+}
+
 static void registry_names_step_kernels(void) {
     int found = 0, k;
     NEED_GPU();
@@ -415,6 +471,7 @@ int main(void) {
     MD_RUN(restart_bitwise);
     MD_RUN(errors);
     MD_RUN(nve_short_drift);
+    MD_RUN(forces_follow_md_h_across_sorts);
     MD_RUN(barostat);
     MD_RUN(registry_names_step_kernels);
     return md_test_summary();
