@@ -1081,23 +1081,13 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 #define MD_CUDA_NB_SUPER 8
 /** @brief Threads per block of the nonbonded kernels. */
 #define MD_CUDA_NB_BLOCK 128
-#ifndef MD_CUDA_NB_CLUSTER_BLOCK
-/** @brief Threads per block of the cluster-pair search and pair kernels (a multiple of the warp
- *  size; one warp per super-cluster or work item). A block's slot frees only when its slowest
- *  warp ends, so fewer warps per block waste less on uneven work items. */
-#define MD_CUDA_NB_CLUSTER_BLOCK 128
-#endif
 #ifndef MD_CUDA_NB_ITEM_WARPS
 /** @brief Work items per SM the default md_cuda_nb_opts::chunk aims at (entries per item =
- *  expected entries / (1.6 x SMs x this), clamped to MD_CUDA_NB_MIN_CHUNK..64). Measured on an
+ *  expected entries / (1.6 x SMs x this), clamped to 8..64). Measured on an
  *  H100 (chapter 06, TIP3P boxes, pair kernel): 16 gave 51 / 116 / 377 us for 4,050 / 23,568 /
  *  95,766 atoms, 128 gives 33 / 109 / 378 us: small systems need more, smaller items to fill
  *  the GPU (one warp per item; a 4,050-atom box has too few super-clusters otherwise). */
 #define MD_CUDA_NB_ITEM_WARPS 128
-#endif
-#ifndef MD_CUDA_NB_MIN_CHUNK
-/** @brief Fewest entries per work item of the default md_cuda_nb_opts::chunk. */
-#define MD_CUDA_NB_MIN_CHUNK 8
 #endif
 #ifndef MD_CUDA_NB_SEARCH_WARPS
 /** @brief Search warps per SM the list build aims at. One warp per super-cluster leaves a
@@ -1109,11 +1099,6 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  229 us, but at 95,766 atoms more slices slowed the pair kernel (378 / 411 / 462 us: more,
  *  shorter work items), hence a target rather than a constant. */
 #define MD_CUDA_NB_SEARCH_WARPS 12
-#endif
-#ifndef MD_CUDA_NB_MIN_BLOCKS
-/** @brief Blocks per SM the cluster kernel is compiled for (its __launch_bounds__ minimum: the
- *  register budget per thread is 65536 / (MD_CUDA_NB_CLUSTER_BLOCK x this)). */
-#define MD_CUDA_NB_MIN_BLOCKS 1
 #endif
 /** @brief Degree of the polynomials of the cluster rungs' Ewald kernel (md_cuda_nb_fast). */
 #define MD_CUDA_NB_EWALD_DEGREE 11
@@ -1193,7 +1178,7 @@ typedef struct md_cuda_nb_opts {
     int max_neighbors;       /**< Verlet rungs: list width per atom (default: from the density, x 1.5) */
     long long list_capacity; /**< cluster rungs: cluster-pair entries (default: from the density) */
     long long excl_capacity; /**< cluster rungs: entries with an exclusion mask (default: 4 per i-cluster + 1024) */
-    int chunk;               /**< cluster rungs: entries per work item (default: about MD_CUDA_NB_ITEM_WARPS items per SM, at least MD_CUDA_NB_MIN_CHUNK entries each) */
+    int chunk;               /**< cluster rungs: entries per work item (default: about MD_CUDA_NB_ITEM_WARPS items per SM, at least 8 entries each) */
     int sort_interval;       /**< md_cuda_vv_enqueue: sort every this many steps (default 100; negative: never) */
     int time_kernel;         /**< 1: record CUDA events around the pair kernel; the poll writes its time to
                                   md_cuda_nb_stats::kernel_s (0, default: no events) */
@@ -1371,11 +1356,6 @@ typedef enum md_cuda_pme_spread {
                                         into the grid */
     MD_CUDA_PME_SPREAD_COUNT       /**< number of spread rungs */
 } md_cuda_pme_spread;
-
-#ifndef MD_CUDA_PME_DEFAULT_SPREAD
-/** @brief The spread rung a new plan uses (md_cuda_pme_plan_set_spread changes it). */
-#define MD_CUDA_PME_DEFAULT_SPREAD MD_CUDA_PME_SPREAD_ATOMIC
-#endif
 
 /** @brief Short name of a spread rung ("spread_atomic", "spread_gather", "spread_tiled"), never NULL. */
 const char *md_cuda_pme_spread_name(md_cuda_pme_spread spread);
@@ -5593,8 +5573,8 @@ struct md__nb_search_args {
  * test W candidates at a time and a ballot keeps the order. The last block to finish clears the
  * rebuild flag (unless a capacity overflowed: then the list stays invalid). */
 template <int W>
-__global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
-    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_CLUSTER_BLOCK / W;
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
+    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_BLOCK / W;
     constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
     const int SL = a.slices;
     __shared__ md__nb_sc_data s_d[NW];
@@ -6153,8 +6133,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * the cutoff. SMEM: LJ table in shared memory (else read through L1). The first launch after a
  * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. */
 template <int W, int FLAGS, int SMEM>
-__global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, MD_CUDA_NB_MIN_BLOCKS) md__nb_cluster_kernel(md__nb_cluster_args a) {
-    constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_CLUSTER_BLOCK / W;
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_cluster_kernel(md__nb_cluster_args a) {
+    constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_BLOCK / W;
     extern __shared__ float2 md__nb_lj_smem[];
     __shared__ float4 s_xi[NW][S * CI];
     __shared__ int s_ti[NW][S * CI];
@@ -6539,7 +6519,7 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
     t.cap_entries = t.opts.list_capacity > 0 ? t.opts.list_capacity
                                              : (long long)(per_sc * ((double)t.capacity / 64.0 + (double)cells)) + 1024;
     t.chunk = t.opts.chunk > 0 ? t.opts.chunk
-                               : (int)fmax(MD_CUDA_NB_MIN_CHUNK, fmin(64.0, (double)t.cap_entries / 1.6 /
+                               : (int)fmax(8.0, fmin(64.0, (double)t.cap_entries / 1.6 /
                                                                         (t.sm_count * (double)MD_CUDA_NB_ITEM_WARPS + 1.0)));
     t.search_slices = (int)fmax(1.0, fmin(9.0, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS /
                                                     ((double)t.capacity / (MD_CUDA_NB_CI * MD_CUDA_NB_SUPER) + 1.0))));
@@ -6734,7 +6714,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         if (cluster) {
             md__nb_search_args a;
             const unsigned blocks = (unsigned)(((long long)p->cap_sc * p->search_slices * p->warp +
-                                                MD_CUDA_NB_CLUSTER_BLOCK - 1) / MD_CUDA_NB_CLUSTER_BLOCK);
+                                                MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
             a.bb = p->d_bb;
             a.ci = p->d_ci;
             a.sc = p->d_sc;
@@ -6756,9 +6736,9 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             a.ctl = p->d_ctl;
             a.flags = s->q.d_flags;
             a.rlist = rlist;
-            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD_CUDA_NB_CLUSTER_BLOCK, 0, st, a);
-            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD_CUDA_NB_CLUSTER_BLOCK, 0, st, a);
-            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD_CUDA_NB_CLUSTER_BLOCK, 0, st, a);
+            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
         } else {
             const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
             if (p->variant == MD_NB_GPU_HALF_LIST)
@@ -6773,7 +6753,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
     }
     if (cluster) {
         md__nb_cluster_args a;
-        const int nw = MD_CUDA_NB_CLUSTER_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
+        const int nw = MD_CUDA_NB_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
         const unsigned blocks = (unsigned)((p->cap_items + nw - 1) / nw);
         const size_t sbytes = smem ? (size_t)s->ntypes * s->ntypes * sizeof(float2) : 0;
         md__nb_cluster_fn k;
@@ -6803,7 +6783,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         k = md__nb_cluster_pick(p->warp, flags, smem);
         if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_cluster_kernel", p->warp, flags, smem), blocks,
-                             MD_CUDA_NB_CLUSTER_BLOCK, sbytes, st, a);
+                             MD_CUDA_NB_BLOCK, sbytes, st, a);
         if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
     } else {
         md__nb_exact_args a;
@@ -7445,7 +7425,7 @@ md_status md_cuda_pme_plan_create(md_cuda_pme_plan *p, const md_pme_params *para
     if ((st = md_pme_params_resolve(params, box, &t.params)) != MD_OK) return st;
     t.capacity = capacity;
     t.nh = t.params.grid[2] / 2 + 1;
-    t.spread = MD_CUDA_PME_DEFAULT_SPREAD;
+    t.spread = MD_CUDA_PME_SPREAD_ATOMIC;
     for (d = 0; d < 3; d++) t.nbrick[d] = (t.params.grid[d] + MD_CUDA_PME_BRICK - 1) / MD_CUDA_PME_BRICK;
     npts = (size_t)t.params.grid[0] * t.params.grid[1] * t.params.grid[2];
     ncplx = (size_t)t.params.grid[0] * t.params.grid[1] * t.nh;
@@ -8563,7 +8543,7 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
     MD__SIM_TRY(md_cuda_nb_plan_create(&g.nb, &g.state, v, &g.desc.nb, &g.opts.nb));
     if (g.use_pme) {
         MD__SIM_TRY(md_cuda_pme_plan_create(&g.pme, &ref.pme.params, g.box, n));
-        MD__SIM_TRY(md_cuda_pme_plan_set_spread(&g.pme, g.opts.spread ? g.opts.spread : MD_CUDA_PME_DEFAULT_SPREAD));
+        MD__SIM_TRY(md_cuda_pme_plan_set_spread(&g.pme, g.opts.spread));
     }
     MD__SIM_TRY(md_cuda_bonded_plan_create(&g.bonded, &ref.bonded));
     MD__SIM_TRY(md__step_units(&g.step, &ref.cons, n));
