@@ -389,7 +389,10 @@ static void dcs_tiles_match_one_worker_and_reference(void) {
     MD_CHECK_OK(run_faulty_job(&f, &d, &s, j.ntiles, 3, devs, md_cuda_dcs_tiles_tile, &j));
     md_cuda_dcs_tiles_destroy(&j);
     MD_CHECKF(check_rules(&f, &d, &s, 1, 2, why, sizeof why), "%s", why);
-    MD_CHECK(s.retired_of[1] == 1 && s.ndevices == 1);
+    /* worker 1 fails every call: retired exactly when it reached max_failures (2) before the
+     * others took every tile (with the sanitizer's 3 slabs it may not get a second try) */
+    MD_CHECKF(s.retired_of[1] == (s.failures_of[1] >= 2) && s.tiles_of[1] == 0 && s.ndevices == 1,
+              "worker 1: retired %d after %d failures, %d tiles", s.retired_of[1], s.failures_of[1], s.tiles_of[1]);
     for (k = 0; k < cnt; k++) MD_CHECKF(!isnan(many.data[k]), "point %zu never written", k);
     MD_CHECKF(memcmp(one.data, many.data, cnt * sizeof(float)) == 0, "3 workers differ from 1 worker");
     MD_CHECK_OK(md_dcs_simple(sys.xyzq, sys.n, &ref));

@@ -165,7 +165,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (base.nb.cutoff == 0.0 && sys.box[0] < 2.2) base.nb.cutoff = 0.7; /* small boxes: cutoff + buffer < half the box */
-    if (json) jf = fopen(json, "w");
+    if (json && !(jf = fopen(json, "a"))) { /* appended, as every chapter does: one file for a whole bench run */
+        fprintf(stderr, "10_coroutines: cannot append to %s\n", json);
+        return 1;
+    }
     printf("chapter 10: %d replicas x %d atoms (TIP3P, PME, Langevin), %g-%g K, %d exchanges x %d steps, read every %d\n", n,
            sys.n, temps[0], temps[n - 1], exchanges, steps, read);
     printf("%-12s %12s %8s %9s %8s %10s %s\n", "rung", "steps/s", "speedup", "GPU busy", "max lag", "idle pass",
