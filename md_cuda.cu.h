@@ -5137,6 +5137,7 @@ enum {
     MD__NB_CTL_PRUNE,       /* nonzero: the next cluster kernel prunes the fresh list (set by a build) */
     MD__NB_CTL_KDONE,       /* blocks of the cluster kernel that finished (the last one clears PRUNE) */
     MD__NB_CTL_PRUNED,      /* lanes x steps of the list after the prune (cluster rungs) */
+    MD__NB_CTL_MINIMG,      /* nonzero: an entry of this build needs the minimum image per pair (small boxes) */
     MD__NB_CTL_WORDS = 24
 };
 
@@ -5316,6 +5317,7 @@ __global__ void md__nb_bbox_kernel(const float4 *__restrict__ xyzq, const int2 *
         ctl[MD__NB_CTL_NEXCL] = 0;
         ctl[MD__NB_CTL_COMPUTED] = 0;
         ctl[MD__NB_CTL_PRUNED] = 0;
+        ctl[MD__NB_CTL_MINIMG] = 0;
         ctl[MD__NB_CTL_OVF] = 0;
         for (k = 0; k < 3; k++) ctl[MD__NB_CTL_BOX + k] = __double_as_longlong(box[k]);
         if (!(2.0 * (double)rlist <= shortest)) {
@@ -5653,6 +5655,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_
                     }
             if (pass == 0) {
                 total = cnt;
+                if (minimg && total && lane == 0) ctl[MD__NB_CTL_MINIMG] = 1; /* every writer stores 1 */
                 if (lane == 0) base = (long long)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NENTRIES], (unsigned long long)total);
                 base = __shfl_sync(vm, base, 0, W);
                 if (base + total > a.cap_entries) {
@@ -5934,8 +5937,9 @@ struct md__nb_cluster_args {
 /* The body of the cluster kernel for one work item (see md__nb_cluster_kernel). PRUNE: the first
  * evaluation after a build: the entry's outer i-cluster mask (bits 17-24) is computed and each
  * entry's inner mask (bits 0-7) is rewritten to the i-clusters with an atom pair within
- * cutoff + buffer (a ballot per i-cluster); otherwise the inner mask is used. */
-template <int W, int FLAGS, int SMEM, int PRUNE>
+ * cutoff + buffer (a ballot per i-cluster); otherwise the inner mask is used. MI: the list may
+ * hold entries that take the minimum image per pair (small boxes); 0 compiles that branch out. */
+template <int W, int FLAGS, int SMEM, int PRUNE, int MI>
 static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_args &a, long long item, int wib,
                                                            float4 (*s_xi)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
                                                            int (*s_ti)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
@@ -5984,7 +5988,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
             {
                 const int jf = __shfl_sync(vm, my.x, k, W);
                 const int slot = __shfl_sync(vm, my.z, k, W);
-                const unsigned sh = (info >> 8) & 31u, mi = (info >> 13) & 1u;
+                const unsigned sh = (info >> 8) & 31u, mi = MI ? (info >> 13) & 1u : 0u;
                 const int jc = (int)(info >> 14) & 7;
                 const int vj = jj < jc, aj = jf + (vj ? jj : 0);
                 float4 pj = a.xyzq[aj];
@@ -6020,7 +6024,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                         ok = (int)((okb >> s) & 1u) & (r2 < c.rc2);
                         if (PRUNE) /* keep i-cluster s if any real pair is within cutoff + buffer */
                             inner |= ((__ballot_sync(vm, ((okb >> s) & 1u) && r2 < c.rl2) >> lane_base) & WMASK) ? 1u << s : 0u;
-                        fs = md_cuda_nb_pair_fast(&c, r2, rsqrtf(r2), pi.w * pj.w, lj.x, lj.y, FLAGS & 1, &el, &ec);
+                        fs = md_cuda_nb_pair_fast(&c, r2, md_cuda_rsqrt_mufu(r2), pi.w * pj.w, lj.x, lj.y, FLAGS & 1, &el, &ec);
                         fs = ok ? fs : 0.0f;
                         fix[s] = fmaf(fs, dx, fix[s]);
                         fiy[s] = fmaf(fs, dy, fiy[s]);
@@ -6141,6 +6145,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_cluster_kernel(md__nb
     const int wib = threadIdx.x / W;
     const long long item = (long long)blockIdx.x * NW + wib;
     const int prune = a.ctl[MD__NB_CTL_PRUNE] != 0; /* the same for every block: cleared only after all */
+    const int minimg = a.ctl[MD__NB_CTL_MINIMG] != 0; /* set by the build, the same for every block */
     long long nitems = a.ctl[MD__NB_CTL_NITEMS];
     if (nitems > a.cap_items) nitems = a.cap_items;
     if (SMEM) {
@@ -6148,8 +6153,9 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_cluster_kernel(md__nb
         __syncthreads();
     }
     if (item < nitems) {
-        if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
-        else md__nb_cluster_item<W, FLAGS, SMEM, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
+        if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
+        else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
+        else md__nb_cluster_item<W, FLAGS, SMEM, 0, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
     }
     if (prune) {
         __syncthreads();
