@@ -1678,8 +1678,6 @@ typedef struct md_cuda_step_plan {
                                  barostat's scale */
     md_fixed *d_pacc;       /**< 3 fixed-point momentum sums of the running step (MD_FORCE_FIXED_SCALE units) */
     unsigned int *d_done;   /**< blocks finished in the running step (the last-block reduction) */
-    double *d_noise;        /**< 3 n Langevin normals drawn ahead for the next step (md__step_noise_kernel) */
-    unsigned long long *d_noise_tag; /**< 2 words: the step and seed d_noise was drawn for */
     unsigned long long *d_flags; /**< MD_CUDA_FLAG_WORDS words (see above) */
     unsigned long long *h_flags; /**< pinned mirror */
     double *h_stage;        /**< pinned staging: 6 n + 8 doubles */
@@ -1693,9 +1691,6 @@ typedef struct md_cuda_sim_opts {
     md_cuda_pme_spread spread;  /**< PME spread rung (default MD_CUDA_PME_SPREAD_ATOMIC) */
     int serial_pme;             /**< 1: PME on the state's stream after the nonbonded kernels (no overlap);
                                      0 (default): concurrent on the PME plan's stream */
-    int inline_noise;           /**< 1: the integrate kernel draws its Langevin normals itself (chapter 08's
-                                     earlier rung); 0 (default): with PME, a kernel on PME's stream draws the
-                                     next step's while the nonbonded kernel runs (the same values) */
 } md_cuda_sim_opts;
 
 /** @brief A GPU MD run (see the section's manual): the state, the force plans, the step plan,
@@ -7932,8 +7927,6 @@ typedef struct md__step_args {
     int max_iter;
     uint64_t seed;
     double total_mass;
-    const double *noise;                /* normals drawn ahead, valid when noise_tag = {step, seed} */
-    const unsigned long long *noise_tag;
 } md__step_args;
 
 static __device__ __forceinline__ void md__step_image(double d[3], const double box[3]) {
@@ -8061,17 +8054,13 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
         for (int j = 0; j < 3 * K; j++)
             if (j < 3 * k) v[j] += A.dt * f[j] * w[j / 3];
         if (A.langevin) {
-            const int ahead = A.noise_tag && A.noise_tag[0] == (unsigned long long)step && A.noise_tag[1] == A.seed;
             bad |= md__step_vconstrain<K, KIND>(A, c, x, v, w) ? 4 : 0;
 #pragma unroll
             for (int i = 0; i < K; i++) {
                 if (i >= k) break;
                 double R[3];
                 const double sd = sqrt((1.0 - A.vscale * A.vscale) * A.kT * w[i]);
-                if (ahead) /* drawn by md__step_noise_kernel, off the step's critical path */
-                    for (int a = 0; a < 3; a++) R[a] = A.noise[3 * (size_t)atoms[i] + a];
-                else
-                    md_langevin_normals(A.seed, step, atoms[i], R);
+                md_langevin_normals(A.seed, step, atoms[i], R);
 #pragma unroll
                 for (int a = 0; a < 3; a++) {
                     const int j = 3 * i + a;
@@ -8175,26 +8164,6 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(
     }
 }
 
-/* The Langevin normals of every atom for the step the device counter names (the one the next
- * integrate kernel runs), tagged with that step and the seed. The integrate kernel uses them when
- * the tag matches and draws its own otherwise; the values are the same md_langevin_normals either
- * way. One thread per atom, launched on PME's stream while the nonbonded kernel runs, so the
- * integrate kernel (one thread per water: a long serial chain) loses its longest part. */
-__global__ void md__step_noise_kernel(uint64_t seed, const long long *__restrict__ step, int n, double *__restrict__ noise,
-                                      unsigned long long *tag) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    const long long st = *step;
-    if (i < n) {
-        double R[3];
-        md_langevin_normals(seed, st, i, R);
-        for (int a = 0; a < 3; a++) noise[3 * (size_t)i + a] = R[a];
-    }
-    if (i == 0) { /* read by a later kernel only */
-        tag[0] = (unsigned long long)st;
-        tag[1] = seed;
-    }
-}
-
 /* Positions (wrapped floats) and velocities of the state from the double arrays; zero forces. */
 __global__ void md__step_mirror_kernel(int n, const double *__restrict__ x, const double *__restrict__ v,
                                        const double *__restrict__ inv_mass, const float *__restrict__ charge,
@@ -8259,8 +8228,6 @@ static void md__step_plan_free(md_cuda_step_plan *p) {
     md_cuda_free(p->d_vcom);
     md_cuda_free(p->d_pacc);
     md_cuda_free(p->d_done);
-    md_cuda_free(p->d_noise);
-    md_cuda_free(p->d_noise_tag);
     md_cuda_free(p->d_flags);
     md_cuda_free_pinned(p->h_flags);
     md_cuda_free_pinned(p->h_stage);
@@ -8449,8 +8416,6 @@ static md__step_args md__step_args_make(md_cuda_sim *s) {
     A.max_iter = s->desc.constraints.max_iterations;
     A.seed = s->desc.seed;
     A.total_mass = p->total_mass;
-    A.noise = p->d_noise;
-    A.noise_tag = p->d_noise_tag;
     return A;
 }
 
@@ -8477,17 +8442,6 @@ static md_status md__sim_enqueue_forces(md_cuda_sim *s, unsigned what) {
     return MD_OK;
 }
 
-/* PME's stream, after the reciprocal part: the next step's Langevin normals (md__step_noise_kernel),
- * in the time the nonbonded kernel still runs on the state's stream. Without PME, or without the
- * thermostat, the integrate kernel draws them itself. */
-static md_status md__sim_noise_ahead(md_cuda_sim *s) {
-    const int n = s->step.n;
-    if (s->desc.thermostat != MD_THERMOSTAT_LANGEVIN || !s->step.d_noise || s->opts.inline_noise) return MD_OK;
-    MD_CUDA_LAUNCH(md__step_noise_kernel, (n + 127) / 128, 128, 0, s->pme.queue.stream, s->desc.seed,
-                   (const long long *)s->state.d_step, n, s->step.d_noise, s->step.d_noise_tag);
-    return MD_OK;
-}
-
 static md_status md__sim_forces(md_cuda_sim *s, int energy) {
     md_cuda_state *st = &s->state;
     unsigned what = energy ? MD_CUDA_NB_ENERGY : 0u;
@@ -8503,8 +8457,7 @@ static md_status md__sim_forces(md_cuda_sim *s, int energy) {
         MD_CUDA_TRY(cudaEventRecord(s->ev_fork, st->q.stream));
         MD_CUDA_TRY(cudaStreamWaitEvent(s->pme.queue.stream, s->ev_fork, 0));
         if ((r = md_cuda_pme_plan_enqueue(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride,
-                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK ||
-            (r = md__sim_noise_ahead(s)) != MD_OK)
+                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK)
             return r;
         MD_CUDA_TRY(cudaEventRecord(s->ev_join, s->pme.queue.stream));
     }
@@ -8516,8 +8469,7 @@ static md_status md__sim_forces(md_cuda_sim *s, int energy) {
         MD_CUDA_TRY(cudaEventRecord(s->ev_fork, st->q.stream));
         MD_CUDA_TRY(cudaStreamWaitEvent(s->pme.queue.stream, s->ev_fork, 0));
         if ((r = md_cuda_pme_plan_enqueue(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride,
-                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK ||
-            (r = md__sim_noise_ahead(s)) != MD_OK)
+                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK)
             return r;
         MD_CUDA_TRY(cudaEventRecord(s->ev_join, s->pme.queue.stream));
     }
@@ -8632,8 +8584,6 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
             (st = md_cuda_alloc((void **)&p->d_vcom, 4, sizeof(double), "centre-of-mass velocity")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_pacc, 3, sizeof(md_fixed), "momentum sums")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_done, 1, sizeof(unsigned int), "block counter")) != MD_OK ||
-            (st = md_cuda_alloc((void **)&p->d_noise, 3 * (size_t)n, sizeof(double), "Langevin normals")) != MD_OK ||
-            (st = md_cuda_alloc((void **)&p->d_noise_tag, 2, sizeof(unsigned long long), "normals tag")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_flags, MD_CUDA_FLAG_WORDS, sizeof(unsigned long long), "step flags")) != MD_OK ||
             (st = md_cuda_alloc_pinned((void **)&p->h_flags, MD_CUDA_FLAG_WORDS, sizeof(unsigned long long), "step flags")) != MD_OK ||
             (st = md_cuda_alloc_pinned((void **)&p->h_stage, 6 * (size_t)n + 8, sizeof(double), "step staging")) != MD_OK ||
@@ -8653,7 +8603,6 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
         if (cudaMemset(p->d_vcom, 0, 4 * sizeof(double)) != cudaSuccess ||
             cudaMemset(p->d_pacc, 0, 3 * sizeof(md_fixed)) != cudaSuccess ||
             cudaMemset(p->d_done, 0, sizeof(unsigned int)) != cudaSuccess ||
-            cudaMemset(p->d_noise_tag, 0xff, 2 * sizeof(unsigned long long)) != cudaSuccess || /* no step yet */
             cudaMemset(p->d_flags, 0, MD_CUDA_FLAG_WORDS * sizeof(unsigned long long)) != cudaSuccess) {
             st = md_cuda_error(cudaGetLastError(), "cudaMemset(step plan)", __FILE__, __LINE__);
             goto fail;
@@ -9011,9 +8960,7 @@ md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *
             if ((r = md_cuda_pme_enqueue_gather(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride)) != MD_OK)
                 break;
             MD_CUDA_TRY(cudaEventRecord(ev[E_GATHER], ps));
-            if ((r = md__sim_noise_ahead(s)) != MD_OK) break; /* as the step does: hidden behind the nonbonded part */
-            MD_CUDA_TRY(cudaEventRecord(s->ev_join, ps));
-            MD_CUDA_TRY(cudaStreamWaitEvent(st->q.stream, s->ev_join, 0));
+            MD_CUDA_TRY(cudaStreamWaitEvent(st->q.stream, ev[E_GATHER], 0));
         }
         MD_CUDA_TRY(cudaEventRecord(ev[E_END], st->q.stream));
         MD_CUDA_TRY(cudaEventSynchronize(ev[E_END]));

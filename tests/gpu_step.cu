@@ -230,44 +230,26 @@ static void reproducible(void) {
     md_topology t;
     md_lj_table lj;
     md_sim_desc d;
-    md_cuda_sim a, b, c;
-    md_cuda_sim_opts o;
+    md_cuda_sim a, b;
     NEED_GPU();
     MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 4));
     memset(&d, 0, sizeof d);
     d.thermostat = MD_THERMOSTAT_LANGEVIN;
     d.seed = 44;
     if (sanitize) d.nb.cutoff = 0.8;
-    memset(&o, 0, sizeof o);
-    o.inline_noise = 1; /* c: the integrate kernel draws its own normals; a and b draw them ahead */
     MD_CHECK_OK(md_cuda_sim_create(&a, &s, &t, &lj, &d, NULL));
     MD_CHECK_OK(md_cuda_sim_create(&b, &s, &t, &lj, &d, NULL));
-    MD_CHECK_OK(md_cuda_sim_create(&c, &s, &t, &lj, &d, &o));
-    MD_CHECK(a.use_pme); /* the normals are drawn ahead on PME's stream */
     MD_CHECK_OK(md_cuda_sim_enqueue(&a, sanitize ? 10 : 150, 0));
     MD_CHECK_OK(md_cuda_sim_enqueue(&b, sanitize ? 10 : 150, 0));
-    MD_CHECK_OK(md_cuda_sim_enqueue(&c, sanitize ? 10 : 150, 0));
     {
-        std::vector<double> xa(3 * s.n), va(3 * s.n), xb(3 * s.n), vb(3 * s.n), xc(3 * s.n), vc(3 * s.n);
-        unsigned long long tag[2] = {0, 0};
+        std::vector<double> xa(3 * s.n), va(3 * s.n), xb(3 * s.n), vb(3 * s.n);
         MD_CHECK_OK(md_cuda_sim_download(&a, xa.data(), va.data(), NULL));
         MD_CHECK_OK(md_cuda_sim_download(&b, xb.data(), vb.data(), NULL));
-        MD_CHECK_OK(md_cuda_sim_download(&c, xc.data(), vc.data(), NULL));
         MD_CHECK(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0);
         MD_CHECK(memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0);
-        /* normals drawn ahead are the ones the kernel draws itself: the same trajectory, bitwise */
-        MD_CHECKF(memcmp(xa.data(), xc.data(), xa.size() * sizeof(double)) == 0, "positions differ by %g",
-                  max_abs_diff(xa.data(), xc.data(), xa.size()));
-        MD_CHECKF(memcmp(va.data(), vc.data(), va.size() * sizeof(double)) == 0, "velocities differ by %g",
-                  max_abs_diff(va.data(), vc.data(), va.size()));
-        /* and a's were drawn ahead for the step it runs next (not a silent fallback) */
-        MD_CHECK(cudaMemcpy(tag, a.step.d_noise_tag, sizeof tag, cudaMemcpyDeviceToHost) == cudaSuccess);
-        MD_CHECKF(tag[0] == (unsigned long long)(sanitize ? 10 : 150) && tag[1] == 44ull, "normals tag %llu %llu", tag[0],
-                  tag[1]);
     }
     md_cuda_sim_destroy(&a);
     md_cuda_sim_destroy(&b);
-    md_cuda_sim_destroy(&c);
     free_sys(&s, &t, &lj);
 }
 

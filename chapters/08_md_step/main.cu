@@ -5,8 +5,6 @@
  *   cpu_step          md.h's md_sim: the reference (double; OpenMP over the force loops)
  *   gpu_step          md_cuda_sim: the GPU-resident step (cluster-pair nonbonded, PME on its
  *                     own stream overlapping it, one fused integrate kernel)
- *   gpu_inline_noise  the same with the Langevin normals drawn inside the integrate kernel (the
- *                     default draws the next step's on PME's stream, behind the nonbonded kernel)
  *   gpu_serial_pme    the same with PME after the nonbonded kernels (no overlap)
  *   gpu_half_list     the exact half-list nonbonded rung (bitwise the CPU's fixed-point sums)
  *   exercise          your integrate kernel (exercise.cu; NVE)
@@ -183,12 +181,11 @@ static int run_ladder(const ladder_opts *o, int steps) {
     if (!md_cuda_available()) {
         printf("SKIP GPU rows: %s\n", md_last_error());
     } else {
-        static const char *const names[5] = {"gpu_step", "gpu_inline_noise", "gpu_serial_pme", "gpu_half_list",
-                                             "exercise"};
+        static const char *const names[4] = {"gpu_step", "gpu_serial_pme", "gpu_half_list", "exercise"};
         md_cuda_step_profile pr;
         const int reps = o->reps ? o->reps : (o->quick ? 3 : 7);
         int row;
-        for (row = 0; row < 5; row++) {
+        for (row = 0; row < 4; row++) {
             md_cuda_sim g;
             md_cuda_sim_opts go;
             md_sim_desc dd = d;
@@ -200,10 +197,9 @@ static int run_ladder(const ladder_opts *o, int steps) {
                 continue;
             }
             memset(&go, 0, sizeof go);
-            if (row == 1) go.inline_noise = 1;
-            if (row == 2) go.serial_pme = 1;
-            if (row == 3) go.nb_variant = MD_NB_GPU_HALF_LIST;
-            if (row == 4) { /* the exercise integrates NVE without centre-of-mass removal */
+            if (row == 1) go.serial_pme = 1;
+            if (row == 2) go.nb_variant = MD_NB_GPU_HALF_LIST;
+            if (row == 3) { /* the exercise integrates NVE without centre-of-mass removal */
                 dd.thermostat = MD_THERMOSTAT_NONE;
                 dd.com_removal = -1;
             }
@@ -212,7 +208,7 @@ static int run_ladder(const ladder_opts *o, int steps) {
                 free(x);
                 continue;
             }
-            if (row == 4) {
+            if (row == 3) {
                 md_sim cc;
                 if (cudaMalloc(&xn, 3 * (size_t)s.n * sizeof(double)) != cudaSuccess ||
                     md_sim_create(&cc, &s, &t, &lj, &dd) != MD_OK || md_sim_step(&cc, CHECK_STEPS) != MD_OK) {
@@ -234,7 +230,7 @@ static int run_ladder(const ladder_opts *o, int steps) {
                 ladder_row_error(&l, names[row], md_last_error());
             } else {
                 for (k = 0; k < 3 * s.n; k++) err = fmax(err, fabs(x[k] - x_ref[k]));
-                if (err <= 2e-4 && (st = time_gpu(&g, steps, reps, row == 4, xn, &sps)) != MD_OK)
+                if (err <= 2e-4 && (st = time_gpu(&g, steps, reps, row == 3, xn, &sps)) != MD_OK)
                     ladder_row_error(&l, names[row], md_last_error());
                 else {
                     ladder_row(&l, names[row], s.n, err <= 2e-4 ? sps : -1.0, s.n, NAN, err, 2e-4);
