@@ -1095,10 +1095,12 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  split among md_cuda_nb_plan::search_slices warps (cell k of its range to warp k mod
  *  slices), each making its own entries and work items: slices = round(SMs x this /
  *  super-clusters), 1 to 9. Measured on an H100 (chapters 06 and 08, TIP3P): 1 / 4 / 9 slices
- *  built the 23,568-atom list in 201 / 108 / 104 us and ran the chapter-08 step in 288 / 239 /
- *  229 us, but at 95,766 atoms more slices slowed the pair kernel (378 / 411 / 462 us: more,
- *  shorter work items), hence a target rather than a constant. */
-#define MD_CUDA_NB_SEARCH_WARPS 12
+ *  built the 23,568-atom list in 201 / 108 / 104 us, but at 95,766 atoms more slices slow the
+ *  pair kernel (297 / 314 / 334 us for 1 / 4 / 8: more, shorter work items), hence a target
+ *  rather than a constant. The chapter-08 step (bench/race.sh's settings, 1000 steps) with
+ *  targets 12 / 24 / 48 / 96: 219 / 209 us at 23,568 atoms (4 / 9 slices; 48 and 96 also give
+ *  9), 691 / 641 / 648 / 676 us at 95,766 (1 / 2 / 4 / 8 slices), so 24. */
+#define MD_CUDA_NB_SEARCH_WARPS 24
 #endif
 /** @brief Degree of the polynomials of the cluster rungs' Ewald kernel (md_cuda_nb_fast). */
 #define MD_CUDA_NB_EWALD_DEGREE 11
