@@ -5571,17 +5571,54 @@ struct md__nb_search_args {
     float rlist;
 };
 
+/** @cond INTERNAL */
+/* Bytes of shared memory per search block that remember the first sweep's hits (8 bytes each),
+ * shared among its warps: 256 hits per warp at W = 32. */
+#define MD__NB_SEARCH_HIT_BYTES 8192
+/** @endcond */
+
+/* Write entry `pos` of the list: j-cluster cj (first atom jf, jc atoms) with i-cluster mask im and
+ * periodic shift `shift`, its exclusion masks if any. */
+template <int CJ>
+static __device__ __forceinline__ void md__nb_search_emit(const md__nb_search_args &a, const md__nb_sc_data &d, unsigned im,
+                                                          int jf, int jc, unsigned shift, int minimg, int cj,
+                                                          long long pos, long long *computed, int W) {
+    constexpr int S = MD_CUDA_NB_SUPER;
+    unsigned mk[S];
+    int slot = -1;
+    long long *ctl = a.ctl;
+    *computed += (long long)__popc(im) * W;
+    if (md__nb_cand_masks(d, im, jf, jc, a.exn, a.exl, a.stride, CJ, mk)) {
+        slot = (int)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NEXCL], 1ull);
+        if (slot < a.cap_excl) {
+            for (int q = 0; q < S; q++) a.masks[(size_t)slot * S + q] = mk[q];
+        } else {
+            atomicMax(&ctl[MD__NB_CTL_NEED_EXCL], (long long)slot + 1);
+            ctl[MD__NB_CTL_OVF] = 1;
+            md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)slot + 1);
+            slot = -1;
+        }
+    }
+    a.entries[pos] = make_int4(jf, (int)(im | (shift << 8) | ((unsigned)minimg << 13) | ((unsigned)jc << 14) | (im << 17)),
+                               slot, cj);
+}
+
 /* One (virtual) warp of W lanes per super-cluster: the j-clusters within rlist (box to box) of any
  * of its i-clusters, in a fixed order (cells z, y, x, then j-clusters in order), each once, with the
- * half-list rule (md__nb_cand_imask, md__nb_cand_masks). Pass 0 counts, pass 1 writes; the lanes
- * test W candidates at a time and a ballot keeps the order. The last block to finish clears the
- * rebuild flag (unless a capacity overflowed: then the list stays invalid). */
+ * half-list rule (md__nb_cand_imask, md__nb_cand_masks). Pass 0 sweeps the cells and counts, and
+ * keeps the hits (j-cluster, mask, shift) in shared memory; pass 1 writes them from there, or
+ * sweeps again when there were more than the warp's share of MD__NB_SEARCH_HIT_BYTES holds. The
+ * lanes test W candidates at a time and a ballot keeps the order, so both ways write the same list.
+ * The last block to finish clears the rebuild flag (unless a capacity overflowed: then the list
+ * stays invalid). */
 template <int W>
 __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
     constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_BLOCK / W;
     constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
+    constexpr int HITS = MD__NB_SEARCH_HIT_BYTES / 8 / NW;
     const int SL = a.slices;
     __shared__ md__nb_sc_data s_d[NW];
+    __shared__ int2 s_hit[NW][HITS]; /* pass 0's hits: (j-cluster, mask | shift << 8) */
     const int wib = threadIdx.x / W, lane = threadIdx.x % W;
     const int gw = blockIdx.x * NW + wib, vw = gw / SL, slice = gw % SL; /* super-cluster, its share of the cells */
     const unsigned vm = md__vmask<W>();
@@ -5601,6 +5638,18 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_
         minimg = md__nb_sc_reach(d, sc.y, g, reach, kmin, kmax);
         for (pass = 0; pass < 2; pass++) {
             int cnt = 0, nth = 0;
+            if (pass == 1 && total <= HITS) { /* the hits of pass 0, in their order */
+                __syncwarp(vm);
+                for (int h = lane; h < total; h += W) {
+                    const int2 hit = s_hit[wib][h];
+                    const int cj = hit.x;
+                    const int2 at = a.ci[cj / R];
+                    const int jf = at.x + (cj % R) * CJ, jc = min(CJ, at.y - (cj % R) * CJ);
+                    md__nb_search_emit<CJ>(a, d, (unsigned)hit.y & 0xffu, jf, jc, (unsigned)hit.y >> 8, minimg, cj,
+                                           base + h, &computed, W);
+                }
+                cnt = total;
+            } else
             for (int kz = kmin[2]; kz <= kmax[2]; kz++)
                 for (int ky = kmin[1]; ky <= kmax[1]; ky++)
                     for (int kx = kmin[0]; kx <= kmax[0]; kx++) {
@@ -5632,25 +5681,12 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_
                                 }
                             }
                             bal = (__ballot_sync(vm, im != 0) >> lane_base) & WMASK;
-                            if (pass == 1 && im) {
-                                const long long pos = base + cnt + __popc(bal & ((1u << lane) - 1u));
-                                unsigned mk[S];
-                                int slot = -1;
-                                computed += (long long)__popc(im) * W;
-                                if (md__nb_cand_masks(d, im, jf, jc, a.exn, a.exl, a.stride, CJ, mk)) {
-                                    slot = (int)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NEXCL], 1ull);
-                                    if (slot < a.cap_excl) {
-                                        for (int q = 0; q < S; q++) a.masks[(size_t)slot * S + q] = mk[q];
-                                    } else {
-                                        atomicMax(&ctl[MD__NB_CTL_NEED_EXCL], (long long)slot + 1);
-                                        ctl[MD__NB_CTL_OVF] = 1;
-                                        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)slot + 1);
-                                        slot = -1;
-                                    }
-                                }
-                                a.entries[pos] = make_int4(jf, (int)(im | (shift << 8) | ((unsigned)minimg << 13) |
-                                                                     ((unsigned)jc << 14) | (im << 17)),
-                                                           slot, cj);
+                            if (im) {
+                                const int h = cnt + __popc(bal & ((1u << lane) - 1u));
+                                if (pass == 1)
+                                    md__nb_search_emit<CJ>(a, d, im, jf, jc, shift, minimg, cj, base + h, &computed, W);
+                                else if (h < HITS)
+                                    s_hit[wib][h] = make_int2(cj, (int)(im | (shift << 8)));
                             }
                             cnt += __popc(bal);
                         }
