@@ -1086,7 +1086,9 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  expected entries / (1.6 x SMs x this), clamped to 8..64). Measured on an
  *  H100 (chapter 06, TIP3P boxes, pair kernel): 16 gave 51 / 116 / 377 us for 4,050 / 23,568 /
  *  95,766 atoms, 128 gives 33 / 109 / 378 us: small systems need more, smaller items to fill
- *  the GPU (one warp per item; a 4,050-atom box has too few super-clusters otherwise). */
+ *  the GPU (one warp per item; a 4,050-atom box has too few super-clusters otherwise).
+ *  Checked again with the search target of 24 (chapter-08 step, 23,568 / 95,766 atoms): 64 /
+ *  128 / 256 gave 213.7 / 211.2 / 225.7 us and 644.3 / 642.4 / 643.1 us. */
 #define MD_CUDA_NB_ITEM_WARPS 128
 #endif
 #ifndef MD_CUDA_NB_SEARCH_WARPS
