@@ -1319,8 +1319,11 @@ md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, in
  *   spread    every charge onto order^3 points, summed in 64-bit fixed point (scale
  *             MD_CUDA_PME_GRID_SCALE) and then converted to float, so the grid does not depend
  *             on the order of the additions: three rungs,
- *               MD_CUDA_PME_SPREAD_ATOMIC  (scatter) one thread per atom and stencil row,
- *                                          64-bit atomicAdd into a global fixed-point grid;
+ *               MD_CUDA_PME_SPREAD_ATOMIC  (scatter) P x P threads per atom, one per stencil
+ *                                          column (y, z), each adding the P points along x with
+ *                                          64-bit atomicAdd into a global fixed-point grid
+ *                                          (consecutive lanes on consecutive z: a warp's atomic
+ *                                          lands on a few sectors, not on 32 rows);
  *               MD_CUDA_PME_SPREAD_GATHER  atoms binned into bricks of 8^3 points (counting
  *                                          sort), then one thread per grid point sums the
  *                                          atoms whose stencil covers it: no atomics on the
@@ -7112,13 +7115,15 @@ static __device__ __forceinline__ int md__pme_finite(float4 a) {
     return isfinite(a.x) && isfinite(a.y) && isfinite(a.z) && isfinite(a.w);
 }
 
-/* Scatter rung: thread (atom, ix, iy) adds the P points of stencil row (ix, iy). */
+/* Scatter rung: thread (atom, iy, iz) adds the P points (ix, iy, iz), ix = 0..P-1. Consecutive
+ * lanes hold consecutive iz, so each atomic instruction of a warp lands on P-long runs of
+ * adjacent words (a few sectors) instead of 32 rows. */
 template <int P>
 __global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box,
                                              int K0, int K1, int K2, md_fixed *__restrict__ grid, md_fixed *charge,
                                              unsigned long long *flags) {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int atom = (int)(t / (P * P)), r = (int)(t % (P * P)), ix = r / P, iy = r % P;
+    const int atom = (int)(t / (P * P)), r = (int)(t % (P * P)), iy = r / P, iz = r % P;
     md_fixed cq[2] = {0ull, 0ull};
     md_fixed *dst[2] = {charge, charge + 1};
     if (atom < n) {
@@ -7126,23 +7131,20 @@ __global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, in
         if (!md__pme_finite(a)) {
             if (r == 0) md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)atom);
         } else {
-            float w0[P], w1[P], w2[P], d0, d1, d2, c;
-            int b0, b1, b2, gx, gy, iz;
-            md_fixed *row;
+            float w0[P], w1[P], w2[P], d0, d1, d2;
+            int b0, b1, b2, gy, gz, ix;
             md_cuda_pme_locate(a.x, (float)(1.0 / box[0]), K0, &b0, &d0);
             md_cuda_pme_locate(a.y, (float)(1.0 / box[1]), K1, &b1, &d1);
             md_cuda_pme_locate(a.z, (float)(1.0 / box[2]), K2, &b2, &d2);
             md_cuda_pme_bspline<P>(d0, w0, NULL);
             md_cuda_pme_bspline<P>(d1, w1, NULL);
             md_cuda_pme_bspline<P>(d2, w2, NULL);
-            gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
             gy = b1 + iy < K1 ? b1 + iy : b1 + iy - K1;
-            row = grid + ((size_t)gx * K1 + gy) * K2;
-            c = md__fmul(md__fmul(a.w, w0[ix]), w1[iy]);
+            gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
 #pragma unroll
-            for (iz = 0; iz < P; iz++) {
-                int gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
-                atomicAdd(row + gz, md_fixed_from_float(md__fmul(c, w2[iz]), (float)MD_CUDA_PME_GRID_SCALE));
+            for (ix = 0; ix < P; ix++) {
+                const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
+                atomicAdd(grid + ((size_t)gx * K1 + gy) * K2 + gz, md__pme_term(a.w, w0[ix], w1[iy], w2[iz]));
             }
             if (r == 0) {
                 cq[0] = md_fixed_from_float(a.w, (float)MD_FORCE_FIXED_SCALE);
@@ -7315,11 +7317,10 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
         const int i = sorted[a0 + k / (P * P)], r = k % (P * P), ix = r / P, iy = r % P;
         const int4 bb = base[i];
         const float *w = theta + (size_t)i * 3 * P;
-        const float c = md__fmul(md__fmul(xyzq[i].w, w[ix]), w[P + iy]);
+        const float q = xyzq[i].w;
         md_fixed *row = tile + ((bb.x - bx * B + ix) * T + (bb.y - by * B + iy)) * T + (bb.z - bz * B);
 #pragma unroll
-        for (int iz = 0; iz < P; iz++)
-            atomicAdd(row + iz, md_fixed_from_float(md__fmul(c, w[2 * P + iz]), (float)MD_CUDA_PME_GRID_SCALE));
+        for (int iz = 0; iz < P; iz++) atomicAdd(row + iz, md__pme_term(q, w[ix], w[P + iy], w[2 * P + iz]));
     }
     __syncthreads();
     for (k = threadIdx.x; k < T3; k += blockDim.x) {

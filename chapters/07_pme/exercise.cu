@@ -14,8 +14,10 @@
  *      long long) into a second grid and convert it to float afterwards: now the grid is the
  *      same bits on every run, whatever the order;
  *   2. it has too little parallelism: 23,568 atoms are 23,568 threads, a fraction of what an
- *      H100 keeps resident. Give each atom P x P threads, one per stencil row (x, y), each
- *      adding the P points along z (neighbouring addresses);
+ *      H100 keeps resident. Give each atom P x P threads. Which two stencil axes should they
+ *      take? The 32 lanes of a warp issue an atomicAdd together: count the 32-byte sectors one
+ *      instruction touches when each lane walks z along its own row, and when consecutive
+ *      lanes hold consecutive z and each walks x;
  *   3. compare with the gather formulation (MD_CUDA_PME_SPREAD_GATHER): no atomics on the
  *      grid at all, but atoms binned into bricks and every grid point testing the atoms of
  *      up to 27 bricks. Which wins here, and why? What changes with the spline order?

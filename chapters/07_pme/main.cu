@@ -8,7 +8,7 @@
  *   cutoff 0.9 nm (alpha 2.92 / nm, grids 56^3 and 90^3, order 5), each rung checked against
  *   md.h's CPU PME (double) on the same box, stage by stage:
  *     cpu_pme            the reference (timed once)
- *     spread_atomic      64-bit fixed-point atomics, one thread per atom and stencil row
+ *     spread_atomic      64-bit fixed-point atomics, one thread per atom and stencil column (y, z)
  *     spread_gather      atoms binned into 8^3 bricks, one thread per grid point
  *     spread_tiled       binned as spread_gather; per brick, shared-memory atomics into a halo tile
  *     exercise           your spread kernel (exercise.cu)
