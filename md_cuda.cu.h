@@ -329,6 +329,13 @@ typedef struct md_cuda_queue {
  *  pinned mirror. On failure @p q is zeroed. */
 md_status md_cuda_queue_create(md_cuda_queue *q);
 
+/** @brief Give @p q's stream the device's greatest scheduling priority (@p high 1) or the default
+ *  (@p high 0): its kernels are then started first whenever kernels of lower-priority streams
+ *  also wait for SMs (cudaStreamCreateWithPriority). Waits for the queue's work, then replaces
+ *  its stream: call it before anything keeps the old handle (a cuFFT plan, a capture). On error
+ *  @p q is unchanged. */
+md_status md_cuda_queue_prioritize(md_cuda_queue *q, int high);
+
 /** @brief The synchronisation point of a plan: enqueue the copy of the flags block into pinned
  *  memory, wait for the stream, and turn a raised flag into MD_ERR_RANGE with a message naming
  *  @p where, the field and the detail (@p text: MD_CUDA_FLAG_COUNT entries, or NULL for the
@@ -1561,7 +1568,9 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
  *               list rebuild, pair kernel) and the bonded kernel on the state's stream; join.
  *               Both add into one fixed-point force array (order-independent sums, so the
  *               overlap changes no bit). On the steps the nonbonded plan sorts the atoms (it
- *               permutes the state's arrays) PME waits for it.
+ *               permutes the state's arrays) PME waits for it. The state's stream has the
+ *               device's greatest priority (md_cuda_sim_opts::plain_priority 0): when both
+ *               streams have kernels waiting for SMs, the critical path's start first.
  *   energies    only when asked (MD_CUDA_SIM_ENERGY on the last step of an enqueue): the
  *               energy words are zeroed before the forces, the force kernels add their terms,
  *               and the integrate kernel in kinetic mode adds the kinetic energy of
@@ -1698,6 +1707,10 @@ typedef struct md_cuda_sim_opts {
     md_cuda_pme_spread spread;  /**< PME spread rung (default MD_CUDA_PME_SPREAD_ATOMIC) */
     int serial_pme;             /**< 1: PME on the state's stream after the nonbonded kernels (no overlap);
                                      0 (default): concurrent on the PME plan's stream */
+    int plain_priority;         /**< 1: the state's stream at the default priority; 0 (default): at the
+                                     device's greatest (md_cuda_queue_prioritize), so the nonbonded
+                                     kernels and the integrator, the step's critical path, start
+                                     before PME's whenever both wait for SMs */
 } md_cuda_sim_opts;
 
 /** @brief A GPU MD run (see the section's manual): the state, the force plans, the step plan,
@@ -2587,6 +2600,21 @@ void md_cuda_queue_destroy(md_cuda_queue *q) {
     md_cuda_free(q->d_flags);
     md_cuda_free_pinned(q->h_flags);
     memset(q, 0, sizeof *q);
+}
+
+md_status md_cuda_queue_prioritize(md_cuda_queue *q, int high) {
+    int least, greatest;
+    cudaStream_t s;
+    cudaError_t e;
+    if (!q || !q->stream)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_prioritize", 0, "q", "is not made (md_cuda_queue_create)");
+    if ((e = cudaDeviceGetStreamPriorityRange(&least, &greatest)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(q->stream)) != cudaSuccess ||
+        (e = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high ? greatest : least)) != cudaSuccess)
+        return md_cuda_error(e, "md_cuda_queue_prioritize", __FILE__, __LINE__);
+    (void)cudaStreamDestroy(q->stream);
+    q->stream = s;
+    return MD_OK;
 }
 
 md_status md_cuda_queue_create(md_cuda_queue *q) {
@@ -8098,18 +8126,22 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
         for (int j = 0; j < 3 * K; j++)
             if (j < 3 * k) v[j] += A.dt * f[j] * w[j / 3];
         if (A.langevin) {
+            /* The normals first, in a loop kept rolled: one copy of Philox and Box-Muller in the
+             * instruction stream instead of K. The kernel waits on instruction fetch (Nsight
+             * Compute: 8 of 14.7 cycles per instruction); this took it from 41.8 to 38.0 us. */
+            double R[3 * K];
+#pragma unroll 1
+            for (int i = 0; i < k; i++) md_langevin_normals(A.seed, step, atoms[i], R + 3 * i);
             bad |= md__step_vconstrain<K, KIND>(A, c, x, v, w) ? 4 : 0;
 #pragma unroll
             for (int i = 0; i < K; i++) {
                 if (i >= k) break;
-                double R[3];
                 const double sd = sqrt((1.0 - A.vscale * A.vscale) * A.kT * w[i]);
-                md_langevin_normals(A.seed, step, atoms[i], R);
 #pragma unroll
                 for (int a = 0; a < 3; a++) {
                     const int j = 3 * i + a;
                     D[j] = 0.5 * A.dt * v[j];
-                    v[j] = A.vscale * v[j] + sd * R[a];
+                    v[j] = A.vscale * v[j] + sd * R[j];
                     D[j] += 0.5 * A.dt * v[j];
                 }
             }
@@ -8588,6 +8620,7 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
         if ((st = (x)) != MD_OK) goto fail;                                                                            \
     } while (0)
     MD__SIM_TRY(md_cuda_state_create(&g.state, n));
+    if (!g.opts.plain_priority) MD__SIM_TRY(md_cuda_queue_prioritize(&g.state.q, 1));
     MD__SIM_TRY(md_cuda_state_upload(&g.state, sys, t, lj));
     g.step.stride = g.state.stride;
     MD__SIM_TRY(md_cuda_nb_plan_create(&g.nb, &g.state, v, &g.desc.nb, &g.opts.nb));
