@@ -416,6 +416,37 @@ static void queue_flags_and_sync(void) {
     MD_CHECK_ERROR(md_cuda_queue_sync(&z, "test", NULL), MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create");
 }
 
+/* md_cuda_queue_prioritize: high 1 gives the stream the device's greatest priority and high 0 the
+ * least (the default), each time a new non-blocking stream that runs work (a raise batch syncs
+ * clean with its output written); a queue not made is refused naming the call that makes it. */
+static void queue_prioritize_sets_stream_priority(void) {
+    md_cuda_queue q, z;
+    int least = 0, greatest = 0, prio = 12345, k, h[256];
+    unsigned int sflags = 0;
+    int *d_out = NULL;
+    NEED_GPU();
+    MD_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
+    MD_CHECK_OK(md_cuda_queue_create(&q));
+    MD_CHECK(cudaMalloc((void **)&d_out, sizeof h) == cudaSuccess);
+    for (k = 0; k < 2; k++) {
+        const int high = k == 0;
+        MD_CHECK_OK(md_cuda_queue_prioritize(&q, high));
+        MD_CHECK(cudaStreamGetPriority(q.stream, &prio) == cudaSuccess);
+        MD_CHECKF(prio == (high ? greatest : least), "priority %d, want %d", prio, high ? greatest : least);
+        MD_CHECK(cudaStreamGetFlags(q.stream, &sflags) == cudaSuccess && sflags == cudaStreamNonBlocking);
+        MD_CHECK(cudaMemset(d_out, 0xff, sizeof h) == cudaSuccess);
+        MD_CHECK_OK(enqueue_raise(&q, 0, d_out, 256));
+        MD_CHECK_OK(md_cuda_queue_sync(&q, "test", NULL));
+        MD_CHECK(cudaMemcpy(h, d_out, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (int i = 0; i < 256; i++) MD_CHECKF(h[i] == i, "out[%d] = %d", i, h[i]);
+    }
+    MD_CHECK(cudaFree(d_out) == cudaSuccess);
+    md_cuda_queue_destroy(&q);
+    memset(&z, 0, sizeof z);
+    MD_CHECK_ERROR(md_cuda_queue_prioritize(&z, 1), MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create");
+    MD_CHECK_ERROR(md_cuda_queue_prioritize(NULL, 0), MD_ERR_INVALID_ARGUMENT, "md_cuda_queue_create");
+}
+
 /* Check v is finite and > 0; at full effort also lo <= v <= hi. */
 #define CHECK_RANGE(v, lo, hi)                                                                     \
     do {                                                                                           \
@@ -549,6 +580,7 @@ int main(void) {
     MD_RUN(kernel_registry_table);
     MD_RUN(launch_registers_runs_and_checks);
     MD_RUN(queue_flags_and_sync);
+    MD_RUN(queue_prioritize_sets_stream_priority);
     MD_RUN(device_info_is_sane);
     MD_RUN(poison_makes_every_float_nan);
     MD_RUN(timer_measures_a_known_kernel);

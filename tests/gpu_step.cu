@@ -16,8 +16,9 @@
  *     1e-10 relative (the card asks 1e-6); the same noise (the Philox stream is shared).
  *   - flexible_step_vs_cpu: methanol + water from a PSF (bonds, angles, SHAKE clusters, free
  *     atoms, SETTLE): the same comparison (10 steps of 1 fs), SHAKE constraints within 1e-9.
- *   - reproducible: two runs with the same seed, 60 Langevin steps with the cluster rung and
- *     PME overlapped: positions and velocities bitwise equal.
+ *   - reproducible: two runs with the same seed, 150 Langevin steps with the cluster rung and
+ *     PME overlapped, one with the state's stream at the greatest priority (the default), one
+ *     at the default priority (plain_priority): positions and velocities bitwise equal.
  *   - restart_bitwise: a checkpoint after 30 steps restored into a new run continues bit for
  *     bit (MD_NB_GPU_HALF_LIST: an exact rung, whose forces do not depend on the atom order
  *     the sort leaves; the cluster rungs' float sums do).
@@ -230,15 +231,24 @@ static void reproducible(void) {
     md_topology t;
     md_lj_table lj;
     md_sim_desc d;
+    md_cuda_sim_opts o;
     md_cuda_sim a, b;
+    int least = 0, greatest = 0, pa = 1, pb = 1;
     NEED_GPU();
     MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 4));
     memset(&d, 0, sizeof d);
     d.thermostat = MD_THERMOSTAT_LANGEVIN;
     d.seed = 44;
     if (sanitize) d.nb.cutoff = 0.8;
+    /* b's state stream at the default priority: the overlap of PME and nonbonded kernels then
+     * runs in another order, and the trajectory must still be the same bits */
+    memset(&o, 0, sizeof o);
+    o.plain_priority = 1;
     MD_CHECK_OK(md_cuda_sim_create(&a, &s, &t, &lj, &d, NULL));
-    MD_CHECK_OK(md_cuda_sim_create(&b, &s, &t, &lj, &d, NULL));
+    MD_CHECK_OK(md_cuda_sim_create(&b, &s, &t, &lj, &d, &o));
+    MD_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
+    MD_CHECK(cudaStreamGetPriority(a.state.q.stream, &pa) == cudaSuccess && pa == greatest);
+    MD_CHECK(cudaStreamGetPriority(b.state.q.stream, &pb) == cudaSuccess && pb == least);
     MD_CHECK_OK(md_cuda_sim_enqueue(&a, sanitize ? 10 : 150, 0));
     MD_CHECK_OK(md_cuda_sim_enqueue(&b, sanitize ? 10 : 150, 0));
     {
