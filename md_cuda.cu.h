@@ -74,7 +74,7 @@
  *             restore/barostat/profile/destroy: the GPU-resident MD step (integrate +
  *             SETTLE/SHAKE + Langevin in one kernel, nonbonded and PME on two streams);
  *             md_cuda_bonded_plan: harmonic bonds and angles
- *   graph     md_cuda_graph_capture, md_cuda_graph_walk, the comparator registry
+ *   graph     md_cuda_graph_capture, md_cuda_graph_instantiate, md_cuda_graph_walk, the comparator registry
  *             (md_cuda_graph_register, MD_CUDA_GRAPH_RULES, md_cuda_graph_rules),
  *             md_cuda_graph_compare, md_cuda_graph_cache_capture/launch/destroy,
  *             md_cuda_graph_family, md_cuda_graph_kernel_diff, md_cuda_graph_exec_set_kernels,
@@ -1954,6 +1954,13 @@ md_status md_cuda_graph_family(const void *func, const char *family);
  *  status is @p enqueue's or the capture's. @p stream must not be the legacy default stream. The
  *  caller destroys the graph (cudaGraphDestroy). */
 md_status md_cuda_graph_capture(cudaStream_t stream, md_cuda_bench_fn enqueue, void *ctx, cudaGraph_t *graph);
+
+/** @brief Instantiate @p g and upload it on @p stream. With cudaGraphInstantiateFlagUseNodePriority:
+ *  each kernel node runs at the priority its stream had when it was captured (the MD step's state
+ *  stream high, PME's default: md_cuda_queue_prioritize), not at the priority of the stream the
+ *  graph is launched into, which would otherwise apply to every node. On failure *@p exec is
+ *  NULL. */
+md_status md_cuda_graph_instantiate(cudaGraph_t g, cudaStream_t stream, cudaGraphExec_t *exec);
 
 /** @brief One node as md_cuda_graph_walk shows it. The argument pointers point into the graph's
  *  own storage: valid during the visit only. */
@@ -8128,7 +8135,9 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
         if (A.langevin) {
             /* The normals first, in a loop kept rolled: one copy of Philox and Box-Muller in the
              * instruction stream instead of K. The kernel waits on instruction fetch (Nsight
-             * Compute: 8 of 14.7 cycles per instruction); this took it from 41.8 to 38.0 us. */
+             * Compute: 8 of 14.7 cycles per instruction); measured on an H100, 41.8 -> 38.0 us
+             * under Nsight Compute's locked clocks, 29.4 -> 29.3 us in chapter 08's breakdown at
+             * full clock: a gain only where instruction fetch is slower. */
             double R[3 * K];
 #pragma unroll 1
             for (int i = 0; i < k; i++) md_langevin_normals(A.seed, step, atoms[i], R + 3 * i);
@@ -9862,10 +9871,12 @@ md_status md_cuda_graph_exec_set_kernels(cudaGraphExec_t exec, const cudaGraphNo
 
 /* ---- the cache ---- */
 
-static md_status md__graph_instantiate(cudaGraph_t g, cudaStream_t stream, cudaGraphExec_t *exec) {
+md_status md_cuda_graph_instantiate(cudaGraph_t g, cudaStream_t stream, cudaGraphExec_t *exec) {
     cudaError_t e;
+    if (!g || !exec)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_graph_instantiate", 0, "g/exec", "is NULL");
     *exec = NULL;
-    if ((e = cudaGraphInstantiate(exec, g, 0)) != cudaSuccess) {
+    if ((e = cudaGraphInstantiate(exec, g, cudaGraphInstantiateFlagUseNodePriority)) != cudaSuccess) {
         *exec = NULL;
         return md_cuda_error(e, "cudaGraphInstantiate", __FILE__, __LINE__);
     }
@@ -9938,7 +9949,7 @@ md_status md_cuda_graph_cache_capture(md_cuda_graph_cache *c, cudaStream_t strea
         snprintf(c->last.reason, sizeof c->last.reason, "%s",
                  c->exec ? "policy: every capture is instantiated anew" : "first capture");
     }
-    if ((st = md__graph_instantiate(g, stream, &exec)) != MD_OK) goto fail;
+    if ((st = md_cuda_graph_instantiate(g, stream, &exec)) != MD_OK) goto fail;
     c->instantiations++;
     md__graph_cache_keep(c, g, sb, exec);
     return MD_OK;

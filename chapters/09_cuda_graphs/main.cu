@@ -249,8 +249,7 @@ static md_status runner_setup(runner *r, sim *m, int rung, int K) {
                 }
             md_clear_error();
             if (r->owner[k] == k) {
-                MD_CUDA_TRY(cudaGraphInstantiate(&r->exec[k], r->g[k], 0));
-                MD_CUDA_TRY(cudaGraphUpload(r->exec[k], s));
+                if ((st = md_cuda_graph_instantiate(r->g[k], s, &r->exec[k])) != MD_OK) return st;
                 r->holds[k] = k;
                 r->nexec++;
             }
