@@ -253,12 +253,12 @@ static void benches_and_chapters_use_public_api(void) {
     closedir(top);
     for (d = 0; d < ndirs; d++) {
         DIR *dir = opendir(dirs[d]);
-        if (!dir) MD_SKIP("%s not found: run from the repository root", dirs[d]);
+        if (!dir) MD_SKIP("%.255s not found: run from the repository root", dirs[d]);
         while ((e = readdir(dir))) {
             const char *dot = strrchr(e->d_name, '.');
             int k;
             if (!dot || (strcmp(dot, ".cu") && strcmp(dot, ".c") && strcmp(dot, ".h"))) continue;
-            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+            snprintf(path, sizeof path, "%.255s/%.255s", dirs[d], e->d_name);
             if ((k = private_uses(path)) > 0) bad += k;
             if (k >= 0) files++;
         }
