@@ -6214,8 +6214,9 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * registers (one per i-cluster) until the item ends. FLAGS: 1 energy, 2 virial, 4 count pairs in
  * the cutoff. SMEM: LJ table in shared memory (else read through L1). The first launch after a
  * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. At least 8
- * blocks per SM: 64 registers instead of the 80 nvcc picks on its own (no spills), 32 warps per
- * SM instead of 24 for a latency-bound kernel. Measured on an H100: pair kernel 96.7 -> 95.4 us,
+ * blocks per SM: 64 registers instead of the 80 nvcc picks on its own, 32 warps per SM instead
+ * of 24 for a latency-bound kernel, at the price of a few spills (ptxas -v, W 32: 68 bytes
+ * stored and 252 loaded per thread force-only, 292 / 584 with energy and virial). Measured on an H100: pair kernel 96.7 -> 95.4 us,
  * chapter-08 step 204-206 -> 200 us (23,568 atoms) and 644 -> 626 us (95,766). */
 template <int W, int FLAGS, int SMEM>
 __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK, 8) md__nb_cluster_kernel(md__nb_cluster_args a) {
@@ -8136,8 +8137,8 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
             /* The normals first, in a loop kept rolled: one copy of Philox and Box-Muller in the
              * instruction stream instead of K. The kernel waits on instruction fetch (Nsight
              * Compute: 8 of 14.7 cycles per instruction); measured on an H100, 41.8 -> 38.0 us
-             * under Nsight Compute's locked clocks, 29.4 -> 29.3 us in chapter 08's breakdown at
-             * full clock: a gain only where instruction fetch is slower. */
+             * under Nsight Compute's locked clocks, and no change of the step beyond its noise at
+             * full clock (chapter 08's --race, same session). */
             double R[3 * K];
 #pragma unroll 1
             for (int i = 0; i < k; i++) md_langevin_normals(A.seed, step, atoms[i], R + 3 * i);
