@@ -1554,8 +1554,10 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
  * chapter 06's nonbonded plan, chapter 07's PME plan and a bonded plan, all adding into the MD
  * state's fixed-point SoA force array. One step, as enqueued by md_cuda_sim_enqueue:
  *
- *   integrate   ONE kernel, one thread per unit: a rigid water (SETTLE), a cluster of atoms
- *               joined by constraints (SHAKE / RATTLE in the thread), or a free atom. Per atom:
+ *   integrate   ONE kernel: a rigid water on three lanes of a warp (one atom each, SETTLE
+ *               solved in all three on the atoms they exchange by shuffles), a cluster of atoms
+ *               joined by constraints on one thread (SHAKE / RATTLE), a free atom on one
+ *               thread. Per atom:
  *               subtract the centre-of-mass velocity of the previous step, kick with F(x) read
  *               from the fixed-point forces (then zero them for the next evaluation), the
  *               Langevin part, drift, constrain, the velocity correction, the runaway and NaN
@@ -8073,21 +8075,18 @@ static __device__ int md__step_rattle(const md__step_args &A, int c, const doubl
     return 1;
 }
 
-/* Velocity constraints of a unit: KIND 0 a water (SETTLE), 1 a cluster (RATTLE), 2 none. */
+/* Velocity constraints of a unit: KIND 1 a cluster (RATTLE), 2 none (waters: md__step_water3). */
 template <int K, int KIND>
 static __device__ __forceinline__ int md__step_vconstrain(const md__step_args &A, int c, const double *x, double *v,
                                                           const double *w) {
-    if (KIND == 0) {
-        const double m[3] = {A.mo, A.mh, A.mh};
-        return md_settle_velocities(x, v, m);
-    }
     if (KIND == 1) return md__step_rattle<K>(A, c, x, v, w);
     return 0;
 }
 
-/* One unit of K slots (k atoms used; k == K for waters and free atoms): the whole step, or only
- * its kinetic energy (A.kinetic_only). Accumulates the momentum into P and the kinetic energy
- * into ke; returns the error bits (1 runaway, 2 non-finite, 4 constraints failed). */
+/* One unit of K slots (k atoms used; k == K for free atoms): a SHAKE cluster (KIND 1) or a free
+ * atom (KIND 2); the whole step, or only its kinetic energy (A.kinetic_only). Accumulates the
+ * momentum into P and the kinetic energy into ke; returns the error bits (1 runaway, 2
+ * non-finite, 4 constraints failed). */
 template <int K, int KIND>
 static __device__ __forceinline__ int md__step_unit(const md__step_args &A, const int *atoms, int k, int c, long long step,
                                                     const double box[3], const double vc[3], double P[3], double *ke) {
@@ -8163,7 +8162,6 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
 #pragma unroll
         for (int j = 0; j < 3 * K; j++)
             if (j < 3 * k) xn[j] = x[j] + D[j];
-        if (KIND == 0) bad |= md_settle_water(x, xn, A.mo, A.mh, A.doh, A.dhh) ? 4 : 0;
         if (KIND == 1) bad |= md__step_shake<K>(A, c, x, xn, w) ? 4 : 0;
 #pragma unroll
         for (int i = 0; i < K; i++) {
@@ -8198,20 +8196,137 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
     return bad;
 }
 
-/* One thread per unit (waters, then clusters, then free atoms); see the section's manual. */
+/** @cond INTERNAL */
+#define MD__STEP_WPW 10 /* waters per warp in the integrate kernel: three lanes each, lanes 30, 31 idle */
+/** @endcond */
+
+/* The nine doubles a[3] of the three lanes base, base + 1, base + 2 (every lane of the warp calls). */
+static __device__ __forceinline__ void md__step_gather9(const double a[3], int base, double out[9]) {
+#pragma unroll
+    for (int i = 0; i < 3; i++)
+#pragma unroll
+        for (int c = 0; c < 3; c++) out[3 * i + c] = __shfl_sync(0xffffffffu, a[c], base + i);
+}
+
+/* One water on three lanes: lane base + r holds atom r (O, H1, H2). The per-atom work (loads,
+ * kick, Langevin normals, the new positions' bookkeeping, stores) is each lane's own; SETTLE
+ * (positions and velocities) needs the three atoms, so each lane gathers them with shuffles
+ * and solves the same water (the same instructions on the same inputs: the same bits in the
+ * three lanes, and those of the one-thread-per-water loop this replaces). Three lanes instead
+ * of one cut the chain a warp runs (the kernel waits on instruction fetch, not on arithmetic).
+ * act 0: a lane with no water, which still takes part in the shuffles. Every lane of the warp
+ * calls it. Returns the error bits of md__step_unit, for this lane's atom and the water. */
+static __device__ int md__step_water3(const md__step_args &A, int act, int at, int r, int base, long long step,
+                                      const double box[3], const double vc[3], double P[3], double *ke) {
+    const double m[3] = {A.mo, A.mh, A.mh};
+    double xo[3], vo[3], fo[3], org[3], x[9], y[9], D[3], w = 1.0;
+    int slot = 0, bad = 0, a;
+#pragma unroll
+    for (a = 0; a < 3; a++) xo[a] = vo[a] = fo[a] = 0.0;
+    if (act) {
+        slot = A.rank ? A.rank[at] : at;
+        w = A.inv_mass[at];
+#pragma unroll
+        for (a = 0; a < 3; a++) {
+            vo[a] = A.v[3 * (size_t)at + a] - vc[a];
+            fo[a] = md_fixed_to_double(A.force[(size_t)a * A.stride + slot], MD_FORCE_FIXED_SCALE);
+            xo[a] = A.x[3 * (size_t)at + a];
+        }
+    }
+#pragma unroll
+    for (a = 0; a < 3; a++) { /* relative to the oxygen, minimum image */
+        double d;
+        org[a] = __shfl_sync(0xffffffffu, xo[a], base);
+        d = xo[a] - org[a];
+        xo[a] = d - box[a] * rint(d / box[a]);
+    }
+    md__step_gather9(xo, base, x);
+    if (A.ekin) { /* kinetic energy at time t: v + dt/2 F/m, constrained */
+        double u[3];
+#pragma unroll
+        for (a = 0; a < 3; a++) u[a] = vo[a] + 0.5 * A.dt * fo[a] * w;
+        md__step_gather9(u, base, y);
+        bad |= md_settle_velocities(x, y, m) ? 4 : 0;
+        if (act)
+#pragma unroll
+            for (a = 0; a < 3; a++) *ke += 0.5 * y[3 * r + a] * y[3 * r + a] / w;
+    }
+    if (A.kinetic_only) return act ? bad : 0;
+#pragma unroll
+    for (a = 0; a < 3; a++) vo[a] += A.dt * fo[a] * w;
+    if (A.langevin) {
+        double R[3];
+        const double sd = sqrt((1.0 - A.vscale * A.vscale) * A.kT * w);
+        md__step_gather9(vo, base, y);
+        bad |= md_settle_velocities(x, y, m) ? 4 : 0;
+        md_langevin_normals(A.seed, step, act ? at : 0, R);
+#pragma unroll
+        for (a = 0; a < 3; a++) {
+            vo[a] = y[3 * r + a];
+            D[a] = 0.5 * A.dt * vo[a];
+            vo[a] = A.vscale * vo[a] + sd * R[a];
+            D[a] += 0.5 * A.dt * vo[a];
+        }
+    } else {
+#pragma unroll
+        for (a = 0; a < 3; a++) D[a] = A.dt * vo[a];
+    }
+    {
+        double xn[3];
+#pragma unroll
+        for (a = 0; a < 3; a++) xn[a] = xo[a] + D[a];
+        md__step_gather9(xn, base, y);
+    }
+    bad |= md_settle_water(x, y, A.mo, A.mh, A.doh, A.dhh) ? 4 : 0;
+    if (act) {
+        double m2 = 0.0, wr[3];
+        float4 q;
+#pragma unroll
+        for (a = 0; a < 3; a++) {
+            const double dc = y[3 * r + a] - xo[a];
+            vo[a] += (dc - D[a]) / A.dt;
+            m2 += dc * dc;
+            wr[a] = org[a] + y[3 * r + a];
+            A.x[3 * (size_t)at + a] = wr[a];
+            A.v[3 * (size_t)at + a] = vo[a];
+            P[a] += vo[a] / w;
+        }
+        if (!(m2 <= A.maxd2)) bad |= 1;
+        if (!isfinite(m2) || !isfinite(vo[0] + vo[1] + vo[2])) bad |= 2;
+        q = A.xyzq[slot]; /* the previous mirror: move it continuously (md_cuda_mirror_coord) */
+        q.x = md_cuda_mirror_coord(wr[0], q.x, box[0]);
+        q.y = md_cuda_mirror_coord(wr[1], q.y, box[1]);
+        q.z = md_cuda_mirror_coord(wr[2], q.z, box[2]);
+        q.w = A.charge[at];
+        A.xyzq[slot] = q;
+        A.vel[slot] = make_float4((float)vo[0], (float)vo[1], (float)vo[2], (float)w);
+#pragma unroll
+        for (a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot] = 0;
+    }
+    return act ? bad : 0;
+}
+
+/* Warps [0, ceil(nwater / MD__STEP_WPW)) take the waters, three lanes each (md__step_water3);
+ * the threads after them one unit each: clusters, then free atoms; see the section's manual. */
 __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(md__step_args A) {
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    const int g = blockIdx.x * blockDim.x + threadIdx.x, warp = g >> 5, lane = g & 31;
+    const int wwarps = (A.nwater + MD__STEP_WPW - 1) / MD__STEP_WPW;
+    const int u = A.nwater + (g - 32 * wwarps); /* a non-water unit (threads after the water warps) */
     const long long step = *A.step;
     double box[3], vc[3] = {0.0, 0.0, 0.0}, P[3] = {0.0, 0.0, 0.0}, ke = 0.0;
     int bad = 0, first = 0;
     for (int a = 0; a < 3; a++) box[a] = A.box[a];
     if (A.com)
         for (int a = 0; a < 3; a++) vc[a] = A.vcom[a];
-    if (u < A.nwater) {
-        const int4 w4 = A.water[u];
-        const int atoms[3] = {w4.x, w4.y, w4.z};
+    if (warp < wwarps) { /* uniform over the warp: the shuffles need every lane */
+        const int q = lane / 3, r = lane - 3 * q, wi = warp * MD__STEP_WPW + q;
+        const int act = q < MD__STEP_WPW && wi < A.nwater;
+        const int4 w4 = act ? A.water[wi] : make_int4(0, 0, 0, 0);
+        bad = md__step_water3(A, act, r == 0 ? w4.x : (r == 1 ? w4.y : w4.z), r, 3 * q, step, box, vc, P, &ke);
+        /* the water's error bits to its first lane, which reports them as one thread per water did */
+        bad |= __shfl_down_sync(0xffffffffu, bad, 1) | __shfl_down_sync(0xffffffffu, bad, 2);
+        if (r != 0) bad = 0;
         first = w4.x;
-        bad = md__step_unit<3, 0>(A, atoms, 3, 0, step, box, vc, P, &ke);
     } else if (u < A.nwater + A.ncluster) {
         const int c = u - A.nwater, k = A.cstart[c + 1] - A.cstart[c];
         int atoms[MD_CUDA_STEP_MAX_CLUSTER];
@@ -8563,10 +8678,18 @@ static md_status md__sim_forces(md_cuda_sim *s, int energy) {
     return MD_OK;
 }
 
+/* Blocks of the integrate kernel: the water warps (MD__STEP_WPW waters each), then a thread per
+ * other unit. */
+static int md__step_blocks(const md_cuda_step_plan *p) {
+    const long long threads = 32ll * ((p->nwater + MD__STEP_WPW - 1) / MD__STEP_WPW) + p->ncluster + p->nsingle;
+    const int blocks = (int)((threads + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK);
+    return blocks > 0 ? blocks : 1;
+}
+
 /* The kinetic energy of the current state (the integrate kernel in kinetic mode). */
 static md_status md__sim_kinetic(md_cuda_sim *s) {
     md__step_args A = md__step_args_make(s);
-    const int blocks = (s->step.nunit + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK;
+    const int blocks = md__step_blocks(&s->step);
     A.ekin = &s->state.d_energy[MD_CUDA_E_KINETIC];
     A.kinetic_only = 1;
     MD_CUDA_LAUNCH(md__step_integrate_kernel, blocks > 0 ? blocks : 1, MD_CUDA_STEP_BLOCK, 0, s->state.q.stream, A);
@@ -8724,7 +8847,7 @@ md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what) {
     if (!s || !s->step.d_x) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "s", "is not made (md_cuda_sim_create)");
     if (nsteps < 0) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nsteps", "must be >= 0 (got %d)", nsteps);
     A = md__step_args_make(s);
-    blocks = (s->step.nunit + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK;
+    blocks = md__step_blocks(&s->step);
     if (blocks < 1) blocks = 1;
     for (k = 0; k < nsteps; k++) {
         const int energy = (what & MD_CUDA_SIM_ENERGY) && k == nsteps - 1;
@@ -9012,7 +9135,7 @@ md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *
     MD_CUDA_TRY(cudaEventCreate(&t0));
     MD_CUDA_TRY(cudaEventCreate(&t1));
     A = md__step_args_make(s);
-    blocks = (s->step.nunit + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK;
+    blocks = md__step_blocks(&s->step);
     if (blocks < 1) blocks = 1;
     /* part by part: every part on the state's stream, PME stage by stage on its stream after the rest */
     MD_CUDA_TRY(cudaEventRecord(t0, st->q.stream));
