@@ -2428,12 +2428,14 @@ MD_HOSTDEV static inline int md_settle_water(const double ref[9], double x[9], d
     ey[0] = ez[1] * ex[2] - ez[2] * ex[1];
     ey[1] = ez[2] * ex[0] - ez[0] * ex[2];
     ey[2] = ez[0] * ex[1] - ez[1] * ex[0];
-    n = sqrt(ex[0] * ex[0] + ex[1] * ex[1] + ex[2] * ex[2]);
-    for (k = 0; k < 3; k++) ex[k] /= n;
-    n = sqrt(ey[0] * ey[0] + ey[1] * ey[1] + ey[2] * ey[2]);
-    for (k = 0; k < 3; k++) ey[k] /= n;
-    n = sqrt(ez[0] * ez[0] + ez[1] * ez[1] + ez[2] * ez[2]);
-    for (k = 0; k < 3; k++) ez[k] /= n;
+    /* unit vectors by one reciprocal each and products: a double division is a long inlined
+     * sequence on the device, and the integrate kernel is a latency-bound chain of them */
+    n = 1.0 / sqrt(ex[0] * ex[0] + ex[1] * ex[1] + ex[2] * ex[2]);
+    for (k = 0; k < 3; k++) ex[k] *= n;
+    n = 1.0 / sqrt(ey[0] * ey[0] + ey[1] * ey[1] + ey[2] * ey[2]);
+    for (k = 0; k < 3; k++) ey[k] *= n;
+    n = 1.0 / sqrt(ez[0] * ez[0] + ez[1] * ez[1] + ez[2] * ez[2]);
+    for (k = 0; k < 3; k++) ez[k] *= n;
     /* coordinates in that frame */
     xb0 = ex[0] * b0[0] + ex[1] * b0[1] + ex[2] * b0[2];
     yb0 = ey[0] * b0[0] + ey[1] * b0[1] + ey[2] * b0[2];
@@ -2505,8 +2507,8 @@ MD_HOSTDEV static inline int md_settle_velocities(const double x[9], double v[9]
             e[p][k] = x[3 * ib[p] + k] - x[3 * ia[p] + k];
             s += e[p][k] * e[p][k];
         }
-        s = sqrt(s);
-        for (k = 0; k < 3; k++) e[p][k] /= s;
+        s = 1.0 / sqrt(s); /* one division per bond, then products (fewer device instructions) */
+        for (k = 0; k < 3; k++) e[p][k] *= s;
         /* relative velocity along the bond */
         r[p] = 0.0;
         for (k = 0; k < 3; k++) r[p] += (v[3 * ib[p] + k] - v[3 * ia[p] + k]) * e[p][k];
@@ -2525,13 +2527,14 @@ MD_HOSTDEV static inline int md_settle_velocities(const double x[9], double v[9]
     det = A[0][0] * (A[1][1] * A[2][2] - A[1][2] * A[2][1]) - A[0][1] * (A[1][0] * A[2][2] - A[1][2] * A[2][0]) +
           A[0][2] * (A[1][0] * A[2][1] - A[1][1] * A[2][0]);
     if (!(fabs(det) > 1e-300)) return 1;
+    det = 1.0 / det; /* one division: the three below are products */
     for (q = 0; q < 3; q++) {
         double B[3][3], d;
         for (p = 0; p < 3; p++)
             for (k = 0; k < 3; k++) B[p][k] = k == q ? -r[p] : A[p][k];
         d = B[0][0] * (B[1][1] * B[2][2] - B[1][2] * B[2][1]) - B[0][1] * (B[1][0] * B[2][2] - B[1][2] * B[2][0]) +
             B[0][2] * (B[1][0] * B[2][1] - B[1][1] * B[2][0]);
-        lam[q] = d / det;
+        lam[q] = d * det;
     }
     for (q = 0; q < 3; q++)
         for (k = 0; k < 3; k++) {

@@ -1448,7 +1448,8 @@ md_status md_cuda_pme_enqueue_forward(md_cuda_pme_plan *p);
 /** @brief Stage 3, solve: multiply p->d_complex by the influence function for @p d_box and ADD
  *  the reciprocal energy (with the background of the charge sum of the last spread) to
  *  @p d_energy (one md_fixed, MD_ENERGY_FIXED_SCALE) and the virial to @p d_virial (9 md_fixed,
- *  or NULL: not computed). */
+ *  or NULL: not computed). @p d_energy NULL: forces only, neither energy nor virial is summed
+ *  (an MD step that reports no energy; the grid it leaves is the same bits either way). */
 md_status md_cuda_pme_enqueue_solve(md_cuda_pme_plan *p, const double *d_box, md_fixed *d_energy, md_fixed *d_virial);
 
 /** @brief Stage 4, backward: cufftExecC2R of p->d_complex into p->d_real (the potential). */
@@ -1462,7 +1463,7 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
 
 /** @brief The five stages with the plan's spread rung: ADDS the reciprocal forces to @p d_force
  *  (SoA, see md_cuda_pme_enqueue_gather), the energy to @p d_energy_recip and the virial to
- *  @p d_virial (NULL: none). Launches, cuFFT executions and memsets on the plan's stream only:
+ *  @p d_virial (NULL: none; @p d_energy_recip NULL: forces only, see md_cuda_pme_enqueue_solve). Launches, cuFFT executions and memsets on the plan's stream only:
  *  capturable into a CUDA graph. The caller's buffers are the MD state's (the nonbonded and
  *  PME forces add into one fixed-point array). */
 md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
@@ -1672,6 +1673,7 @@ typedef struct md_cuda_step_plan {
     int ncluster;           /**< SHAKE units */
     int nsingle;            /**< free atoms */
     int nunit;              /**< nwater + ncluster + nsingle */
+    int water_lanes;        /**< lanes per rigid water in the integrate kernel: 1 or 3 (md_cuda_sim_opts::water_lanes) */
     int nmol;               /**< molecules (barostat) */
     double mass_o;          /**< SETTLE oxygen mass */
     double mass_h;          /**< SETTLE hydrogen mass */
@@ -1713,6 +1715,10 @@ typedef struct md_cuda_sim_opts {
                                      device's greatest (md_cuda_queue_prioritize), so the nonbonded
                                      kernels and the integrator, the step's critical path, start
                                      before PME's whenever both wait for SMs */
+    int water_lanes;            /**< lanes per rigid water in the integrate kernel: 1 (SETTLE on one
+                                     thread) or 3 (an atom per lane, SETTLE solved in all three);
+                                     0 (default): 3 when all the waters' warps fit on the GPU at once
+                                     (cudaOccupancyMaxActiveBlocksPerMultiprocessor), else 1 */
 } md_cuda_sim_opts;
 
 /** @brief A GPU MD run (see the section's manual): the state, the force plans, the step plan,
@@ -7397,15 +7403,18 @@ __global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1,
             const float denom = md__fmul(md__fmul(md__fmul(pi, V), m2), md__fmul(md__fmul(mod[kx], mod[K0 + ky]), mod[K0 + K1 + kz]));
             const float eterm = md__fdiv(md__fmul((float)MD_COULOMB, expf(-md__fmul(fac, m2))), denom);
             const float half = (kz == 0 || (K2 % 2 == 0 && kz == K2 / 2)) ? 0.5f : 1.0f; /* 1/2 x the mirror weight */
-            const float ek = md__fmul(md__fmul(half, eterm), md__fmul(z.x, z.x) + md__fmul(z.y, z.y));
-            const float g = md__fdiv(md__fmul(2.0f, 1.0f + md__fmul(fac, m2)), m2);
-            const float m[3] = {mx, my, mz};
-            int a, b;
-            acc[0] = md_fixed_from_float(ek, (float)MD_ENERGY_FIXED_SCALE);
-            for (a = 0; a < 3; a++)
-                for (b = 0; b < 3; b++)
-                    acc[1 + 3 * a + b] = md_fixed_from_float(
-                        md__fmul(ek, (a == b ? 1.0f : 0.0f) - md__fmul(md__fmul(g, m[a]), m[b])), (float)MD_ENERGY_FIXED_SCALE);
+            if (energy) { /* uniform: forces-only steps skip the energy, the virial and their sums */
+                const float ek = md__fmul(md__fmul(half, eterm), md__fmul(z.x, z.x) + md__fmul(z.y, z.y));
+                const float g = md__fdiv(md__fmul(2.0f, 1.0f + md__fmul(fac, m2)), m2);
+                const float m[3] = {mx, my, mz};
+                int a, b;
+                acc[0] = md_fixed_from_float(ek, (float)MD_ENERGY_FIXED_SCALE);
+                for (a = 0; a < 3; a++)
+                    for (b = 0; b < 3; b++)
+                        acc[1 + 3 * a + b] = md_fixed_from_float(md__fmul(ek, (a == b ? 1.0f : 0.0f) -
+                                                                                  md__fmul(md__fmul(g, m[a]), m[b])),
+                                                                 (float)MD_ENERGY_FIXED_SCALE);
+            }
             z.x = md__fmul(z.x, eterm);
             z.y = md__fmul(z.y, eterm);
         } else {
@@ -7413,6 +7422,7 @@ __global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1,
         }
         cgrid[idx] = z;
     }
+    if (!energy) return;
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         const double q = md_fixed_to_double(charge[0], MD_FORCE_FIXED_SCALE);
         const double ebg = -MD_COULOMB * 3.14159265358979323846 * q * q / (2.0 * L0 * L1 * L2 * (double)alpha * alpha);
@@ -7683,7 +7693,9 @@ md_status md_cuda_pme_enqueue_solve(md_cuda_pme_plan *p, const double *d_box, md
     const int *K;
     long long total;
     if (!p || !p->d_real) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan");
-    if (!d_box || !d_energy) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_box/d_energy", "is NULL");
+    if (!d_box) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_box", "is NULL");
+    if (!d_energy && d_virial)
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_virial", "needs d_energy (the virial is summed with it)");
     K = p->params.grid;
     total = (long long)K[0] * K[1] * p->nh;
     MD_CUDA_LAUNCH(md__pme_solve_kernel, (unsigned)((total + 255) / 256), 256, 0, p->queue.stream, p->d_complex, K[0],
@@ -7710,7 +7722,7 @@ md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, in
     const char *fn = "md_cuda_pme_plan_enqueue";
     md_status st;
     if ((st = md__pme_check(fn, p, d_xyzq, n, d_box)) != MD_OK) return st;
-    if (!d_force || !d_energy_recip) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_force/d_energy_recip", "is NULL");
+    if (!d_force) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_force", "is NULL");
     if (stride < n) return md_set_error(MD_ERR_RANGE, fn, 0, "stride", "%d is below n = %d", stride, n);
     if ((st = md_cuda_pme_enqueue_spread(p, p->spread, d_xyzq, n, d_box)) != MD_OK ||
         (st = md_cuda_pme_enqueue_forward(p)) != MD_OK ||
@@ -7986,6 +7998,7 @@ typedef struct md__step_args {
     const double *klen;
     const int *single;
     int nwater, ncluster, nsingle;
+    int water3; /* 1: a water on three lanes (md__step_water3), 0: on one thread */
     double mo, mh, doh, dhh;
     double *x, *v;
     const double *inv_mass;
@@ -8075,18 +8088,22 @@ static __device__ int md__step_rattle(const md__step_args &A, int c, const doubl
     return 1;
 }
 
-/* Velocity constraints of a unit: KIND 1 a cluster (RATTLE), 2 none (waters: md__step_water3). */
+/* Velocity constraints of a unit: KIND 0 a water (SETTLE), 1 a cluster (RATTLE), 2 none. */
 template <int K, int KIND>
 static __device__ __forceinline__ int md__step_vconstrain(const md__step_args &A, int c, const double *x, double *v,
                                                           const double *w) {
+    if (KIND == 0) {
+        const double m[3] = {A.mo, A.mh, A.mh};
+        return md_settle_velocities(x, v, m);
+    }
     if (KIND == 1) return md__step_rattle<K>(A, c, x, v, w);
     return 0;
 }
 
-/* One unit of K slots (k atoms used; k == K for free atoms): a SHAKE cluster (KIND 1) or a free
- * atom (KIND 2); the whole step, or only its kinetic energy (A.kinetic_only). Accumulates the
- * momentum into P and the kinetic energy into ke; returns the error bits (1 runaway, 2
- * non-finite, 4 constraints failed). */
+/* One unit of K slots (k atoms used; k == K for waters and free atoms): a water on one thread
+ * (KIND 0, SETTLE), a SHAKE cluster (KIND 1) or a free atom (KIND 2); the whole step, or only its
+ * kinetic energy (A.kinetic_only). Accumulates the momentum into P and the kinetic energy into ke;
+ * returns the error bits (1 runaway, 2 non-finite, 4 constraints failed). */
 template <int K, int KIND>
 static __device__ __forceinline__ int md__step_unit(const md__step_args &A, const int *atoms, int k, int c, long long step,
                                                     const double box[3], const double vc[3], double P[3], double *ke) {
@@ -8162,6 +8179,7 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
 #pragma unroll
         for (int j = 0; j < 3 * K; j++)
             if (j < 3 * k) xn[j] = x[j] + D[j];
+        if (KIND == 0) bad |= md_settle_water(x, xn, A.mo, A.mh, A.doh, A.dhh) ? 4 : 0;
         if (KIND == 1) bad |= md__step_shake<K>(A, c, x, xn, w) ? 4 : 0;
 #pragma unroll
         for (int i = 0; i < K; i++) {
@@ -8212,10 +8230,12 @@ static __device__ __forceinline__ void md__step_gather9(const double a[3], int b
  * kick, Langevin normals, the new positions' bookkeeping, stores) is each lane's own; SETTLE
  * (positions and velocities) needs the three atoms, so each lane gathers them with shuffles
  * and solves the same water (the same instructions on the same inputs: the same bits in the
- * three lanes, and those of the one-thread-per-water loop this replaces). Three lanes instead
- * of one cut the chain a warp runs (the kernel waits on instruction fetch, not on arithmetic).
- * act 0: a lane with no water, which still takes part in the shuffles. Every lane of the warp
- * calls it. Returns the error bits of md__step_unit, for this lane's atom and the water. */
+ * three lanes, and those of md__step_unit<3, 0>, one thread per water). The water's momentum
+ * and kinetic energy are summed on its first lane in md__step_unit's order, so the two layouts
+ * give the same bits (gpu_step's reproducible test). Three lanes instead of one cut the chain a
+ * warp runs (the kernel is latency bound: a few warps per SM). act 0: a lane with no water,
+ * which still takes part in the shuffles. Every lane of the warp calls it. Returns the error
+ * bits of md__step_unit, for this lane's atom and the water. */
 static __device__ int md__step_water3(const md__step_args &A, int act, int at, int r, int base, long long step,
                                       const double box[3], const double vc[3], double P[3], double *ke) {
     const double m[3] = {A.mo, A.mh, A.mh};
@@ -8247,9 +8267,14 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
         for (a = 0; a < 3; a++) u[a] = vo[a] + 0.5 * A.dt * fo[a] * w;
         md__step_gather9(u, base, y);
         bad |= md_settle_velocities(x, y, m) ? 4 : 0;
-        if (act)
+        { /* the water's nine terms on its first lane, in md__step_unit's order: the same bits */
+            double wv[3];
 #pragma unroll
-            for (a = 0; a < 3; a++) *ke += 0.5 * y[3 * r + a] * y[3 * r + a] / w;
+            for (a = 0; a < 3; a++) wv[a] = __shfl_sync(0xffffffffu, w, base + a);
+            if (act && r == 0)
+#pragma unroll
+                for (a = 0; a < 9; a++) *ke += 0.5 * y[a] * y[a] / wv[a / 3];
+        }
     }
     if (A.kinetic_only) return act ? bad : 0;
 #pragma unroll
@@ -8278,8 +8303,8 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
         md__step_gather9(xn, base, y);
     }
     bad |= md_settle_water(x, y, A.mo, A.mh, A.doh, A.dhh) ? 4 : 0;
-    if (act) {
-        double m2 = 0.0, wr[3];
+    {
+        double m2 = 0.0, wr[3], p[3];
         float4 q;
 #pragma unroll
         for (a = 0; a < 3; a++) {
@@ -8287,9 +8312,22 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
             vo[a] += (dc - D[a]) / A.dt;
             m2 += dc * dc;
             wr[a] = org[a] + y[3 * r + a];
+            p[a] = vo[a] / w;
+        }
+#pragma unroll
+        for (a = 0; a < 3; a++) { /* the momentum of the water on its first lane, atoms in order */
+            const double p1 = __shfl_sync(0xffffffffu, p[a], base + 1), p2 = __shfl_sync(0xffffffffu, p[a], base + 2);
+            if (act && r == 0) {
+                P[a] += p[a];
+                P[a] += p1;
+                P[a] += p2;
+            }
+        }
+        if (!act) return 0;
+#pragma unroll
+        for (a = 0; a < 3; a++) {
             A.x[3 * (size_t)at + a] = wr[a];
             A.v[3 * (size_t)at + a] = vo[a];
-            P[a] += vo[a] / w;
         }
         if (!(m2 <= A.maxd2)) bad |= 1;
         if (!isfinite(m2) || !isfinite(vo[0] + vo[1] + vo[2])) bad |= 2;
@@ -8303,15 +8341,16 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
 #pragma unroll
         for (a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot] = 0;
     }
-    return act ? bad : 0;
+    return bad;
 }
 
-/* Warps [0, ceil(nwater / MD__STEP_WPW)) take the waters, three lanes each (md__step_water3);
- * the threads after them one unit each: clusters, then free atoms; see the section's manual. */
+/* Waters first, then one thread per other unit (clusters, then free atoms); see the section's
+ * manual. A.water3: warps [0, ceil(nwater / MD__STEP_WPW)) take the waters, three lanes each
+ * (md__step_water3); else one thread per water (md__step_unit). */
 __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(md__step_args A) {
     const int g = blockIdx.x * blockDim.x + threadIdx.x, warp = g >> 5, lane = g & 31;
-    const int wwarps = (A.nwater + MD__STEP_WPW - 1) / MD__STEP_WPW;
-    const int u = A.nwater + (g - 32 * wwarps); /* a non-water unit (threads after the water warps) */
+    const int wwarps = A.water3 ? (A.nwater + MD__STEP_WPW - 1) / MD__STEP_WPW : 0;
+    const int u = A.water3 ? A.nwater + (g - 32 * wwarps) : g; /* a unit on one thread */
     const long long step = *A.step;
     double box[3], vc[3] = {0.0, 0.0, 0.0}, P[3] = {0.0, 0.0, 0.0}, ke = 0.0;
     int bad = 0, first = 0;
@@ -8327,6 +8366,11 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(
         bad |= __shfl_down_sync(0xffffffffu, bad, 1) | __shfl_down_sync(0xffffffffu, bad, 2);
         if (r != 0) bad = 0;
         first = w4.x;
+    } else if (!A.water3 && u < A.nwater) {
+        const int4 w4 = A.water[u];
+        const int atoms[3] = {w4.x, w4.y, w4.z};
+        first = w4.x;
+        bad = md__step_unit<3, 0>(A, atoms, 3, 0, step, box, vc, P, &ke);
     } else if (u < A.nwater + A.ncluster) {
         const int c = u - A.nwater, k = A.cstart[c + 1] - A.cstart[c];
         int atoms[MD_CUDA_STEP_MAX_CLUSTER];
@@ -8588,6 +8632,7 @@ static md__step_args md__step_args_make(md_cuda_sim *s) {
     A.nwater = p->nwater;
     A.ncluster = p->ncluster;
     A.nsingle = p->nsingle;
+    A.water3 = p->water_lanes == 3;
     A.mo = p->mass_o;
     A.mh = p->mass_h;
     A.doh = p->doh;
@@ -8658,7 +8703,7 @@ static md_status md__sim_forces(md_cuda_sim *s, int energy) {
         MD_CUDA_TRY(cudaEventRecord(s->ev_fork, st->q.stream));
         MD_CUDA_TRY(cudaStreamWaitEvent(s->pme.queue.stream, s->ev_fork, 0));
         if ((r = md_cuda_pme_plan_enqueue(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride,
-                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK)
+                                          energy ? &st->d_energy[MD_CUDA_E_COUL_RECIP] : NULL, NULL)) != MD_OK)
             return r;
         MD_CUDA_TRY(cudaEventRecord(s->ev_join, s->pme.queue.stream));
     }
@@ -8670,7 +8715,7 @@ static md_status md__sim_forces(md_cuda_sim *s, int energy) {
         MD_CUDA_TRY(cudaEventRecord(s->ev_fork, st->q.stream));
         MD_CUDA_TRY(cudaStreamWaitEvent(s->pme.queue.stream, s->ev_fork, 0));
         if ((r = md_cuda_pme_plan_enqueue(&s->pme, st->d_xyzq, st->n, st->d_box, st->d_force, st->stride,
-                                          &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK)
+                                          energy ? &st->d_energy[MD_CUDA_E_COUL_RECIP] : NULL, NULL)) != MD_OK)
             return r;
         MD_CUDA_TRY(cudaEventRecord(s->ev_join, s->pme.queue.stream));
     }
@@ -8678,10 +8723,30 @@ static md_status md__sim_forces(md_cuda_sim *s, int energy) {
     return MD_OK;
 }
 
-/* Blocks of the integrate kernel: the water warps (MD__STEP_WPW waters each), then a thread per
- * other unit. */
+/* Lanes per water: the caller's 1 or 3, else 3 when every water warp of the three-lane layout is
+ * resident at once (one wave), else 1. Three lanes shorten the chain a warp runs (the kernel is
+ * latency bound, a few warps per SM) but triple the warps: measured on an H100 (chapter 08's
+ * --race, 1000 steps, with the one-reciprocal SETTLE), 23,568 atoms 178.0 -> 174.0 us per step
+ * (786 warps, one wave), 95,766 atoms 522.0 -> 539.1 us (3,193 warps, three waves). */
+static md_status md__step_water_lanes(md_cuda_step_plan *p, int want, int sm_count) {
+    int per_sm = 0;
+    if (want) {
+        p->water_lanes = want;
+        return MD_OK;
+    }
+    MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__step_integrate_kernel, MD_CUDA_STEP_BLOCK, 0));
+    p->water_lanes = (long long)(p->nwater + MD__STEP_WPW - 1) / MD__STEP_WPW <=
+                             (long long)per_sm * sm_count * (MD_CUDA_STEP_BLOCK / 32)
+                         ? 3
+                         : 1;
+    return MD_OK;
+}
+
+/* Blocks of the integrate kernel: the water warps (MD__STEP_WPW waters each) or a thread per
+ * water, then a thread per other unit. */
 static int md__step_blocks(const md_cuda_step_plan *p) {
-    const long long threads = 32ll * ((p->nwater + MD__STEP_WPW - 1) / MD__STEP_WPW) + p->ncluster + p->nsingle;
+    const long long wt = p->water_lanes == 3 ? 32ll * ((p->nwater + MD__STEP_WPW - 1) / MD__STEP_WPW) : p->nwater;
+    const long long threads = wt + p->ncluster + p->nsingle;
     const int blocks = (int)((threads + MD_CUDA_STEP_BLOCK - 1) / MD_CUDA_STEP_BLOCK);
     return blocks > 0 ? blocks : 1;
 }
@@ -8734,6 +8799,11 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nb_variant", "%s is not a GPU rung", md_nb_variant_name(v));
     }
     g.opts.nb_variant = v;
+    if (g.opts.water_lanes != 0 && g.opts.water_lanes != 1 && g.opts.water_lanes != 3) {
+        md_sim_free(&ref);
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "water_lanes", "must be 0, 1 or 3 (got %d)",
+                            g.opts.water_lanes);
+    }
     g.ndof = ref.ndof;
     for (a = 0; a < 3; a++) g.box[a] = ref.box[a];
     g.baro = ref.baro;
@@ -8763,6 +8833,8 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
     }
     MD__SIM_TRY(md_cuda_bonded_plan_create(&g.bonded, &ref.bonded));
     MD__SIM_TRY(md__step_units(&g.step, &ref.cons, n));
+    MD__SIM_TRY(md__step_water_lanes(&g.step, g.opts.water_lanes, g.nb.sm_count));
+    g.opts.water_lanes = g.step.water_lanes;
     if (cudaEventCreateWithFlags(&g.ev_fork, cudaEventDisableTiming) != cudaSuccess ||
         cudaEventCreateWithFlags(&g.ev_join, cudaEventDisableTiming) != cudaSuccess) {
         st = md_cuda_error(cudaGetLastError(), "cudaEventCreateWithFlags", __FILE__, __LINE__);
@@ -9163,7 +9235,7 @@ md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *
             MD_CUDA_TRY(cudaEventRecord(ev[E_SPREAD], ps));
             if ((r = md_cuda_pme_enqueue_forward(&s->pme)) != MD_OK) break;
             MD_CUDA_TRY(cudaEventRecord(ev[E_FWD], ps));
-            if ((r = md_cuda_pme_enqueue_solve(&s->pme, st->d_box, &st->d_energy[MD_CUDA_E_COUL_RECIP], NULL)) != MD_OK) break;
+            if ((r = md_cuda_pme_enqueue_solve(&s->pme, st->d_box, NULL, NULL)) != MD_OK) break;
             MD_CUDA_TRY(cudaEventRecord(ev[E_SOLVE], ps));
             if ((r = md_cuda_pme_enqueue_backward(&s->pme)) != MD_OK) break;
             MD_CUDA_TRY(cudaEventRecord(ev[E_BWD], ps));

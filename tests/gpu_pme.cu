@@ -148,6 +148,20 @@ static void stages_match_cpu(void) {
             MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_COMPLEX, hc));
             MD_CHECKF(grid_err(hc, c.cgrid, 2 * ncp) < 1e-4, "order %d: solve error %.3g", o,
                       grid_err(hc, c.cgrid, 2 * ncp));
+            { /* forces only (no energy pointer): the same grid bits, nothing summed; a virial
+               * without an energy is refused */
+                float *hn = (float *)malloc(2 * ncp * sizeof(float));
+                MD_CHECK(hn != NULL);
+                MD_CHECK_OK(md_cuda_poison((float *)g.d_complex, 2 * ncp, g.queue.stream));
+                MD_CHECK_OK(md_cuda_pme_enqueue_forward(&g)); /* out of place: d_real still holds the spread */
+                MD_CHECK_OK(md_cuda_pme_enqueue_solve(&g, g.d_box, NULL, NULL));
+                MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_COMPLEX, hn));
+                MD_CHECKF(memcmp(hn, hc, 2 * ncp * sizeof(float)) == 0, "order %d: forces-only solve differs", o);
+                MD_CHECK(md_cuda_pme_enqueue_solve(&g, g.d_box, NULL, g.d_out) == MD_ERR_INVALID_ARGUMENT);
+                free(hn);
+                MD_CHECK_OK(md_cuda_pme_enqueue_forward(&g)); /* the grid the stages below continue from */
+                MD_CHECK_OK(md_cuda_pme_enqueue_solve(&g, g.d_box, NULL, NULL));
+            }
             for (i = 0; i < (int)(2 * ncp); i++) c.cgrid[i] = hc[i];
             /* backward */
             MD_CHECK_OK(md_cuda_poison(g.d_real, npts, g.queue.stream));

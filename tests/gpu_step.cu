@@ -16,13 +16,16 @@
  *     1e-10 relative (the card asks 1e-6); the same noise (the Philox stream is shared).
  *   - flexible_step_vs_cpu: methanol + water from a PSF (bonds, angles, SHAKE clusters, free
  *     atoms, SETTLE): the same comparison (10 steps of 1 fs), SHAKE constraints within 1e-9.
- *   - reproducible: two runs with the same seed, 150 Langevin steps with the cluster rung and
+ *   - reproducible: three runs with the same seed, 150 Langevin steps with the cluster rung and
  *     PME overlapped, one with the state's stream at the greatest priority (the default), one
- *     at the default priority (plain_priority): positions and velocities bitwise equal.
+ *     at the default priority (plain_priority), one with the other water layout of the
+ *     integrate kernel (water_lanes 1 or 3): positions and velocities bitwise equal.
+ *     water_step_vs_cpu runs both layouts against the CPU, flexible_step_vs_cpu the default.
  *   - restart_bitwise: a checkpoint after 30 steps restored into a new run continues bit for
  *     bit (MD_NB_GPU_HALF_LIST: an exact rung, whose forces do not depend on the atom order
  *     the sort leaves; the cluster rungs' float sums do).
- *   - errors: a runaway atom (40 nm/ps) and a NaN velocity stop the run with the atom named.
+ *   - errors: a runaway atom (40 nm/ps) stops the run with the atom named (both water layouts),
+ *     and a NaN velocity is refused; water_lanes 2 is refused.
  *   - nve_short_drift: 2000 NVE steps of the 1500-molecule box on the GPU; the drift must stay
  *     below 1 kJ/mol/ps per 1000 degrees of freedom (the 100 ps comparison with OpenMM is the
  *     benchmark's: bench/race.sh --drift).
@@ -154,7 +157,8 @@ static void bonded_vs_cpu(void) {
 
 /* Run `steps` steps on the CPU and on the GPU from the same system and compare. */
 static void compare_runs(const md_system *sys, const md_topology *t, const md_lj_table *lj, const md_sim_desc *d,
-                         int steps, double xtol, double vtol, const char *what) {
+                         int steps, double xtol, double vtol, const char *what, int water_lanes) {
+    md_cuda_sim_opts o;
     md_sim c;
     md_cuda_sim g;
     md_energy ec, eg;
@@ -162,8 +166,12 @@ static void compare_runs(const md_system *sys, const md_topology *t, const md_lj
     std::vector<double> x(3 * n), v(3 * n);
     double dx, dv, mag, dev;
     MD_CHECK_OK(md_sim_create(&c, sys, t, lj, d));
-    MD_CHECK_OK(md_cuda_sim_create(&g, sys, t, lj, d, NULL));
+    memset(&o, 0, sizeof o);
+    o.water_lanes = water_lanes;
+    MD_CHECK_OK(md_cuda_sim_create(&g, sys, t, lj, d, &o));
     MD_CHECK(g.ndof == c.ndof);
+    MD_CHECK(g.step.water_lanes == (water_lanes ? water_lanes : g.opts.water_lanes));
+    MD_CHECK(g.step.water_lanes == 1 || g.step.water_lanes == 3);
     /* the same initial state (constrained on the host by the same code) */
     MD_CHECK_OK(md_cuda_sim_download(&g, x.data(), v.data(), NULL));
     MD_CHECK(memcmp(x.data(), c.x, 3 * (size_t)n * sizeof(double)) == 0);
@@ -178,9 +186,9 @@ static void compare_runs(const md_system *sys, const md_topology *t, const md_lj
     mag = fabs(ec.lj) + fabs(ec.lj14) + fabs(ec.coul_real) + fabs(ec.coul14) + fabs(ec.coul_excl) + fabs(ec.coul_recip) +
           fabs(ec.coul_self) + fabs(ec.bonded) + fabs(ec.lj_dispersion);
     dev = md_constraints_max_deviation(&c.cons, x.data(), c.box);
-    printf("  %s, %d steps: |dx| %.3g nm, |dv| %.3g nm/ps, potential GPU %.6f CPU %.6f (%.2g of %.4g), kinetic GPU "
+    printf("  %s (%d lanes per water), %d steps: |dx| %.3g nm, |dv| %.3g nm/ps, potential GPU %.6f CPU %.6f (%.2g of %.4g), kinetic GPU "
            "%.6f CPU %.6f, GPU constraint deviation %.3g\n",
-           what, steps, dx, dv, md_energy_potential(&eg), md_energy_potential(&ec),
+           what, g.step.water_lanes, steps, dx, dv, md_energy_potential(&eg), md_energy_potential(&ec),
            fabs(md_energy_potential(&eg) - md_energy_potential(&ec)) / mag, mag, eg.kinetic, ec.kinetic, dev);
     MD_CHECKF(dx < xtol, "positions differ by %g nm", dx);
     MD_CHECKF(dv < vtol, "velocities differ by %g nm/ps", dv);
@@ -201,10 +209,12 @@ static void water_step_vs_cpu(void) {
     MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 1));
     memset(&d, 0, sizeof d);
     if (sanitize) d.nb.cutoff = 0.8;
-    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P NVE");
+    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P NVE", 1);
+    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P NVE", 3);
     d.thermostat = MD_THERMOSTAT_LANGEVIN;
     d.seed = 2;
-    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P Langevin");
+    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P Langevin", 1);
+    compare_runs(&s, &t, &lj, &d, 20, 2e-4, 0.05, "TIP3P Langevin", 3);
     free_sys(&s, &t, &lj);
 }
 
@@ -222,7 +232,7 @@ static void flexible_step_vs_cpu(void) {
     d.seed = 3;
     d.nb.cutoff = 0.8;
     d.nb.buffer = 0.1;
-    compare_runs(&sys, &t, &lj, &d, 10, 2e-4, 0.05, "methanol + water Langevin");
+    compare_runs(&sys, &t, &lj, &d, 10, 2e-4, 0.05, "methanol + water Langevin", 0);
     free_sys(&sys, &t, &lj);
 }
 
@@ -232,7 +242,7 @@ static void reproducible(void) {
     md_lj_table lj;
     md_sim_desc d;
     md_cuda_sim_opts o;
-    md_cuda_sim a, b;
+    md_cuda_sim a, b, c;
     int least = 0, greatest = 0, pa = 1, pb = 1;
     NEED_GPU();
     MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 4));
@@ -249,17 +259,30 @@ static void reproducible(void) {
     MD_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
     MD_CHECK(cudaStreamGetPriority(a.state.q.stream, &pa) == cudaSuccess && pa == greatest);
     MD_CHECK(cudaStreamGetPriority(b.state.q.stream, &pb) == cudaSuccess && pb == least);
+    /* c: each water on one thread where a (the default for this box) takes three lanes, or the
+     * other way round: SETTLE is the same instructions on the same inputs either way */
+    memset(&o, 0, sizeof o);
+    o.water_lanes = a.step.water_lanes == 3 ? 1 : 3;
+    MD_CHECK_OK(md_cuda_sim_create(&c, &s, &t, &lj, &d, &o));
+    MD_CHECK(c.step.water_lanes != a.step.water_lanes && c.opts.water_lanes == c.step.water_lanes);
     MD_CHECK_OK(md_cuda_sim_enqueue(&a, sanitize ? 10 : 150, 0));
     MD_CHECK_OK(md_cuda_sim_enqueue(&b, sanitize ? 10 : 150, 0));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&c, sanitize ? 10 : 150, 0));
     {
         std::vector<double> xa(3 * s.n), va(3 * s.n), xb(3 * s.n), vb(3 * s.n);
         MD_CHECK_OK(md_cuda_sim_download(&a, xa.data(), va.data(), NULL));
         MD_CHECK_OK(md_cuda_sim_download(&b, xb.data(), vb.data(), NULL));
         MD_CHECK(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0);
         MD_CHECK(memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0);
+        MD_CHECK_OK(md_cuda_sim_download(&c, xb.data(), vb.data(), NULL));
+        MD_CHECKF(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0, "%d vs %d lanes per water: positions",
+                  a.step.water_lanes, c.step.water_lanes);
+        MD_CHECKF(memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0, "%d vs %d lanes per water: velocities",
+                  a.step.water_lanes, c.step.water_lanes);
     }
     md_cuda_sim_destroy(&a);
     md_cuda_sim_destroy(&b);
+    md_cuda_sim_destroy(&c);
     free_sys(&s, &t, &lj);
 }
 
@@ -312,19 +335,28 @@ static void errors(void) {
     md_lj_table lj;
     md_sim_desc d;
     md_cuda_sim g;
+    md_cuda_sim_opts o;
     md_checkpoint ck;
+    int lanes;
     NEED_GPU();
     MD_CHECK_OK(water_box(&s, &t, &lj, 300, 0.997, 6));
     memset(&d, 0, sizeof d);
     d.nb.cutoff = 0.8;
-    MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL));
-    MD_CHECK_OK(md_cuda_sim_checkpoint(&g, &ck));
-    ck.v[3 * 30] = 40.0; /* the oxygen of water 10 at 40 nm/ps: 0.08 nm in one step */
-    MD_CHECK_OK(md_cuda_sim_restore(&g, &ck));
-    MD_CHECK_OK(md_cuda_sim_enqueue(&g, 3, 0));
-    MD_CHECK_ERROR(md_cuda_sim_poll(&g, NULL, NULL), MD_ERR_RANGE, "moved");
-    MD_CHECK(strstr(md_last_error(), "atom 30") != NULL);
-    md_cuda_sim_destroy(&g);
+    memset(&o, 0, sizeof o);
+    o.water_lanes = 2;
+    MD_CHECK_ERROR(md_cuda_sim_create(&g, &s, &t, &lj, &d, &o), MD_ERR_INVALID_ARGUMENT, "water_lanes");
+    for (lanes = 1; lanes <= 3; lanes += 2) { /* both layouts of the integrate kernel name the atom */
+        o.water_lanes = lanes;
+        MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, &o));
+        MD_CHECK_OK(md_cuda_sim_checkpoint(&g, &ck));
+        ck.v[3 * 30] = 40.0; /* the oxygen of water 10 at 40 nm/ps: 0.08 nm in one step */
+        MD_CHECK_OK(md_cuda_sim_restore(&g, &ck));
+        MD_CHECK_OK(md_cuda_sim_enqueue(&g, 3, 0));
+        MD_CHECK_ERROR(md_cuda_sim_poll(&g, NULL, NULL), MD_ERR_RANGE, "moved");
+        MD_CHECKF(strstr(md_last_error(), "atom 30") != NULL, "%d lanes: %s", lanes, md_last_error());
+        md_cuda_sim_destroy(&g);
+        if (lanes == 1) md_checkpoint_free(&ck);
+    }
     MD_CHECK_OK(md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL));
     ck.v[3 * 30] = 0.0;
     MD_CHECK_OK(md_cuda_sim_restore(&g, &ck));
