@@ -6029,7 +6029,7 @@ template <int W, int FLAGS, int SMEM, int PRUNE, int MI>
 static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_args &a, long long item, int wib,
                                                            float4 (*s_xi)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
                                                            int (*s_ti)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
-                                                           const float2 *s_lj) {
+                                                           const float2 *s_lj, const float4 *s_shift) {
     constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, S = MD_CUDA_NB_SUPER;
     constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
     const int lane = threadIdx.x % W, ii = lane % CI, jj = lane / CI;
@@ -6088,10 +6088,11 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                     for (int s = 0; s < S; s++) eb |= ((a.masks[(size_t)slot * S + s] >> lane) & 1u) << s;
                     okb &= eb;
                 }
-                if (!mi) {
-                    pj.x += (float)((int)(sh % 3u) - 1) * L0;
-                    pj.y += (float)((int)((sh / 3u) % 3u) - 1) * L1;
-                    pj.z += (float)((int)(sh / 9u) - 1) * L2;
+                if (!mi) { /* the periodic image: one shared-memory read (md__nb_cluster_kernel's table) */
+                    const float4 sv = s_shift[sh];
+                    pj.x += sv.x;
+                    pj.y += sv.y;
+                    pj.z += sv.z;
                 }
 #pragma unroll
                 for (int s = 0; s < S; s++) {
@@ -6232,20 +6233,23 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK, 8) md__nb_cluster_kernel(md_
     extern __shared__ float2 md__nb_lj_smem[];
     __shared__ float4 s_xi[NW][S * CI];
     __shared__ int s_ti[NW][S * CI];
+    __shared__ float4 s_shift[27]; /* shift code sh (0..26) -> ((sh % 3 - 1) L0, (sh / 3 % 3 - 1) L1, (sh / 9 - 1) L2) */
     const int wib = threadIdx.x / W;
     const long long item = (long long)blockIdx.x * NW + wib;
     const int prune = a.ctl[MD__NB_CTL_PRUNE] != 0; /* the same for every block: cleared only after all */
     const int minimg = a.ctl[MD__NB_CTL_MINIMG] != 0; /* set by the build, the same for every block */
     long long nitems = a.ctl[MD__NB_CTL_NITEMS];
     if (nitems > a.cap_items) nitems = a.cap_items;
-    if (SMEM) {
+    if (SMEM)
         for (int k = threadIdx.x; k < a.ntypes * a.ntypes; k += blockDim.x) md__nb_lj_smem[k] = a.lj[k];
-        __syncthreads();
-    }
+    for (int k = threadIdx.x; k < 27; k += blockDim.x) /* each product exact: (-1, 0 or 1) x L */
+        s_shift[k] = make_float4((float)(k % 3 - 1) * (float)a.box[0], (float)(k / 3 % 3 - 1) * (float)a.box[1],
+                                 (float)(k / 9 - 1) * (float)a.box[2], 0.0f);
+    __syncthreads();
     if (item < nitems) {
-        if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
-        else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
-        else md__nb_cluster_item<W, FLAGS, SMEM, 0, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem);
+        if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
+        else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
+        else md__nb_cluster_item<W, FLAGS, SMEM, 0, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
     }
     if (prune) {
         __syncthreads();
