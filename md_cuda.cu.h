@@ -1555,10 +1555,11 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
  * chapter 06's nonbonded plan, chapter 07's PME plan and a bonded plan, all adding into the MD
  * state's fixed-point SoA force array. One step, as enqueued by md_cuda_sim_enqueue:
  *
- *   integrate   ONE kernel: a rigid water on three lanes of a warp (one atom each, SETTLE
- *               solved in all three on the atoms they exchange by shuffles), a cluster of atoms
- *               joined by constraints on one thread (SHAKE / RATTLE), a free atom on one
- *               thread. Per atom:
+ *   integrate   ONE kernel: a rigid water on one thread, or on three lanes of a warp (one
+ *               atom each, SETTLE solved in all three on the atoms they exchange by shuffles;
+ *               the same bits) when all those warps fit on the GPU at once
+ *               (md_cuda_sim_opts::water_lanes); a cluster of atoms joined by constraints on
+ *               one thread (SHAKE / RATTLE), a free atom on one thread. Per atom:
  *               subtract the centre-of-mass velocity of the previous step, kick with F(x) read
  *               from the fixed-point forces (then zero them for the next evaluation), the
  *               Langevin part, drift, constrain, the velocity correction, the runaway and NaN
