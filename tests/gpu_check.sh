@@ -2,7 +2,10 @@
 # The one command for a GPU machine: `make gpu-check` (everything) or `make bench`
 # (--bench-only: ceilings and chapter benchmarks only; --tests-only: build, GPU tests and
 # compute-sanitizer only, so a machine with a 10-minute limit per command can run the two halves
-# one after the other, the build kept between them). Results go to ${OUT:-build/gpu-check},
+# one after the other, the build kept between them; --no-sanitize leaves compute-sanitizer out
+# and --sanitize-only runs only it, on the GPU tests already built, for a limit too short for
+# build, tests and sanitizer in one command: on a fresh H100 machine the build takes ~4 minutes
+# and the sanitizer ~5). Results go to ${OUT:-build/gpu-check},
 # at most 8 files:
 #   build.log       the device (nvidia-smi, nvidia-smi -q), then make -k -j16 all
 #   tests.log       every build/tests/gpu_* with MD_REQUIRE_GPU=1
@@ -25,12 +28,14 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-check}
-BENCH_ONLY=0; TESTS_ONLY=0
+BENCH_ONLY=0; TESTS_ONLY=0; SANITIZE=1; SANITIZE_ONLY=0
 for a in "$@"; do
   case "$a" in
     --bench-only) BENCH_ONLY=1 ;;
     --tests-only) TESTS_ONLY=1 ;;
-    *) echo "usage: $0 [--bench-only | --tests-only]   (results in \${OUT:-build/gpu-check})" >&2; exit 2 ;;
+    --no-sanitize) SANITIZE=0 ;;
+    --sanitize-only) SANITIZE_ONLY=1; TESTS_ONLY=1 ;;
+    *) echo "usage: $0 [--bench-only | --tests-only [--no-sanitize] | --sanitize-only]   (results in \${OUT:-build/gpu-check})" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"
@@ -74,7 +79,7 @@ last_count() { grep -E '^[0-9]+ passed, [0-9]+ failed' "$TMPD/step.out" | tail -
 fail_lines() { grep -E '^(FAIL|  [^ ].*:[0-9]+: )' "$TMPD/step.out" | head -n 4 | cut -c1-200 | sed 's/^/        /'; }
 
 # ---- device --------------------------------------------------------------------------------
-if [ "$BENCH_ONLY" -eq 0 ]; then
+if [ "$BENCH_ONLY" -eq 0 ] && [ "$SANITIZE_ONLY" -eq 0 ]; then
   rm -f "$OUT/nvidia-smi.txt" # folded into build.log
   : > "$OUT/build.log"
   if command -v nvidia-smi > /dev/null 2>&1; then
@@ -201,10 +206,13 @@ fi # TESTS_ONLY
 # ---- compute-sanitizer ---------------------------------------------------------------------
 # --report-api-errors no: the tests force CUDA API errors on purpose (tests/gpu_core.cu) and
 # check every call themselves; the sanitizer's job here is memory and race errors in kernels.
-if [ "$BENCH_ONLY" -eq 0 ]; then
+if [ "$BENCH_ONLY" -eq 0 ] && [ "$SANITIZE" -eq 1 ]; then
   : > "$OUT/sanitizer.log"
   SAN=$(command -v compute-sanitizer || true)
   if [ -z "$SAN" ]; then record FAIL "compute-sanitizer" 0 "not found"; fi
+  if [ "$SANITIZE_ONLY" -eq 1 ] && ! ls build/tests/gpu_* > /dev/null 2>&1; then
+    record FAIL "compute-sanitizer" 0 "no GPU tests built (run --tests-only --no-sanitize first, on the same machine)"
+  fi
   SAN_API=()
   [ -n "$SAN" ] && "$SAN" --help 2>/dev/null | grep -q -- '--report-api-errors' && SAN_API=(--report-api-errors no)
   for t in $([ -n "$SAN" ] && ls build/tests/gpu_* 2>/dev/null); do
