@@ -11085,12 +11085,15 @@ typedef struct md_cuda_remd_stats {
 /** @brief Make @p n replicas of @p sys (force field @p t, @p lj) with the settings @p base (NULL:
  *  defaults; its thermostat is forced to Langevin, its temperature and seed are set per
  *  replica: seed + 1000 r) at the @p n ascending temperatures @p temperature (K), the exchange
- *  decisions seeded by @p seed. Every replica starts from @p sys. The nonbonded plans sort once,
- *  at create, and never again (opts: sort_interval -1), so graph replays repeat the stream path
- *  exactly. Synchronous. Errors: those of md_remd_create and md_cuda_sim_create, mapped memory,
- *  CUDA. On failure @p x is zeroed. */
+ *  decisions seeded by @p seed, each replica's md_cuda_sim made with @p opts (NULL: defaults;
+ *  e.g. md_cuda_sim_opts::water_lanes, whose rule counts the whole GPU as one replica's). Every
+ *  replica starts from @p sys. The nonbonded plans sort once, at create, and never again (the
+ *  opts' nb.sort_interval is set to -1), so graph replays repeat the stream path exactly.
+ *  Synchronous. Errors: those of md_remd_create and md_cuda_sim_create, mapped memory, CUDA. On
+ *  failure @p x is zeroed. */
 md_status md_cuda_remd_create(md_cuda_remd *x, int n, const md_system *sys, const md_topology *t, const md_lj_table *lj,
-                              const md_sim_desc *base, const double *temperature, uint64_t seed);
+                              const md_sim_desc *base, const double *temperature, uint64_t seed,
+                              const md_cuda_sim_opts *opts);
 
 /** @brief Run @p d->exchanges rounds of @p d->steps_per_exchange steps and an exchange on every
  *  replica, as @p d says (NULL: defaults); append the rounds to the logs; write @p stats (may be
@@ -11140,7 +11143,8 @@ void md_cuda_remd_destroy(md_cuda_remd *x) {
 }
 
 md_status md_cuda_remd_create(md_cuda_remd *x, int n, const md_system *sys, const md_topology *t, const md_lj_table *lj,
-                              const md_sim_desc *base, const double *temperature, uint64_t seed) {
+                              const md_sim_desc *base, const double *temperature, uint64_t seed,
+                              const md_cuda_sim_opts *opts) {
     const char *where = "md_cuda_remd_create";
     md_cuda_remd R;
     md_sim_desc d;
@@ -11160,6 +11164,7 @@ md_status md_cuda_remd_create(md_cuda_remd *x, int n, const md_system *sys, cons
     }
     memset(R.rep, 0, (size_t)n * sizeof(md_cuda_replica));
     memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
     o.nb.sort_interval = -1;
     for (r = 0; r < n; r++) {
         md_cuda_replica *p = &R.rep[r];

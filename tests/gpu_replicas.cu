@@ -4,8 +4,9 @@
  * same exchange decisions and the same final positions and velocities, bit for bit, for the same
  * seed; no replica starves (every replica made every read, none fell behind by more than the
  * reads between two barriers); the exchange statistics agree with md.h's md_remd fed the logged
- * energies (the host logic recomputed); a replica's temperature follows its slot; argument
- * errors.
+ * energies (the host logic recomputed); a replica's temperature follows its slot; the caller's
+ * md_cuda_sim_opts reach every replica (water_lanes 1 and 3; the sort interval stays the run's
+ * -1); argument errors.
  * System: 6 replicas of 300 TIP3P waters (900 atoms), 290-340 K, exchanges every 20 steps
  * (MD_SANITIZE=1: 3 replicas, fewer rounds). Seeds used: 51 (the exchanges), 61 (the waters),
  * 71 (the Langevin noise, + 1000 r per replica).
@@ -82,7 +83,7 @@ static md_status run_rung(const fixture *f, const md_cuda_remd_desc *d, outcome 
     md_status st;
     int r, natom = f->sys.n;
     memset(o, 0, sizeof *o);
-    if ((st = md_cuda_remd_create(&x, f->n, &f->sys, &f->top, &f->lj, &f->base, f->temps, 51)) != MD_OK) return st;
+    if ((st = md_cuda_remd_create(&x, f->n, &f->sys, &f->top, &f->lj, &f->base, f->temps, 51, NULL)) != MD_OK) return st;
     /* poison the logs the run must write */
     for (r = 0; r < x.n; r++) x.potential[r] = NAN;
     if ((st = md_cuda_remd_run(&x, d, &o->stats)) != MD_OK) {
@@ -262,7 +263,7 @@ static void argument_errors(void) {
     MD_CHECK_ERROR(md_cuda_remd_run(&x, &d, NULL), MD_ERR_INVALID_ARGUMENT, "md_cuda_remd_create");
     MD_CHECK_OK(fixture_make(&f));
     f.n = 2;
-    MD_CHECK_OK(md_cuda_remd_create(&x, 2, &f.sys, &f.top, &f.lj, &f.base, f.temps, 1));
+    MD_CHECK_OK(md_cuda_remd_create(&x, 2, &f.sys, &f.top, &f.lj, &f.base, f.temps, 1, NULL));
     d.steps_per_exchange = 10;
     d.steps_per_read = 3;
     MD_CHECK_ERROR(md_cuda_remd_run(&x, &d, NULL), MD_ERR_INVALID_ARGUMENT, "steps_per_read");
@@ -272,8 +273,27 @@ static void argument_errors(void) {
     MD_CHECK(x.rounds == 0);
     md_cuda_remd_destroy(&x);
     md_cuda_remd_destroy(&x); /* twice: safe */
+    { /* the caller's sim options reach every replica; the sort interval is the run's own (-1) */
+        md_cuda_sim_opts o;
+        int r, lanes;
+        memset(&o, 0, sizeof o);
+        o.nb.sort_interval = 7;
+        for (lanes = 1; lanes <= 3; lanes += 2) {
+            o.water_lanes = lanes;
+            MD_CHECK_OK(md_cuda_remd_create(&x, 2, &f.sys, &f.top, &f.lj, &f.base, f.temps, 1, &o));
+            for (r = 0; r < 2; r++) {
+                MD_CHECKF(x.rep[r].sim.step.water_lanes == lanes, "replica %d: %d lanes per water, asked %d", r,
+                          x.rep[r].sim.step.water_lanes, lanes);
+                MD_CHECK(x.rep[r].sim.nb.opts.sort_interval == -1);
+            }
+            md_cuda_remd_destroy(&x);
+        }
+        o.water_lanes = 2;
+        MD_CHECK_ERROR(md_cuda_remd_create(&x, 2, &f.sys, &f.top, &f.lj, &f.base, f.temps, 1, &o),
+                       MD_ERR_INVALID_ARGUMENT, "water_lanes");
+    }
     f.temps[1] = f.temps[0];
-    MD_CHECK_ERROR(md_cuda_remd_create(&x, 2, &f.sys, &f.top, &f.lj, &f.base, f.temps, 1), MD_ERR_INVALID_ARGUMENT,
+    MD_CHECK_ERROR(md_cuda_remd_create(&x, 2, &f.sys, &f.top, &f.lj, &f.base, f.temps, 1, NULL), MD_ERR_INVALID_ARGUMENT,
                    "temperature[1]");
     fixture_free(&f);
 }

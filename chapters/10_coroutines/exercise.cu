@@ -25,7 +25,7 @@ static md_status exercise_run(const md_system *sys, const md_topology *top, cons
     md_cuda_remd x;
     md_status st;
     /* TODO: your scheduler here (see above). The solution: */
-    if ((st = md_cuda_remd_create(&x, n, sys, top, lj, base, temps, 2024)) != MD_OK) return st;
+    if ((st = md_cuda_remd_create(&x, n, sys, top, lj, base, temps, 2024, NULL)) != MD_OK) return st;
     d->mode = MD_CUDA_SCHED_COROUTINES;
     st = md_cuda_remd_run(&x, d, stats);
     if (st == MD_OK) printf("    exercise: OK (the library's scheduler: replace exercise_run with yours)\n");

@@ -12,6 +12,7 @@
  *
  *   10_coroutines [--quick] [--replicas N] [--molecules M] [--exchanges E] [--steps K]
  *                 [--read R] [--only a,b] [--json FILE] [--timeline PREFIX] [--exercise]
+ *                 [--water-lanes L]
  *     --replicas N   replicas (default 12)          --molecules M  waters each (default 1700: 5,100 atoms)
  *     --exchanges E  exchange rounds timed (default 20)   --steps K  steps per exchange (default 100)
  *     --read R       steps between the host's reads of a replica's energy (default 10: the
@@ -20,6 +21,9 @@
  *     --json FILE    one md_bench/1 line per rung     --timeline PREFIX  PREFIX_<rung>.csv: the
  *                    GPU batch intervals of each replica (tutorials/scripts/plot_replica_timeline.py)
  *     --exercise     also run the student's scheduler (exercise.cu) and check it the same way
+ *     --water-lanes L  lanes per water in every replica's integrate kernel (1 or 3; default: the
+ *                    rule of md_cuda_sim_opts::water_lanes, which counts the whole GPU as one
+ *                    replica's), to time the two layouts on replicas that share the GPU
  * --quick: 4 replicas of 300 waters, 3 exchanges of 20 steps. Without a GPU: SKIP lines. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
@@ -52,6 +56,8 @@ typedef struct result {
     double *x;      /* final positions, all replicas */
 } result;
 
+static int water_lanes; /* --water-lanes: md_cuda_sim_opts::water_lanes of every replica (0: the rule) */
+
 /* Make the replicas, warm up (one exchange, not timed: graph captures, first launches), run the
  * timed exchanges, keep the logs and the final positions. */
 static md_status run_one(const md_system *sys, const md_topology *top, const md_lj_table *lj, const md_sim_desc *base,
@@ -61,7 +67,10 @@ static md_status run_one(const md_system *sys, const md_topology *top, const md_
     md_status st;
     int r, rounds = d->exchanges;
     long long cap = 0;
-    if ((st = md_cuda_remd_create(&x, n, sys, top, lj, base, temps, 2024)) != MD_OK) return st;
+    md_cuda_sim_opts o;
+    memset(&o, 0, sizeof o);
+    o.water_lanes = water_lanes;
+    if ((st = md_cuda_remd_create(&x, n, sys, top, lj, base, temps, 2024, &o)) != MD_OK) return st;
     warm.exchanges = 1;
     warm.timeline = NULL;
     if ((st = md_cuda_remd_run(&x, &warm, NULL)) != MD_OK) goto fail;
@@ -135,16 +144,19 @@ int main(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(a, "--only")) only = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--json")) json = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--timeline")) timeline = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--water-lanes")) water_lanes = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--quick] [--replicas N] [--molecules M] [--exchanges E] [--steps K] [--read R]\n"
-                            "       [--only sequential,threads,coroutines,graphs] [--json FILE] [--timeline PREFIX] [--exercise]\n",
+                            "       [--only sequential,threads,coroutines,graphs] [--json FILE] [--timeline PREFIX] [--exercise]\n"
+                            "       [--water-lanes 1|3]\n",
                     argv[0]);
             return 2;
         }
     }
     if (quick) n = 4, molecules = 300, exchanges = 3, steps = 20, read = 5;
-    if (n < 2 || n > 64 || molecules < 100 || exchanges < 1 || steps < 1 || read < 1 || steps % read) {
-        fprintf(stderr, "10_coroutines: need 2..64 replicas, >= 100 molecules, and --read dividing --steps\n");
+    if (n < 2 || n > 64 || molecules < 100 || exchanges < 1 || steps < 1 || read < 1 || steps % read ||
+        (water_lanes != 0 && water_lanes != 1 && water_lanes != 3)) {
+        fprintf(stderr, "10_coroutines: need 2..64 replicas, >= 100 molecules, --read dividing --steps, --water-lanes 1 or 3\n");
         return 2;
     }
     if (!md_cuda_available()) {

@@ -47,7 +47,7 @@ static md_status run_rung(const md_system *sys, const md_topology *top, const md
     md_cuda_remd x;
     md_cuda_remd_desc warm = *d;
     md_status s;
-    if ((s = md_cuda_remd_create(&x, n, sys, top, lj, base, temps, 11)) != MD_OK) return s;
+    if ((s = md_cuda_remd_create(&x, n, sys, top, lj, base, temps, 11, NULL)) != MD_OK) return s;
     warm.exchanges = 1;
     if ((s = md_cuda_remd_run(&x, &warm, NULL)) == MD_OK && (s = md_cuda_remd_run(&x, d, st)) == MD_OK) {
         *log = (double *)malloc(sizeof(double) * x.rounds * n);

@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (sys.box[0] < 2.2) base.nb.cutoff = 0.7;
-    if (md_cuda_remd_create(&x, n, &sys, &top, &lj, &base, temps, seed) != MD_OK) {
+    if (md_cuda_remd_create(&x, n, &sys, &top, &lj, &base, temps, seed, NULL) != MD_OK) {
         fprintf(stderr, "replica_exchange: %s\n", md_last_error());
         return 1;
     }
