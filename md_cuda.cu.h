@@ -1463,7 +1463,8 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
 
 /** @brief The five stages with the plan's spread rung: ADDS the reciprocal forces to @p d_force
  *  (SoA, see md_cuda_pme_enqueue_gather), the energy to @p d_energy_recip and the virial to
- *  @p d_virial (NULL: none; @p d_energy_recip NULL: forces only, see md_cuda_pme_enqueue_solve). Launches, cuFFT executions and memsets on the plan's stream only:
+ *  @p d_virial (NULL: none; @p d_energy_recip NULL: forces only, see
+ *  md_cuda_pme_enqueue_solve). Launches, cuFFT executions and memsets on the plan's stream only:
  *  capturable into a CUDA graph. The caller's buffers are the MD state's (the nonbonded and
  *  PME forces add into one fixed-point array). */
 md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
@@ -6226,8 +6227,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. At least 8
  * blocks per SM: 64 registers instead of the 80 nvcc picks on its own, 32 warps per SM instead
  * of 24 for a latency-bound kernel, at the price of a few spills (ptxas -v, W 32: 68 bytes
- * stored and 252 loaded per thread force-only, 292 / 584 with energy and virial). Measured on an H100: pair kernel 96.7 -> 95.4 us,
- * chapter-08 step 204-206 -> 200 us (23,568 atoms) and 644 -> 626 us (95,766). */
+ * stored and 252 loaded per thread force-only, 292 / 584 with energy and virial). Measured on an
+ * H100: pair kernel 96.7 -> 95.4 us, chapter-08 step 204-206 -> 200 us (23,568 atoms) and 644 -> 626 us (95,766). */
 template <int W, int FLAGS, int SMEM>
 __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK, 8) md__nb_cluster_kernel(md__nb_cluster_args a) {
     constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_BLOCK / W;
@@ -8105,6 +8106,33 @@ static __device__ __forceinline__ int md__step_vconstrain(const md__step_args &A
     return 0;
 }
 
+/* The end of one atom's step, in both water layouts and md__step_unit: store the new position
+ * @p wr and velocity @p v (caller order), move the float4 mirror continuously, zero the atom's
+ * forces for the next evaluation; returns the error bits of its displacement m2 (1 runaway) and
+ * velocity (2 non-finite). */
+static __device__ __forceinline__ int md__step_store(const md__step_args &A, int at, int slot, const double wr[3],
+                                                     const double v[3], double w, double m2, const double box[3]) {
+    int bad = 0;
+    float4 q;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        A.x[3 * (size_t)at + a] = wr[a];
+        A.v[3 * (size_t)at + a] = v[a];
+    }
+    if (!(m2 <= A.maxd2)) bad |= 1;
+    if (!isfinite(m2) || !isfinite(v[0] + v[1] + v[2])) bad |= 2;
+    q = A.xyzq[slot]; /* the previous mirror: move it continuously (md_cuda_mirror_coord) */
+    q.x = md_cuda_mirror_coord(wr[0], q.x, box[0]);
+    q.y = md_cuda_mirror_coord(wr[1], q.y, box[1]);
+    q.z = md_cuda_mirror_coord(wr[2], q.z, box[2]);
+    q.w = A.charge[at];
+    A.xyzq[slot] = q;
+    A.vel[slot] = make_float4((float)v[0], (float)v[1], (float)v[2], (float)w);
+#pragma unroll
+    for (int a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot] = 0;
+    return bad;
+}
+
 /* One unit of K slots (k atoms used; k == K for waters and free atoms): a water on one thread
  * (KIND 0, SETTLE), a SHAKE cluster (KIND 1) or a free atom (KIND 2); the whole step, or only its
  * kinetic energy (A.kinetic_only). Accumulates the momentum into P and the kinetic energy into ke;
@@ -8189,9 +8217,7 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
 #pragma unroll
         for (int i = 0; i < K; i++) {
             if (i >= k) break;
-            const int at = atoms[i];
             double m2 = 0.0, wr[3];
-            float4 q;
 #pragma unroll
             for (int a = 0; a < 3; a++) {
                 const int j = 3 * i + a;
@@ -8199,21 +8225,9 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
                 v[j] += (dc - D[j]) / A.dt;
                 m2 += dc * dc;
                 wr[a] = org[a] + xn[j];
-                A.x[3 * (size_t)at + a] = wr[a];
-                A.v[3 * (size_t)at + a] = v[j];
                 P[a] += v[j] / w[i];
             }
-            if (!(m2 <= A.maxd2)) bad |= 1;
-            if (!isfinite(m2) || !isfinite(v[3 * i] + v[3 * i + 1] + v[3 * i + 2])) bad |= 2;
-            q = A.xyzq[slot[i]]; /* the previous mirror: move it continuously (md_cuda_mirror_coord) */
-            q.x = md_cuda_mirror_coord(wr[0], q.x, box[0]);
-            q.y = md_cuda_mirror_coord(wr[1], q.y, box[1]);
-            q.z = md_cuda_mirror_coord(wr[2], q.z, box[2]);
-            q.w = A.charge[at];
-            A.xyzq[slot[i]] = q;
-            A.vel[slot[i]] = make_float4((float)v[3 * i], (float)v[3 * i + 1], (float)v[3 * i + 2], (float)w[i]);
-#pragma unroll
-            for (int a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot[i]] = 0;
+            bad |= md__step_store(A, atoms[i], slot[i], wr, v + 3 * i, w[i], m2, box);
         }
     }
     return bad;
@@ -8310,7 +8324,6 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
     bad |= md_settle_water(x, y, A.mo, A.mh, A.doh, A.dhh) ? 4 : 0;
     {
         double m2 = 0.0, wr[3], p[3];
-        float4 q;
 #pragma unroll
         for (a = 0; a < 3; a++) {
             const double dc = y[3 * r + a] - xo[a];
@@ -8329,22 +8342,7 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
             }
         }
         if (!act) return 0;
-#pragma unroll
-        for (a = 0; a < 3; a++) {
-            A.x[3 * (size_t)at + a] = wr[a];
-            A.v[3 * (size_t)at + a] = vo[a];
-        }
-        if (!(m2 <= A.maxd2)) bad |= 1;
-        if (!isfinite(m2) || !isfinite(vo[0] + vo[1] + vo[2])) bad |= 2;
-        q = A.xyzq[slot]; /* the previous mirror: move it continuously (md_cuda_mirror_coord) */
-        q.x = md_cuda_mirror_coord(wr[0], q.x, box[0]);
-        q.y = md_cuda_mirror_coord(wr[1], q.y, box[1]);
-        q.z = md_cuda_mirror_coord(wr[2], q.z, box[2]);
-        q.w = A.charge[at];
-        A.xyzq[slot] = q;
-        A.vel[slot] = make_float4((float)vo[0], (float)vo[1], (float)vo[2], (float)w);
-#pragma unroll
-        for (a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot] = 0;
+        bad |= md__step_store(A, at, slot, wr, vo, w, m2, box);
     }
     return bad;
 }

@@ -170,7 +170,7 @@ static void compare_runs(const md_system *sys, const md_topology *t, const md_lj
     o.water_lanes = water_lanes;
     MD_CHECK_OK(md_cuda_sim_create(&g, sys, t, lj, d, &o));
     MD_CHECK(g.ndof == c.ndof);
-    MD_CHECK(g.step.water_lanes == (water_lanes ? water_lanes : g.opts.water_lanes));
+    if (water_lanes) MD_CHECK(g.step.water_lanes == water_lanes);
     MD_CHECK(g.step.water_lanes == 1 || g.step.water_lanes == 3);
     /* the same initial state (constrained on the host by the same code) */
     MD_CHECK_OK(md_cuda_sim_download(&g, x.data(), v.data(), NULL));
@@ -265,6 +265,16 @@ static void reproducible(void) {
     o.water_lanes = a.step.water_lanes == 3 ? 1 : 3;
     MD_CHECK_OK(md_cuda_sim_create(&c, &s, &t, &lj, &d, &o));
     MD_CHECK(c.step.water_lanes != a.step.water_lanes && c.opts.water_lanes == c.step.water_lanes);
+    { /* the rule, bounded without repeating it: any launchable kernel keeps at least one 64-thread
+       * block (2 warps) per SM resident, so ceil(nwater / 10) <= 2 x SMs water warps must get
+       * three lanes; more than 64 warps per SM (the hardware's most) must get one */
+        int sms = 0;
+        const long long warps = (a.step.nwater + 9) / 10;
+        MD_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess && sms > 0);
+        if (warps <= 2ll * sms)
+            MD_CHECKF(a.step.water_lanes == 3, "%lld water warps on %d SMs: %d lanes", warps, sms, a.step.water_lanes);
+        if (warps > 64ll * sms) MD_CHECK(a.step.water_lanes == 1);
+    }
     MD_CHECK_OK(md_cuda_sim_enqueue(&a, sanitize ? 10 : 150, 0));
     MD_CHECK_OK(md_cuda_sim_enqueue(&b, sanitize ? 10 : 150, 0));
     MD_CHECK_OK(md_cuda_sim_enqueue(&c, sanitize ? 10 : 150, 0));
