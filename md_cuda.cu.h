@@ -5190,6 +5190,7 @@ enum {
     MD__NB_CTL_KDONE,       /* blocks of the cluster kernel that finished (the last one clears PRUNE) */
     MD__NB_CTL_PRUNED,      /* lanes x steps of the list after the prune (cluster rungs) */
     MD__NB_CTL_MINIMG,      /* nonzero: an entry of this build needs the minimum image per pair (small boxes) */
+    MD__NB_CTL_WORK,        /* units of the cluster search handed out (the last block resets) */
     MD__NB_CTL_WORDS = 24
 };
 
@@ -5469,11 +5470,23 @@ static inline __host__ __device__ int md__wrap_cell(int k, int dim, int *shift) 
     return k;
 }
 
-/* What the search keeps of a super-cluster's i-clusters: bounding boxes, atom ranges, and the
- * range of their exclusion partners (internal slots). */
+/** @cond INTERNAL */
+/* Exclusion partners of an i-cluster the search keeps one by one when they lie more than
+ * MD__NB_NEAR slots from it (a molecule split between two cells by the sort: its partners are a
+ * cell's worth of slots away), at most MD__NB_FAR of them; more, and the whole range stands in. */
+#define MD__NB_NEAR 64
+#define MD__NB_FAR 4
+/** @endcond */
+
+/* What the search keeps of a super-cluster's i-clusters: bounding boxes, atom ranges, and where
+ * their exclusion partners (internal slots) are: the range of the near ones [pmin, pmax] (within
+ * MD__NB_NEAR slots of the i-cluster), the far ones one by one (nfar of them, or, if more than
+ * MD__NB_FAR, the range of all partners [wmin, wmax]). A j-cluster that holds none of them needs
+ * no exclusion mask: the test that keeps md__nb_cand_masks' per-atom loop to the few that do. */
 struct md__nb_sc_data {
     float4 lo[MD_CUDA_NB_SUPER], hi[MD_CUDA_NB_SUPER];
     int f[MD_CUDA_NB_SUPER], n[MD_CUDA_NB_SUPER], pmin[MD_CUDA_NB_SUPER], pmax[MD_CUDA_NB_SUPER];
+    int nfar[MD_CUDA_NB_SUPER], wmin[MD_CUDA_NB_SUPER], wmax[MD_CUDA_NB_SUPER], far[MD_CUDA_NB_SUPER][MD__NB_FAR];
 };
 
 /* Fill i-cluster s (< MD_CUDA_NB_SUPER) of super-cluster sc (first i-cluster, i-clusters, cell):
@@ -5482,7 +5495,7 @@ static inline __host__ __device__ void md__nb_sc_fill(md__nb_sc_data *d, int s, 
                                                      const int *exn, const int *exl, int stride, int cj) {
     const int R = MD_CUDA_NB_CI / cj;
     float4 lo = make_float4(INFINITY, INFINITY, INFINITY, 0.0f), hi = make_float4(-INFINITY, -INFINITY, -INFINITY, 0.0f);
-    int f = 0, cnt = 0, pmin = INT_MAX, pmax = -1;
+    int f = 0, cnt = 0, pmin = INT_MAX, pmax = -1, nfar = 0, wmin = INT_MAX, wmax = -1;
     if (s < sc.y) {
         const int ic = sc.x + s;
         const int2 at = ci[ic];
@@ -5493,13 +5506,19 @@ static inline __host__ __device__ void md__nb_sc_fill(md__nb_sc_data *d, int s, 
             lo = make_float4(fminf(lo.x, bl.x), fminf(lo.y, bl.y), fminf(lo.z, bl.z), 0.0f);
             hi = make_float4(fmaxf(hi.x, bh.x), fmaxf(hi.y, bh.y), fmaxf(hi.z, bh.z), 0.0f);
         }
-        for (int q = 0; q < cnt; q++) {
-            const int m = exn[f + q];
-            if (m > 0) {
-                pmin = pmin < exl[f + q] ? pmin : exl[f + q];
-                pmax = pmax > exl[(size_t)(m - 1) * stride + f + q] ? pmax : exl[(size_t)(m - 1) * stride + f + q];
+        for (int q = 0; q < cnt; q++)
+            for (int k = 0, m = exn[f + q]; k < m; k++) {
+                const int p = exl[(size_t)k * stride + f + q];
+                wmin = wmin < p ? wmin : p;
+                wmax = wmax > p ? wmax : p;
+                if (p >= f - MD__NB_NEAR && p < f + cnt + MD__NB_NEAR) {
+                    pmin = pmin < p ? pmin : p;
+                    pmax = pmax > p ? pmax : p;
+                } else {
+                    if (nfar < MD__NB_FAR) d->far[s][nfar] = p;
+                    nfar++;
+                }
             }
-        }
     }
     d->lo[s] = lo;
     d->hi[s] = hi;
@@ -5507,6 +5526,21 @@ static inline __host__ __device__ void md__nb_sc_fill(md__nb_sc_data *d, int s, 
     d->n[s] = cnt;
     d->pmin[s] = pmin;
     d->pmax[s] = pmax;
+    d->nfar[s] = nfar;
+    d->wmin[s] = wmin;
+    d->wmax[s] = wmax;
+}
+
+/* Whether the j-cluster [jf, jf + jc) may hold an exclusion partner of i-cluster q (never a false
+ * no; a false yes costs only md__nb_cand_masks' exact loop). */
+static inline __host__ __device__ int md__nb_may_exclude(const md__nb_sc_data &d, int q, int jf, int jc) {
+    int hit = d.pmax[q] >= jf && d.pmin[q] < jf + jc;
+    if (d.nfar[q] > MD__NB_FAR) return hit | (d.wmax[q] >= jf && d.wmin[q] < jf + jc);
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+    for (int k = 0; k < MD__NB_FAR; k++) hit |= k < d.nfar[q] && d.far[q][k] >= jf && d.far[q][k] < jf + jc;
+    return hit;
 }
 
 /* The cells a super-cluster of nci i-clusters reaches: its box widened by reach; returns minimg. */
@@ -5565,7 +5599,7 @@ static inline __host__ __device__ int md__nb_cand_masks(const md__nb_sc_data &d,
             mk[q] = m;
             any = 1;
         }
-        if (d.pmax[q] >= jf && d.pmin[q] < jf + jc)
+        if (md__nb_may_exclude(d, q, jf, jc))
             for (int ii = 0; ii < ni; ii++) {
                 const int at = fi + ii, m = exn[at];
                 for (int k = 0; k < m; k++) {
@@ -5592,6 +5626,7 @@ static __device__ __forceinline__ void md__nb_build_done(long long *ctl, int pru
             __threadfence();
             ctl[MD__NB_CTL_ESCAPE_LAST] = ctl[MD__NB_CTL_ESCAPE];
             ctl[MD__NB_CTL_DONE] = 0;
+            ctl[MD__NB_CTL_WORK] = 0;
             ctl[MD__NB_CTL_ESCAPE] = 0;
             ctl[MD__NB_CTL_REBUILDS] += 1;
             if (prune) ctl[MD__NB_CTL_PRUNE] = 1;
@@ -5623,8 +5658,21 @@ struct md__nb_search_args {
 
 /** @cond INTERNAL */
 /* Bytes of shared memory per search block that remember the first sweep's hits (8 bytes each),
- * shared among its warps: 256 hits per warp at W = 32. */
-#define MD__NB_SEARCH_HIT_BYTES 8192
+ * shared among its (virtual) warps: 256 hits at W = 32. */
+#define MD__NB_SEARCH_HIT_BYTES 2048 /* per 32 lanes */
+/* Threads per search block: one hardware warp. The super-clusters' searches differ in length
+ * (cells in reach, candidates per cell), and a block's warps wait for its slowest at the end
+ * (the build's closing barrier): with four warps per block, one unit each, a third of the warp
+ * time went to that wait (Nsight Compute, 23,568 atoms: stall_barrier 33% of the samples). */
+#ifndef MD__NB_SEARCH_BLOCK
+#define MD__NB_SEARCH_BLOCK 32
+#endif
+/* Search blocks per SM at most: each (virtual) warp takes units (a super-cluster's share of its
+ * cells) from a counter until none are left, so the grid need not cover them; fewer blocks also
+ * make the launch cheap on the steps that build nothing. */
+#ifndef MD__NB_SEARCH_BLOCKS_PER_SM
+#define MD__NB_SEARCH_BLOCKS_PER_SM 32
+#endif
 /** @endcond */
 
 /* Write entry `pos` of the list: j-cluster cj (first atom jf, jc atoms) with i-cluster mask im and
@@ -5659,23 +5707,36 @@ static __device__ __forceinline__ void md__nb_search_emit(const md__nb_search_ar
  * keeps the hits (j-cluster, mask, shift) in shared memory; pass 1 writes them from there, or
  * sweeps again when there were more than the warp's share of MD__NB_SEARCH_HIT_BYTES holds. The
  * lanes test W candidates at a time and a ballot keeps the order, so both ways write the same list.
+ * Work comes in units, a super-cluster's share of its cells (md_cuda_nb_plan::search_slices per
+ * super-cluster): a warp's first unit is its index, later ones come from a counter, so a warp
+ * with short units takes more and no grid has to cover them all (MD__NB_SEARCH_BLOCKS_PER_SM).
  * The last block to finish clears the rebuild flag (unless a capacity overflowed: then the list
- * stays invalid). */
+ * stays invalid). Measured on an H100 (Nsight Compute, chapter 08's 23,568-atom race box, a build
+ * in the steady state): 133 -> 92 us for one-warp blocks, units from a counter, far exclusion
+ * partners kept one by one (md__nb_sc_data) and no division per cell; the race step 172.2 ->
+ * 168.9 us (23,568 atoms), 517.8 -> 504.2 us (95,766). Blocks of four warps with the same counter:
+ * 167.4 and 513.8 us. */
 template <int W>
-__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
-    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD_CUDA_NB_BLOCK / W;
+__global__ void __launch_bounds__(MD__NB_SEARCH_BLOCK) md__nb_search_kernel(md__nb_search_args a) {
+    constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, R = CI / CJ, S = MD_CUDA_NB_SUPER, NW = MD__NB_SEARCH_BLOCK / W;
     constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
-    constexpr int HITS = MD__NB_SEARCH_HIT_BYTES / 8 / NW;
+    constexpr int HITS = MD__NB_SEARCH_HIT_BYTES / 8 / (32 / W);
     const int SL = a.slices;
     __shared__ md__nb_sc_data s_d[NW];
     __shared__ int2 s_hit[NW][HITS]; /* pass 0's hits: (j-cluster, mask | shift << 8) */
     const int wib = threadIdx.x / W, lane = threadIdx.x % W;
-    const int gw = blockIdx.x * NW + wib, vw = gw / SL, slice = gw % SL; /* super-cluster, its share of the cells */
     const unsigned vm = md__vmask<W>();
     const int lane_base = (threadIdx.x & 31) & ~(W - 1);
     long long *ctl = a.ctl;
     if (!ctl[MD__NB_CTL_REBUILD]) return;
-    if (vw < a.sc_start[a.cap_cells]) {
+    const long long units = (long long)a.sc_start[a.cap_cells] * SL, warps = (long long)gridDim.x * NW;
+    /* units (super-cluster vw, its share `slice` of the cells): the first by the warp's index,
+     * the rest from a counter, in turn (a counter for the first ones too would have every warp's
+     * atomic on one word at once) */
+    for (long long u = (long long)blockIdx.x * NW + wib;;) {
+        if (u >= units) break;
+        const int vw = (int)(u / SL), slice = (int)(u % SL);
+        __syncwarp(vm); /* every lane is done with the last unit's s_d and s_hit */
         const int4 sc = a.sc[vw];
         const md_cuda_cell_grid g = *a.grid;
         const float esc = __int_as_float((int)ctl[MD__NB_CTL_ESCAPE]);
@@ -5687,7 +5748,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_
         __syncwarp(vm);
         minimg = md__nb_sc_reach(d, sc.y, g, reach, kmin, kmax);
         for (pass = 0; pass < 2; pass++) {
-            int cnt = 0, nth = 0;
+            int cnt = 0, rot = 0; /* rot: this cell's slice (cell k of the range to slice k mod SL) */
             if (pass == 1 && total <= HITS) { /* the hits of pass 0, in their order */
                 __syncwarp(vm);
                 for (int h = lane; h < total; h += W) {
@@ -5704,7 +5765,9 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_
                 for (int ky = kmin[1]; ky <= kmax[1]; ky++)
                     for (int kx = kmin[0]; kx <= kmax[0]; kx++) {
                         int sx, sy, sz;
-                        if (nth++ % SL != slice) continue; /* another warp's cell */
+                        const int mine = rot == slice;
+                        rot = rot + 1 == SL ? 0 : rot + 1;
+                        if (!mine) continue; /* another warp's cell */
                         const int cx = md__wrap_cell(kx, g.dim[0], &sx), cy = md__wrap_cell(ky, g.dim[1], &sy),
                                   cz = md__wrap_cell(kz, g.dim[2], &sz);
                         const int cell = (cz * g.dim[1] + cy) * g.dim[0] + cx;
@@ -5777,6 +5840,9 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_search_kernel(md__nb_
                 }
             }
         }
+        if (units <= warps) break; /* the first units were all there were */
+        if (lane == 0) u = warps + (long long)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_WORK], 1ull);
+        u = __shfl_sync(vm, u, 0, W);
     }
     md__nb_build_done(ctl, 1);
 }
@@ -6815,8 +6881,11 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         }
         if (cluster) {
             md__nb_search_args a;
-            const unsigned blocks = (unsigned)(((long long)p->cap_sc * p->search_slices * p->warp +
-                                                MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
+            const long long need = ((long long)p->cap_sc * p->search_slices * p->warp + MD__NB_SEARCH_BLOCK - 1) /
+                                   MD__NB_SEARCH_BLOCK;
+            const unsigned blocks = (unsigned)(need < (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM
+                                                   ? need
+                                                   : (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM);
             a.bb = p->d_bb;
             a.ci = p->d_ci;
             a.sc = p->d_sc;
@@ -6838,9 +6907,9 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             a.ctl = p->d_ctl;
             a.flags = s->q.d_flags;
             a.rlist = rlist;
-            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
-            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
-            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD_CUDA_NB_BLOCK, 0, st, a);
+            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
+            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
+            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
         } else {
             const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
             if (p->variant == MD_NB_GPU_HALF_LIST)

@@ -352,10 +352,12 @@ static int race(const char *pdb, int steps, int reps) {
     }
     printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"step\", \"device\": \"%s\", \"atoms\": %d, "
            "\"steps\": %d, \"s_per_step\": %.9g, \"ns_per_day\": %.6g, \"pme_grid\": [%d, %d, %d], \"cutoff_nm\": %g, "
-           "\"ewald_tolerance\": %g, \"potential_kj_mol\": %.10g, \"recip_kj_mol\": %.10g, \"nb_variant\": \"%s\"}\n",
+           "\"ewald_tolerance\": %g, \"potential_kj_mol\": %.10g, \"recip_kj_mol\": %.10g, \"nb_variant\": \"%s\", "
+           "\"list_builds_per_1000_steps\": %.4g}\n",
            info.name, s.n, steps, sps, ns_per_day(0.002, sps), g.pme.params.grid[0], g.pme.params.grid[1],
            g.pme.params.grid[2], g.desc.nb.cutoff, g.desc.nb.ewald_tolerance, md_energy_potential(&ref.energy),
-           ref.energy.coul_recip, md_nb_variant_name(g.opts.nb_variant));
+           ref.energy.coul_recip, md_nb_variant_name(g.opts.nb_variant),
+           1000.0 * (double)g.nb.stats.rebuilds / (double)g.steps);
     md_sim_free(&ref);
     md_cuda_sim_destroy(&g);
     md_system_free(&s);
