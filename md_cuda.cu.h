@@ -3137,14 +3137,7 @@ md_status md_cuda_ceiling_launch(double *launch_s, double *graph_node_s) {
         st = md_cuda_error(e, "cudaStreamEndCapture", __FILE__, __LINE__);
         goto done;
     }
-    if ((e = cudaGraphInstantiate(&c.exec, graph, 0)) != cudaSuccess) {
-        st = md_cuda_error(e, "cudaGraphInstantiate", __FILE__, __LINE__);
-        goto done;
-    }
-    if ((e = cudaGraphUpload(c.exec, stream)) != cudaSuccess) {
-        st = md_cuda_error(e, "cudaGraphUpload", __FILE__, __LINE__);
-        goto done;
-    }
+    if ((st = md_cuda_graph_instantiate(graph, stream, &c.exec)) != MD_OK) goto done;
     if ((st = md_cuda_bench(md__ceil_graph_run, &c, &d, &t)) != MD_OK) goto done;
     *graph_node_s = t / c.count;
 done:

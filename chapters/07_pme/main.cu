@@ -415,7 +415,7 @@ static int gpu_part(const ladder_opts *o, int molecules, double edge, const char
         cudaError_t ce = cudaStreamBeginCapture(g.queue.stream, cudaStreamCaptureModeThreadLocal);
         md_status cs = ce == cudaSuccess ? md_cuda_pme_plan_enqueue_own(&g) : MD_ERR_CUDA;
         cudaError_t ee = ce == cudaSuccess ? cudaStreamEndCapture(g.queue.stream, &graph) : ce;
-        if (cs != MD_OK || ee != cudaSuccess || cudaGraphInstantiate(&gc.graph, graph, 0) != cudaSuccess) {
+        if (cs != MD_OK || ee != cudaSuccess || md_cuda_graph_instantiate(graph, g.queue.stream, &gc.graph) != MD_OK) {
             printf("note: graph capture failed (%s); pme_graph is not timed\n", cudaGetErrorString(ee));
             err[R_GRAPH] = NAN;
             gc.graph = NULL;
