@@ -13,6 +13,9 @@
  *     lanes: every non-excluded pair with float r^2 < rc^2 must be computed exactly once with
  *     its minimum image, no excluded pair ever, and the kernel's arithmetic on that list must
  *     give the double-precision forces (tolerance below). It also prints the cluster efficiency.
+ *   - exclusion_partner_summary: md__nb_sc_fill / md__nb_may_exclude on random partner lists
+ *     (near, far, more far ones than MD__NB_FAR): no window holding a partner is ruled out, and
+ *     with few far partners none beyond the near slots is let through without one.
  * GPU tests (SKIP without a GPU, FAIL under MD_REQUIRE_GPU=1):
  *   - state_roundtrip: upload / download are exact, zero zeroes, poll converts.
  *   - exact_rungs_bitwise: MD_NB_GPU_TILES, _FULL_LIST, _HALF_LIST give raw fixed-point forces,
@@ -34,7 +37,7 @@
  *     drift below 1e-3 kJ/mol per atom (the CPU run in double drifts 2e-5 over the same time).
  *   - rdf_cell_rung: MD_RDF_GPU_CELL counts equal md_rdf_accumulate's exactly (A = B, A != B,
  *     and two frames of different boxes enqueued before one sync).
- * MD_SANITIZE=1 shrinks every system and the NVE run. Seeds: 11, 21, 22, 23, 31. */
+ * MD_SANITIZE=1 shrinks every system and the NVE run. Seeds: 11, 21, 22, 23, 31, 41. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
@@ -592,6 +595,59 @@ static void cluster_search_on_host(void) {
     }
 }
 
+
+/* The search's summary of an i-cluster's exclusion partners (md__nb_sc_fill, md__nb_may_exclude):
+ * random partner lists, near and far, fewer and more than MD__NB_FAR far ones; for every window
+ * [jf, jf + jc) of the slots it must never say "no" where a partner lies, and with at most
+ * MD__NB_FAR far partners it must say "no" beyond the near slots wherever none lies (so the far
+ * partners are kept one by one, not as the range that spans them). Seed 41. */
+static void exclusion_partner_summary(void) {
+    const int n = 4096, f = 1000, cnt = MD_CUDA_NB_CI, cj = 4, maxm = 3;
+    std::vector<int> exn(n, 0), exl((size_t)maxm * n, 0);
+    std::vector<float4> bb(2 * (MD_CUDA_NB_CI / cj), make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    const int2 ci[1] = {make_int2(f, cnt)};
+    int trial, few = 0, many = 0, missed = 0, wrong_far = 0;
+    md_rng g;
+    md_rng_seed(&g, 41);
+    for (trial = 0; trial < 300; trial++) {
+        md__nb_sc_data d;
+        std::vector<int> all;
+        const double pfar = 0.05 + 0.4 * md_rng_uniform(&g);
+        for (int q = 0; q < cnt; q++) {
+            const int m = (int)(md_rng_uniform(&g) * (maxm + 1)) % (maxm + 1);
+            std::vector<int> v;
+            for (int k = 0; k < m; k++) {
+                int p = md_rng_uniform(&g) < pfar ? (int)(md_rng_uniform(&g) * n) % n
+                                                   : f - 40 + (int)(md_rng_uniform(&g) * 88);
+                if (p == f + q) p = f + (q + 1) % cnt;
+                v.push_back(p);
+            }
+            std::sort(v.begin(), v.end());
+            exn[f + q] = m;
+            for (int k = 0; k < m; k++) {
+                exl[(size_t)k * n + f + q] = v[k];
+                all.push_back(v[k]);
+            }
+        }
+        md__nb_sc_fill(&d, 0, make_int4(0, 1, 0, 0), ci, bb.data(), exn.data(), exl.data(), n, cj);
+        if (d.nfar[0] > MD__NB_FAR) many++;
+        else few++;
+        for (int jc = 1; jc <= cj; jc++)
+            for (int jf = 0; jf + jc <= n; jf++) {
+                int has = 0;
+                for (int p : all) has |= p >= jf && p < jf + jc;
+                const int may = md__nb_may_exclude(d, 0, jf, jc);
+                missed += has && !may;
+                if (d.nfar[0] <= MD__NB_FAR && (jf + jc <= f - MD__NB_NEAR || jf >= f + cnt + MD__NB_NEAR))
+                    wrong_far += may != has;
+            }
+    }
+    MD_CHECKF(missed == 0, "%d windows with a partner were ruled out", missed);
+    MD_CHECKF(wrong_far == 0, "%d windows beyond the near slots answered wrongly with few far partners", wrong_far);
+    MD_CHECKF(few > 20 && many > 20, "cases: %d with at most %d far partners, %d with more", few, MD__NB_FAR, many);
+    printf("  partner summaries: %d trials with at most %d far partners, %d with more; no window missed\n", few,
+           MD__NB_FAR, many);
+}
 
 /* ---------------------------------------------------------------- GPU tests */
 
@@ -1189,6 +1245,7 @@ int main(void) {
     sanitize = san && san[0] == '1';
     MD_RUN(pair_fast_accuracy);
     MD_RUN(cluster_search_on_host);
+    MD_RUN(exclusion_partner_summary);
     MD_RUN(state_roundtrip);
     MD_RUN(exact_rungs_bitwise);
     MD_RUN(cluster_rungs_vs_cpu);
