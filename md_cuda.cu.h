@@ -1131,6 +1131,13 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  add the energies; MD_NB_GPU_CLUSTER with 32-lane warps only, costs a little time. Virtual
  *  warps of 8 or 16 lanes always add energies and virial. */
 #define MD_CUDA_NB_COUNT 16u
+/** @brief `what` bit: the displacement check of this evaluation was done already, so the plan
+ *  skips its own kernel for it (one launch fewer per evaluation). Pass it only when a kernel of
+ *  the caller, after the last move of the positions, has set the plan's rebuild word for every
+ *  atom whose float mirror lies more than half the buffer from its reference position and for a
+ *  changed box: md_cuda_sim_enqueue's integrate kernel does so (md__nb_moved, md__nb_box_check);
+ *  the cluster and list rungs only (MD_NB_GPU_TILES keeps no list). */
+#define MD_CUDA_NB_CHECKED 32u
 
 /** @brief Float constants of the cluster rungs' pair arithmetic (md_cuda_nb_pair_fast), made
  *  by md_cuda_nb_plan_create from the resolved parameters.
@@ -5306,26 +5313,35 @@ __global__ void md__nb_scale_lj_kernel(const float2 *__restrict__ lj, int count,
 
 /* -- every evaluation: the displacement check (sets the rebuild flag) -- */
 
+/* A box that differs from the last build's (one thread): rebuild, with the cells of the last sort
+ * scaled to it (the same cell counts, so the grid stays periodic; the escape measures how far
+ * atoms are off their cells). md__nb_disp_kernel and the integrate kernel of md_cuda_sim. */
+static __device__ __forceinline__ void md__nb_box_check(const double *box, long long *ctl, md_cuda_cell_grid *grid) {
+    if (box[0] == __longlong_as_double(ctl[MD__NB_CTL_BOX]) && box[1] == __longlong_as_double(ctl[MD__NB_CTL_BOX + 1]) &&
+        box[2] == __longlong_as_double(ctl[MD__NB_CTL_BOX + 2]))
+        return;
+    for (int k = 0; k < 3; k++) {
+        const double L = box[k] > 0.0 ? box[k] : 1.0;
+        grid->cell[k] = (float)(L / (double)grid->dim[k]);
+        grid->inv_cell[k] = (float)((double)grid->dim[k] / L);
+        grid->box[k] = (float)L;
+        grid->inv_box[k] = (float)(1.0 / L);
+    }
+    ctl[MD__NB_CTL_REBUILD] = 1;
+}
+
+/* 1 when the float position p lies more than sqrt(half2) (half the buffer) from its reference r. */
+static __device__ __forceinline__ int md__nb_moved(float4 p, float4 r, const md_nb_box_f32 &b, float half2) {
+    float d[3];
+    return md_nb_delta_f32(p.x, p.y, p.z, r.x, r.y, r.z, &b, d) > half2;
+}
+
 __global__ void md__nb_disp_kernel(const float4 *__restrict__ xyzq, const float4 *__restrict__ ref, int n,
                                   const double *__restrict__ box, float half2, long long *ctl, unsigned long long *flags,
                                   const int *__restrict__ order, md_cuda_cell_grid *grid) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    md_nb_box_f32 b;
-    float4 p, r;
-    float d[3];
-    if (i == 0 && (box[0] != __longlong_as_double(ctl[MD__NB_CTL_BOX]) || box[1] != __longlong_as_double(ctl[MD__NB_CTL_BOX + 1]) ||
-                   box[2] != __longlong_as_double(ctl[MD__NB_CTL_BOX + 2]))) {
-        /* a new box: rebuild, with the cells of the last sort scaled to it (the same cell counts,
-         * so the grid stays periodic; the escape measures how far atoms are off their cells) */
-        for (int k = 0; k < 3; k++) {
-            const double L = box[k] > 0.0 ? box[k] : 1.0;
-            grid->cell[k] = (float)(L / (double)grid->dim[k]);
-            grid->inv_cell[k] = (float)((double)grid->dim[k] / L);
-            grid->box[k] = (float)L;
-            grid->inv_box[k] = (float)(1.0 / L);
-        }
-        ctl[MD__NB_CTL_REBUILD] = 1;
-    }
+    float4 p;
+    if (i == 0) md__nb_box_check(box, ctl, grid);
     if (ctl[MD__NB_CTL_REBUILD]) return; /* decided already: the build kernels check every atom */
     if (i >= n) return;
     p = xyzq[i];
@@ -5333,9 +5349,7 @@ __global__ void md__nb_disp_kernel(const float4 *__restrict__ xyzq, const float4
         md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)order[i]);
         return;
     }
-    r = ref[i];
-    b = md__box_f32(box);
-    if (md_nb_delta_f32(p.x, p.y, p.z, r.x, r.y, r.z, &b, d) > half2) ctl[MD__NB_CTL_REBUILD] = 1;
+    if (md__nb_moved(p, ref[i], md__box_f32(box), half2)) ctl[MD__NB_CTL_REBUILD] = 1;
 }
 
 /* -- the rebuild (every evaluation; returns at once unless the flag is set) -- */
@@ -6856,8 +6870,9 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         md_status r;
         if (((what & MD_CUDA_NB_SORT) || p->sorted_epoch != s->epoch) && (r = md__nb_sort(p, s)) != MD_OK) return r;
         if (what & MD_CUDA_NB_REBUILD) MD_CUDA_TRY(cudaMemsetAsync(p->d_ctl + MD__NB_CTL_REBUILD, 1, 1, st));
-        MD_CUDA_LAUNCH(md__nb_disp_kernel, (n + 255) / 256, 256, 0, st, s->d_xyzq, p->d_ref, n, s->d_box, half * half,
-                       p->d_ctl, s->q.d_flags, s->d_order, p->cells.d_grid);
+        if (!(what & MD_CUDA_NB_CHECKED))
+            MD_CUDA_LAUNCH(md__nb_disp_kernel, (n + 255) / 256, 256, 0, st, s->d_xyzq, p->d_ref, n, s->d_box,
+                           half * half, p->d_ctl, s->q.d_flags, s->d_order, p->cells.d_grid);
         switch (p->cj) {
         case 1:
             MD_CUDA_LAUNCH((md__nb_bbox_kernel<1>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
@@ -7231,15 +7246,15 @@ static __device__ __forceinline__ int md__pme_finite(float4 a) {
 
 /* Scatter rung: thread (atom, iy, iz) adds the P points (ix, iy, iz), ix = 0..P-1. Consecutive
  * lanes hold consecutive iz, so each atomic instruction of a warp lands on P-long runs of
- * adjacent words (a few sectors) instead of 32 rows. */
+ * adjacent words (a few sectors) instead of 32 rows. The first thread zeroes the charge sums,
+ * which md__pme_fixed_to_real_kernel adds next (no memset of their own: one call fewer). */
 template <int P>
 __global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box,
                                              int K0, int K1, int K2, md_fixed *__restrict__ grid, md_fixed *charge,
                                              unsigned long long *flags) {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int atom = (int)(t / (P * P)), r = (int)(t % (P * P)), iy = r / P, iz = r % P;
-    md_fixed cq[2] = {0ull, 0ull};
-    md_fixed *dst[2] = {charge, charge + 1};
+    if (t == 0) charge[0] = charge[1] = 0ull;
     if (atom < n) {
         const float4 a = xyzq[atom];
         if (!md__pme_finite(a)) {
@@ -7260,22 +7275,32 @@ __global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, in
                 const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
                 atomicAdd(grid + ((size_t)gx * K1 + gy) * K2 + gz, md__pme_term(a.w, w0[ix], w1[iy], w2[iz]));
             }
-            if (r == 0) {
-                cq[0] = md_fixed_from_float(a.w, (float)MD_FORCE_FIXED_SCALE);
-                cq[1] = md_fixed_from_float(md__fmul(a.w, a.w), (float)MD_FORCE_FIXED_SCALE);
-            }
         }
     }
-    md__pme_block_add<2>(cq, dst);
 }
 
 /* The fixed-point grid to floats, zeroing it as it is read: the next atomic spread finds it
- * clean without a memset of its own (one pass over the grid instead of two). */
-__global__ void md__pme_fixed_to_real_kernel(md_fixed *__restrict__ g, float *__restrict__ real, long long count) {
+ * clean without a memset of its own (one pass over the grid instead of two). With @p charge,
+ * also the charge sums of the @p n atoms (sum q, sum q^2; finite atoms only, as the spread takes
+ * them) for the solve's neutralising background: integer sums, the same bits in any order. */
+__global__ void md__pme_fixed_to_real_kernel(md_fixed *__restrict__ g, float *__restrict__ real, long long count,
+                                             const float4 *__restrict__ xyzq, int n, md_fixed *charge) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) {
         real[i] = (float)md_fixed_to_double(g[i], MD_CUDA_PME_GRID_SCALE);
         g[i] = 0ull;
+    }
+    if (charge) { /* the same for the whole launch: every thread takes part in the block sum */
+        md_fixed cq[2] = {0ull, 0ull};
+        md_fixed *dst[2] = {charge, charge + 1};
+        for (long long k = i; k < n; k += (long long)gridDim.x * blockDim.x) {
+            const float4 a = xyzq[k];
+            if (md__pme_finite(a)) {
+                cq[0] += md_fixed_from_float(a.w, (float)MD_FORCE_FIXED_SCALE);
+                cq[1] += md_fixed_from_float(md__fmul(a.w, a.w), (float)MD_FORCE_FIXED_SCALE);
+            }
+        }
+        md__pme_block_add<2>(cq, dst);
     }
 }
 
@@ -7712,15 +7737,15 @@ md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spr
     o = p->params.order;
     s = p->queue.stream;
     npts = (long long)K[0] * K[1] * K[2];
-    MD_CUDA_TRY(cudaMemsetAsync(p->d_charge, 0, 2 * sizeof(md_fixed), s));
     if (spread == MD_CUDA_PME_SPREAD_ATOMIC) {
         const long long threads = (long long)n * o * o; /* d_grid_fixed is zero: made so, reset by each conversion */
         MD__PME_LAUNCH_ORDER(o, md__pme_spread_atomic_kernel, (unsigned)((threads + 255) / 256), 256, 0, s, d_xyzq, n,
                              d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge, p->queue.d_flags);
         MD_CUDA_LAUNCH(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
-                       p->d_real, npts);
+                       p->d_real, npts, d_xyzq, n, p->d_charge);
     } else {
         const int nbricks = p->nbrick[0] * p->nbrick[1] * p->nbrick[2];
+        MD_CUDA_TRY(cudaMemsetAsync(p->d_charge, 0, 2 * sizeof(md_fixed), s)); /* the weights' kernel adds them */
         /* both binned rungs: stencil weights, origins and bricks, then the atoms in brick order */
         MD_CUDA_TRY(cudaMemsetAsync(p->d_brick_count, 0, (size_t)nbricks * sizeof(int), s));
         MD__PME_LAUNCH_ORDER(o, md__pme_theta_kernel, (unsigned)((n + 255) / 256), 256, 0, s, d_xyzq, n, d_box, K[0],
@@ -7734,7 +7759,7 @@ md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spr
                                  p->d_base, p->d_brick_start, p->d_sorted, K[0], K[1], K[2], p->nbrick[1], p->nbrick[2],
                                  p->d_grid_fixed);
             MD_CUDA_LAUNCH(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
-                           p->d_real, npts);
+                           p->d_real, npts, (const float4 *)NULL, 0, (md_fixed *)NULL);
         } else {
             MD__PME_LAUNCH_ORDER(o, md__pme_spread_gather_kernel, (unsigned)nbricks, 512, 0, s, d_xyzq, p->d_theta,
                                  p->d_base, p->d_brick_start, p->d_sorted, K[0], K[1], K[2], p->nbrick[0],
@@ -8092,6 +8117,11 @@ typedef struct md__step_args {
     int max_iter;
     uint64_t seed;
     double total_mass;
+    /* the nonbonded plan's displacement check, done here (MD_CUDA_NB_CHECKED); nb_ref NULL: not */
+    const float4 *nb_ref;
+    long long *nb_ctl;
+    md_cuda_cell_grid *nb_grid;
+    float nb_half2;
 } md__step_args;
 
 static __device__ __forceinline__ void md__step_image(double d[3], const double box[3]) {
@@ -8171,9 +8201,11 @@ static __device__ __forceinline__ int md__step_vconstrain(const md__step_args &A
 }
 
 /* The end of one atom's step, in both water layouts and md__step_unit: store the new position
- * @p wr and velocity @p v (caller order), move the float4 mirror continuously, zero the atom's
- * forces for the next evaluation; returns the error bits of its displacement m2 (1 runaway) and
- * velocity (2 non-finite). */
+ * @p wr and velocity @p v (caller order), move the float4 mirror continuously, ask the
+ * nonbonded plan for a list build when the mirror is more than half the buffer from its
+ * reference (the check md__nb_disp_kernel would make, on the same floats, one launch fewer),
+ * zero the atom's forces for the next evaluation; returns the error bits of its displacement m2
+ * (1 runaway) and velocity (2 non-finite). */
 static __device__ __forceinline__ int md__step_store(const md__step_args &A, int at, int slot, const double wr[3],
                                                      const double v[3], double w, double m2, const double box[3]) {
     int bad = 0;
@@ -8191,6 +8223,7 @@ static __device__ __forceinline__ int md__step_store(const md__step_args &A, int
     q.z = md_cuda_mirror_coord(wr[2], q.z, box[2]);
     q.w = A.charge[at];
     A.xyzq[slot] = q;
+    if (A.nb_ref && md__nb_moved(q, A.nb_ref[slot], md__box_f32(box), A.nb_half2)) A.nb_ctl[MD__NB_CTL_REBUILD] = 1;
     A.vel[slot] = make_float4((float)v[0], (float)v[1], (float)v[2], (float)w);
 #pragma unroll
     for (int a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot] = 0;
@@ -8472,6 +8505,7 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(
                 }
             *A.done = 0u;
             *A.step = step + 1;
+            if (A.nb_ref) md__nb_box_check(A.box, A.nb_ctl, A.nb_grid);
         }
     }
 }
@@ -8684,6 +8718,10 @@ done:
     return st;
 }
 
+/* 1 when the integrate kernel makes the nonbonded plan's displacement check (a plan that keeps
+ * reference positions: every rung but MD_NB_GPU_TILES), so the plan skips its own kernel. */
+static int md__sim_checks_moves(const md_cuda_sim *s) { return s->nb.d_ref != NULL && s->nb.variant != MD_NB_GPU_TILES; }
+
 /* The integrate kernel's arguments for this run. */
 static md__step_args md__step_args_make(md_cuda_sim *s) {
     md__step_args A;
@@ -8729,12 +8767,19 @@ static md__step_args md__step_args_make(md_cuda_sim *s) {
     A.max_iter = s->desc.constraints.max_iterations;
     A.seed = s->desc.seed;
     A.total_mass = p->total_mass;
+    if (md__sim_checks_moves(s)) {
+        const float half = (float)(0.5 * s->nb.params.buffer); /* as md_cuda_nb_enqueue makes it */
+        A.nb_ref = s->nb.d_ref;
+        A.nb_ctl = s->nb.d_ctl;
+        A.nb_grid = s->nb.cells.d_grid;
+        A.nb_half2 = half * half;
+    }
     return A;
 }
 
 /* The forces of the current positions: nonbonded and bonded on the state's stream, PME forked
  * onto its own (or after them with serial_pme or on a sort step). Energies added when `energy`. */
-static md_status md__sim_forces(md_cuda_sim *s, int energy);
+static md_status md__sim_forces(md_cuda_sim *s, int energy, int checked);
 static md_status md__sim_kinetic(md_cuda_sim *s);
 static md_status md__sim_enqueue_forces(md_cuda_sim *s, unsigned what);
 
@@ -8745,19 +8790,22 @@ md_status md_cuda_sim_enqueue_forces(md_cuda_sim *s, unsigned what) {
     return md__sim_enqueue_forces(s, what);
 }
 
+/* md__sim_enqueue_forces' `what` bit: the integrate kernel just made the displacement check. */
+#define MD__SIM_CHECKED (1u << 30)
+
 static md_status md__sim_enqueue_forces(md_cuda_sim *s, unsigned what) {
     const int energy = (what & MD_CUDA_SIM_ENERGY) != 0;
     md_status r;
     if (energy) MD_CUDA_TRY(cudaMemsetAsync(s->state.d_energy, 0, MD_CUDA_E_COUNT * sizeof(md_fixed), s->state.q.stream));
-    if ((r = md__sim_forces(s, energy)) != MD_OK) return r;
+    if ((r = md__sim_forces(s, energy, (what & MD__SIM_CHECKED) != 0)) != MD_OK) return r;
     if (energy && (r = md__sim_kinetic(s)) != MD_OK) return r;
     s->energy_valid = energy;
     return MD_OK;
 }
 
-static md_status md__sim_forces(md_cuda_sim *s, int energy) {
+static md_status md__sim_forces(md_cuda_sim *s, int energy, int checked) {
     md_cuda_state *st = &s->state;
-    unsigned what = energy ? MD_CUDA_NB_ENERGY : 0u;
+    unsigned what = (energy ? MD_CUDA_NB_ENERGY : 0u) | (checked ? MD_CUDA_NB_CHECKED : 0u);
     int serial = s->opts.serial_pme;
     md_status r;
     if (s->nb.opts.sort_interval > 0 && s->since_sort >= s->nb.opts.sort_interval) {
@@ -8994,7 +9042,9 @@ md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what) {
         s->steps++;
         s->since_sort++;
         s->time_ps += s->desc.dt;
-        if ((r = md__sim_enqueue_forces(s, energy ? MD_CUDA_SIM_ENERGY : 0u)) != MD_OK) return r;
+        if ((r = md__sim_enqueue_forces(s, (energy ? MD_CUDA_SIM_ENERGY : 0u) |
+                                                  (A.nb_ref ? MD__SIM_CHECKED : 0u))) != MD_OK)
+            return r;
     }
     return MD_OK;
 }
@@ -9286,8 +9336,10 @@ md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *
         s->since_sort++;
         s->time_ps += s->desc.dt;
         MD_CUDA_TRY(cudaEventRecord(ev[E_INT], st->q.stream));
-        if ((r = md_cuda_nb_enqueue(&s->nb, st, s->nb.opts.sort_interval > 0 && s->since_sort >= s->nb.opts.sort_interval
-                                                   ? MD_CUDA_NB_SORT : 0u)) != MD_OK)
+        if ((r = md_cuda_nb_enqueue(&s->nb, st,
+                                    (s->nb.opts.sort_interval > 0 && s->since_sort >= s->nb.opts.sort_interval
+                                         ? MD_CUDA_NB_SORT : 0u) |
+                                        (A.nb_ref ? MD_CUDA_NB_CHECKED : 0u))) != MD_OK)
             break;
         if (s->nb.opts.sort_interval > 0 && s->since_sort >= s->nb.opts.sort_interval) s->since_sort = 0;
         MD_CUDA_TRY(cudaEventRecord(ev[E_NB], st->q.stream));
