@@ -1375,6 +1375,9 @@ typedef enum md_cuda_pme_spread {
     MD_CUDA_PME_SPREAD_GATHER,     /**< gather: atoms binned into 8^3 bricks, one thread per grid point */
     MD_CUDA_PME_SPREAD_TILED,      /**< tiled scatter: per brick, shared-memory atomics into a halo tile, then the tile
                                         into the grid */
+    MD_CUDA_PME_SPREAD_WINDOW,     /**< windowed scatter: consecutive atoms into a shared-memory window (32-bit
+                                        atomics), each window into the grid; fast when nearby atoms are close in
+                                        memory (md_cuda_sim's sorted atoms) */
     MD_CUDA_PME_SPREAD_COUNT       /**< number of spread rungs */
 } md_cuda_pme_spread;
 
@@ -7191,7 +7194,7 @@ md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, in
 
 static const char *const md__pme_spread_names[MD_CUDA_PME_SPREAD_COUNT + 1] = {"spread_atomic", "spread_gather",
                                                                                "spread_tiled",
-                                                                               "unknown"};
+                                                                               "spread_window", "unknown"};
 
 const char *md_cuda_pme_spread_name(md_cuda_pme_spread spread) {
     return md__pme_spread_names[(int)spread >= 0 && spread < MD_CUDA_PME_SPREAD_COUNT ? (int)spread
@@ -7472,6 +7475,170 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
     }
 }
 
+/* Windowed rung: MD__PME_WINDOW_ATOMS consecutive atoms per block, taken 32 at a time. Warp 0
+ * locates a batch (weights and bases into shared memory) and measures its stencils' extent
+ * along each axis (around its first atom, mod K); the batch adds its terms with 32-bit
+ * shared-memory atomics into a window of at most MD__PME_WINDOW_POINTS points when all its
+ * stencils fit the current window, else the window is added to the global grid (one 64-bit
+ * atomic per nonzero point) and a new one is placed around the batch; a batch wider than any
+ * window adds its terms to the global grid directly. Each term t (md__pme_term's, so the grid is
+ * bitwise the atomic rung's) goes in as t >> 24 and t & 0xffffff, two 32-bit integer sums: with
+ * at most 256 atoms per window the low sum stays below 2^32, so hi 2^24 + lo is the exact 64-bit
+ * sum (for |t| < 2^47, i.e. |q| below ~3e4 e). Atoms that lie close in memory share a window:
+ * md_cuda_sim's sorted atoms (a cell's atoms are consecutive) do; atoms in any order still get
+ * the right grid, only more global atomics. */
+#ifndef MD__PME_WINDOW_ATOMS
+#define MD__PME_WINDOW_ATOMS 64
+#endif
+#ifndef MD__PME_WINDOW_BLOCK
+#define MD__PME_WINDOW_BLOCK 128
+#endif
+#define MD__PME_WINDOW_POINTS 4096
+static_assert(MD__PME_WINDOW_ATOMS % 32 == 0 && MD__PME_WINDOW_ATOMS <= 256, "atoms per window: 32..256, whole batches");
+
+/* Add the window's points to the global grid, zeroing them (every thread of the block). */
+static __device__ void md__pme_window_flush(unsigned *lo, int *hi, const int *o, const int *e, int K0, int K1, int K2,
+                                            md_fixed *__restrict__ grid) {
+    const int npts = e[0] * e[1] * e[2];
+    for (int k = threadIdx.x; k < npts; k += blockDim.x) {
+        const unsigned l = lo[k];
+        const int h = hi[k];
+        if (l | (unsigned)h) {
+            const int lz = k % e[2], ly = (k / e[2]) % e[1], lx = k / (e[2] * e[1]);
+            const int gx = (o[0] + lx) % K0, gy = (o[1] + ly) % K1, gz = (o[2] + lz) % K2;
+            lo[k] = 0u;
+            hi[k] = 0;
+            atomicAdd(grid + ((size_t)gx * K1 + gy) * K2 + gz, (md_fixed)((long long)h * 16777216ll + (long long)l));
+        }
+    }
+}
+
+template <int P>
+__global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_kernel(
+    const float4 *__restrict__ xyzq, int n, const double *__restrict__ box, int K0, int K1, int K2,
+    md_fixed *__restrict__ grid, md_fixed *charge, unsigned long long *flags) {
+    __shared__ unsigned s_lo[MD__PME_WINDOW_POINTS];
+    __shared__ int s_hi[MD__PME_WINDOW_POINTS];
+    __shared__ float s_w[32][3 * P], s_q[32];
+    __shared__ int s_b[32][3], s_o[3], s_e[3], s_no[3], s_ne[3], s_mode; /* mode: 0 add, 1 new window, 2 global */
+    const int K[3] = {K0, K1, K2};
+    const int a0 = blockIdx.x * MD__PME_WINDOW_ATOMS, a1 = min(n, a0 + MD__PME_WINDOW_ATOMS);
+    const int lane = threadIdx.x & 31;
+    int open = 0; /* the same in every thread: a window holds terms */
+    if (blockIdx.x == 0 && threadIdx.x == 0) charge[0] = charge[1] = 0ull; /* md__pme_fixed_to_real_kernel adds them */
+    for (int k = threadIdx.x; k < MD__PME_WINDOW_POINTS; k += blockDim.x) {
+        s_lo[k] = 0u;
+        s_hi[k] = 0;
+    }
+    for (int b0 = a0; b0 < a1; b0 += 32) {
+        if (threadIdx.x < 32) { /* warp 0: locate the batch, measure it, decide */
+            const int atom = b0 + lane;
+            int ok = atom < a1, b[3], lo3[3], hi3[3];
+            float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (ok) {
+                a = xyzq[atom];
+                if (!md__pme_finite(a)) {
+                    md_cuda_flag_raise(flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)atom);
+                    ok = 0;
+                }
+            }
+            if (ok) {
+                float d[3];
+                md_cuda_pme_locate(a.x, (float)(1.0 / box[0]), K0, &b[0], &d[0]);
+                md_cuda_pme_locate(a.y, (float)(1.0 / box[1]), K1, &b[1], &d[1]);
+                md_cuda_pme_locate(a.z, (float)(1.0 / box[2]), K2, &b[2], &d[2]);
+                for (int c = 0; c < 3; c++) md_cuda_pme_bspline<P>(d[c], &s_w[lane][c * P], NULL);
+            } else {
+                b[0] = b[1] = b[2] = 0;
+            }
+            s_q[lane] = ok ? a.w : 0.0f;
+            for (int c = 0; c < 3; c++) {
+                /* the base relative to the batch's first atom, in [-K/2, K/2) (periodic) */
+                const int ref = __shfl_sync(0xffffffffu, b[c], 0);
+                const int rel = ((b[c] - ref) % K[c] + K[c] + K[c] / 2) % K[c] - K[c] / 2;
+                s_b[lane][c] = ok ? b[c] : -1;
+                lo3[c] = ok ? rel : K[c];
+                hi3[c] = ok ? rel : -K[c];
+                for (int off = 16; off > 0; off >>= 1) {
+                    lo3[c] = min(lo3[c], __shfl_xor_sync(0xffffffffu, lo3[c], off));
+                    hi3[c] = max(hi3[c], __shfl_xor_sync(0xffffffffu, hi3[c], off));
+                }
+                lo3[c] += ref; /* the extent [lo3, hi3 + P) around the first atom, not yet mod K */
+                hi3[c] += ref;
+            }
+            ok = __any_sync(0xffffffffu, ok); /* from here: the batch has an atom to add */
+            {
+                /* fits the open window: every atom's stencil inside it (mod K) */
+                int fits = open;
+                for (int c = 0; c < 3 && fits; c++) {
+                    const int l = ((b[c] - s_o[c]) % K[c] + K[c]) % K[c];
+                    fits = s_b[lane][c] < 0 || l + P <= s_e[c];
+                    fits = __all_sync(0xffffffffu, fits);
+                }
+                fits = __all_sync(0xffffffffu, fits);
+                if (lane == 0) {
+                    if (!ok) s_mode = 0; /* no atom to add */
+                    else if (fits) s_mode = 0;
+                    else {
+                        int ext[3], g = 0, e[3];
+                        for (int c = 0; c < 3; c++) ext[c] = hi3[c] - lo3[c] + P;
+                        if ((long long)ext[0] * ext[1] * ext[2] > MD__PME_WINDOW_POINTS) {
+                            s_mode = 2;
+                        } else {
+                            while ((long long)(ext[0] + g + 1) * (ext[1] + g + 1) * (ext[2] + g + 1) <= MD__PME_WINDOW_POINTS)
+                                g++; /* room around the batch for the next ones */
+                            for (int c = 0; c < 3; c++) {
+                                e[c] = ext[c] + g;
+                                s_ne[c] = e[c];
+                                s_no[c] = ((lo3[c] - g / 2) % K[c] + K[c]) % K[c];
+                            }
+                            s_mode = 1;
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        const int mode = s_mode;
+        if (mode == 1) {
+            if (open) md__pme_window_flush(s_lo, s_hi, s_o, s_e, K0, K1, K2, grid);
+            __syncthreads(); /* the flush read s_o / s_e */
+            if (threadIdx.x < 3) {
+                s_o[threadIdx.x] = s_no[threadIdx.x];
+                s_e[threadIdx.x] = s_ne[threadIdx.x];
+            }
+            open = 1;
+            __syncthreads();
+        }
+        for (int k = threadIdx.x; k < 32 * P * P; k += blockDim.x) {
+            const int i = k / (P * P), r = k % (P * P), iy = r / P, iz = r % P;
+            if (s_b[i][0] < 0) continue;
+            const float q = s_q[i], wy = s_w[i][P + iy], wz = s_w[i][2 * P + iz];
+            const int gy = s_b[i][1] + iy < K1 ? s_b[i][1] + iy : s_b[i][1] + iy - K1;
+            const int gz = s_b[i][2] + iz < K2 ? s_b[i][2] + iz : s_b[i][2] + iz - K2;
+            if (mode == 2) {
+#pragma unroll
+                for (int ix = 0; ix < P; ix++) {
+                    const int gx = s_b[i][0] + ix < K0 ? s_b[i][0] + ix : s_b[i][0] + ix - K0;
+                    atomicAdd(grid + ((size_t)gx * K1 + gy) * K2 + gz, md__pme_term(q, s_w[i][ix], wy, wz));
+                }
+            } else {
+                const int ly = ((s_b[i][1] - s_o[1]) % K1 + K1) % K1 + iy, lz = ((s_b[i][2] - s_o[2]) % K2 + K2) % K2 + iz;
+                const int lx = ((s_b[i][0] - s_o[0]) % K0 + K0) % K0;
+#pragma unroll
+                for (int ix = 0; ix < P; ix++) {
+                    const md_fixed t = md__pme_term(q, s_w[i][ix], wy, wz);
+                    const int w = ((lx + ix) * s_e[1] + ly) * s_e[2] + lz;
+                    atomicAdd(&s_lo[w], (unsigned)(t & 0xffffffull));
+                    atomicAdd(&s_hi[w], (int)((long long)t >> 24));
+                }
+            }
+        }
+        __syncthreads(); /* the batch is in; warp 0 may overwrite s_b, s_w */
+    }
+    if (open) md__pme_window_flush(s_lo, s_hi, s_o, s_e, K0, K1, K2, grid);
+}
+
 /* Solve: one thread per complex value. eterm = k exp(-pi^2 m^2 / alpha^2) / (pi V m^2 B(m)); the
  * energy 1/2 sum (weight) eterm |F(Q)|^2 and its virial, in fixed point; block 0 adds the
  * neutralising background -k pi Q^2 / (2 V alpha^2) of the spread's charge sum. */
@@ -7737,10 +7904,18 @@ md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spr
     o = p->params.order;
     s = p->queue.stream;
     npts = (long long)K[0] * K[1] * K[2];
-    if (spread == MD_CUDA_PME_SPREAD_ATOMIC) {
-        const long long threads = (long long)n * o * o; /* d_grid_fixed is zero: made so, reset by each conversion */
-        MD__PME_LAUNCH_ORDER(o, md__pme_spread_atomic_kernel, (unsigned)((threads + 255) / 256), 256, 0, s, d_xyzq, n,
-                             d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge, p->queue.d_flags);
+    if (spread == MD_CUDA_PME_SPREAD_ATOMIC || spread == MD_CUDA_PME_SPREAD_WINDOW) {
+        /* d_grid_fixed is zero: made so, reset by each conversion */
+        if (spread == MD_CUDA_PME_SPREAD_ATOMIC) {
+            const long long threads = (long long)n * o * o;
+            MD__PME_LAUNCH_ORDER(o, md__pme_spread_atomic_kernel, (unsigned)((threads + 255) / 256), 256, 0, s, d_xyzq,
+                                 n, d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge, p->queue.d_flags);
+        } else {
+            MD__PME_LAUNCH_ORDER(o, md__pme_spread_window_kernel,
+                                 (unsigned)((n + MD__PME_WINDOW_ATOMS - 1) / MD__PME_WINDOW_ATOMS), MD__PME_WINDOW_BLOCK,
+                                 0, s, d_xyzq, n, d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge,
+                                 p->queue.d_flags);
+        }
         MD_CUDA_LAUNCH(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
                        p->d_real, npts, d_xyzq, n, p->d_charge);
     } else {

@@ -17,6 +17,9 @@
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
+#include <algorithm>
+#include <utility>
+#include <vector>
 #include "md_test.h"
 
 static int sanitize;
@@ -260,6 +263,74 @@ static void whole_evaluation(void) {
     md_system_free(&s);
 }
 
+/* The windowed spread (MD_CUDA_PME_SPREAD_WINDOW) against the atomic rung, bitwise, where its
+ * windows do the work: the salt box's atoms sorted by 0.5 nm cells (consecutive atoms close
+ * together, as md_cuda_sim's sorted atoms are: windows filled and replaced), and a crowd of 200
+ * atoms within 0.05 nm with charges of either sign up to 90 e (every term of a batch on the
+ * same few points: the 32-bit halves' sums and their carries, negative terms). */
+static void window_spread_sorted_and_crowded(void) {
+    md_system s;
+    int o, k;
+    NEED_GPU();
+    MD_CHECK_OK(salt_system(&s));
+    std::vector<md_float4> sorted(s.xyzq, s.xyzq + s.n), crowd(200);
+    {
+        std::vector<std::pair<long long, int> > key((size_t)s.n);
+        for (int i = 0; i < s.n; i++) {
+            long long c[3];
+            const float x[3] = {s.xyzq[i].x, s.xyzq[i].y, s.xyzq[i].z};
+            for (int a = 0; a < 3; a++) {
+                const double f = x[a] / s.box[a] - floor(x[a] / s.box[a]);
+                c[a] = (long long)(f * s.box[a] / 0.5);
+            }
+            key[(size_t)i] = std::make_pair((c[0] * 64 + c[1]) * 64 + c[2], i);
+        }
+        std::sort(key.begin(), key.end());
+        for (int i = 0; i < s.n; i++) sorted[(size_t)i] = s.xyzq[key[(size_t)i].second];
+    }
+    {
+        uint64_t r = 77;
+        for (k = 0; k < 200; k++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            crowd[(size_t)k].x = (float)(1.0 + 0.05 * (double)((r >> 11) & 1023) / 1024.0);
+            crowd[(size_t)k].y = (float)(1.2 + 0.05 * (double)((r >> 21) & 1023) / 1024.0);
+            crowd[(size_t)k].z = (float)(0.9 + 0.05 * (double)((r >> 31) & 1023) / 1024.0);
+            crowd[(size_t)k].w = (float)(((double)((r >> 41) & 4095) / 4095.0 - 0.5) * 180.0);
+        }
+    }
+    for (k = 0; k < 2; k++)
+        for (o = 4; o <= 6; o++) {
+            static const int grids[2][3] = {{40, 32, 36}, {21, 25, 19}};
+            const md_float4 *x = k == 0 ? sorted.data() : crowd.data();
+            const int n = k == 0 ? s.n : 200;
+            const size_t npts = (size_t)grids[k][0] * grids[k][1] * grids[k][2];
+            std::vector<float> ha(npts), hb(npts);
+            md_pme_params pp;
+            md_cuda_pme_plan g;
+            memset(&pp, 0, sizeof pp);
+            pp.order = o;
+            memcpy(pp.grid, grids[k], sizeof pp.grid);
+            MD_CHECK_OK(md_cuda_pme_plan_create(&g, &pp, NULL, n));
+            MD_CHECK_OK(md_cuda_pme_plan_upload(&g, x, n, s.box));
+            MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_ATOMIC, g.d_xyzq, n, g.d_box));
+            MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, ha.data()));
+            MD_CHECK_OK(md_cuda_poison(g.d_real, npts, g.queue.stream));
+            MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_WINDOW, g.d_xyzq, n, g.d_box));
+            MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hb.data()));
+            MD_CHECKF(memcmp(ha.data(), hb.data(), npts * sizeof(float)) == 0, "%s atoms, order %d: spread_window differs",
+                      k == 0 ? "sorted" : "crowded", o);
+            {
+                double q = 0.0, sum = 0.0;
+                for (int i = 0; i < n; i++) q += x[i].w;
+                for (size_t i = 0; i < npts; i++) sum += hb[i];
+                MD_CHECKF(fabs(sum - q) < 1e-3 * (1.0 + fabs(q)), "%s atoms, order %d: grid sum %.6g, charge %.6g",
+                          k == 0 ? "sorted" : "crowded", o, sum, q);
+            }
+            md_cuda_pme_plan_destroy(&g);
+        }
+    md_system_free(&s);
+}
+
 /* md_cuda_pme_plan_enqueue ADDS into the caller's SoA buffers: forces pre-filled with random
  * fixed-point values come back as those values plus exactly what a zeroed buffer receives; the
  * padding between n and stride is untouched; energy and virial likewise. Then the same enqueue,
@@ -423,6 +494,7 @@ int main(void) {
     MD_RUN(bspline_matches_md_h);
     MD_RUN(stages_match_cpu);
     MD_RUN(whole_evaluation);
+    MD_RUN(window_spread_sorted_and_crowded);
     MD_RUN(adds_and_replays);
     MD_RUN(benchmark_box_matches_cpu);
     MD_RUN(bad_input);

@@ -11,6 +11,7 @@
  *     spread_atomic      64-bit fixed-point atomics, one thread per atom and stencil column (y, z)
  *     spread_gather      atoms binned into 8^3 bricks, one thread per grid point
  *     spread_tiled       binned as spread_gather; per brick, shared-memory atomics into a halo tile
+ *     spread_window      32 consecutive atoms at a time into a shared-memory window, windows into the grid
  *     exercise           your spread kernel (exercise.cu)
  *     fft_forward        cufftExecR2C
  *     solve              influence function, energy and virial
@@ -167,6 +168,7 @@ typedef enum rung {
     R_SPREAD_ATOMIC = 0,
     R_SPREAD_GATHER,
     R_SPREAD_TILED,
+    R_SPREAD_WINDOW,
     R_EXERCISE,
     R_FORWARD,
     R_SOLVE,
@@ -178,8 +180,9 @@ typedef enum rung {
     R_COUNT
 } rung;
 
-static const char *const rung_names[R_COUNT] = {"spread_atomic", "spread_gather", "spread_tiled", "exercise", "fft_forward", "solve",
-                                                "fft_backward", "gather", "cufft_pair", "pme_total", "pme_graph"};
+static const char *const rung_names[R_COUNT] = {"spread_atomic", "spread_gather", "spread_tiled", "spread_window",
+                                                "exercise",      "fft_forward",   "solve",        "fft_backward",
+                                                "gather",        "cufft_pair",    "pme_total",    "pme_graph"};
 
 typedef struct gpu_ctx {
     rung r;
@@ -199,6 +202,8 @@ static md_status run_rung_once(gpu_ctx *c) {
         return md_cuda_pme_enqueue_spread(p, MD_CUDA_PME_SPREAD_GATHER, p->d_xyzq, p->n, p->d_box);
     case R_SPREAD_TILED:
         return md_cuda_pme_enqueue_spread(p, MD_CUDA_PME_SPREAD_TILED, p->d_xyzq, p->n, p->d_box);
+    case R_SPREAD_WINDOW:
+        return md_cuda_pme_enqueue_spread(p, MD_CUDA_PME_SPREAD_WINDOW, p->d_xyzq, p->n, p->d_box);
     case R_EXERCISE:
         return exercise_spread(p, p->d_xyzq, p->n, p->d_box);
     case R_FORWARD:
