@@ -1274,6 +1274,8 @@ typedef struct md_cuda_nb_plan {
     cudaEvent_t ev[2];         /**< events around the pair kernel (md_cuda_nb_opts::time_kernel) */
     long long *d_ctl;          /**< device control words (see md_cuda.cu.h: MD__NB_CTL_*) */
     long long *h_ctl;          /**< pinned mirror of d_ctl as of the last poll */
+    cudaStream_t build_stream; /**< list rungs: the stream a capture records the list build's IF-node body on
+                                    (md_cuda_graph_run_if); no work runs on it */
 } md_cuda_nb_plan;
 
 /** @brief Make a plan of rung @p variant (a GPU rung of md_nb_variant) for state @p s (uploaded:
@@ -1291,7 +1293,10 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
 
 /** @brief Enqueue one nonbonded evaluation on the state's stream: (a sort when needed, see the
  *  section manual,) the displacement check, the device-gated list rebuild, the pair kernel and
- *  the exact kernel of excluded and 1-4 pairs, self energy and dispersion correction. Forces
+ *  the exact kernel of excluded and 1-4 pairs, self energy and dispersion correction. The
+ *  rebuild (bounding boxes and search) goes through md_cuda_graph_run_if: on a stream its
+ *  kernels return at once unless the rebuild word is set; in a stream capture it becomes an IF
+ *  node decided on the device, so a graph launch skips them. Forces
  *  are ADDED into s->d_force and, with MD_CUDA_NB_ENERGY / MD_CUDA_NB_VIRIAL in @p what, energies
  *  and virial into s->d_energy (call md_cuda_state_zero first). Launches only; host errors
  *  (a plan of another state's capacity, no atoms) are returned at once. */
@@ -1720,7 +1725,12 @@ typedef struct md_cuda_sim_opts {
     md_nb_variant nb_variant;   /**< nonbonded rung (default MD_NB_GPU_CLUSTER_SMEM, or MD_NB_GPU_CLUSTER
                                      with more than MD_CUDA_NB_SMEM_TYPES types); a CPU rung is an error */
     md_cuda_nb_opts nb;         /**< the nonbonded plan's options (sort_interval: steps between sorts) */
-    md_cuda_pme_spread spread;  /**< PME spread rung (default MD_CUDA_PME_SPREAD_ATOMIC) */
+    md_cuda_pme_spread spread;  /**< PME spread rung; 0 (MD_CUDA_PME_SPREAD_ATOMIC's value) takes the default,
+                                     MD_CUDA_PME_SPREAD_WINDOW: the simulation keeps its atoms sorted by cell,
+                                     which is what the windowed spread needs (chapter 08's race, H100: 168.8
+                                     -> 156.6 us per step at 23,568 atoms, 500.4 -> 503.7 us at 95,766). To run
+                                     the atomic rung in a simulation, call md_cuda_pme_plan_set_spread on its
+                                     `pme` plan after md_cuda_sim_create */
     int serial_pme;             /**< 1: PME on the state's stream after the nonbonded kernels (no overlap);
                                      0 (default): concurrent on the PME plan's stream */
     int plain_priority;         /**< 1: the state's stream at the default priority; 0 (default): at the
@@ -6598,6 +6608,7 @@ void md_cuda_nb_plan_destroy(md_cuda_nb_plan *p) {
     md_cuda_free_pinned(p->h_ctl);
     if (p->ev[0]) (void)cudaEventDestroy(p->ev[0]);
     if (p->ev[1]) (void)cudaEventDestroy(p->ev[1]);
+    if (p->build_stream) (void)cudaStreamDestroy(p->build_stream);
     memset(p, 0, sizeof *p);
 }
 
@@ -6745,6 +6756,13 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
             goto fail;
     }
     if ((st = md__nb_alloc_lists(&t, s->q.stream)) != MD_OK) goto fail;
+    if (sort) {
+        cudaError_t e = cudaStreamCreateWithFlags(&t.build_stream, cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            st = md_cuda_error(e, "cudaStreamCreateWithFlags(build)", __FILE__, __LINE__);
+            goto fail;
+        }
+    }
     if (t.opts.time_kernel) {
         cudaError_t e = cudaEventCreate(&t.ev[0]);
         if (e == cudaSuccess) e = cudaEventCreate(&t.ev[1]);
@@ -6834,6 +6852,81 @@ static md__nb_cluster_fn md__nb_cluster_pick(int warp, int flags, int smem) {
                                                                      : md__nb_cluster_kernel<32, 3, 0>;
 }
 
+/* The list build of the cluster and list rungs, on stream `st`: bounding boxes and reference
+ * positions, then the search; both kernels return at once unless the rebuild word is set.
+ * md_cuda_nb_enqueue runs it through md_cuda_graph_run_if (an IF node when captured). */
+typedef struct md__nb_build_ctx {
+    md_cuda_nb_plan *p;
+    md_cuda_state *s;
+} md__nb_build_ctx;
+
+static md_status md__nb_build_enqueue(void *ctx, cudaStream_t st) {
+    md_cuda_nb_plan *p = ((md__nb_build_ctx *)ctx)->p;
+    md_cuda_state *s = ((md__nb_build_ctx *)ctx)->s;
+    const int R = MD_CUDA_NB_CI / p->cj, n = s->n, cluster = md__nb_is_cluster(p->variant);
+    const float rlist = (float)(p->params.cutoff + p->params.buffer);
+    const unsigned bb_blocks = (unsigned)(((long long)p->cap_ic * R + 255) / 256);
+    switch (p->cj) {
+    case 1:
+        MD_CUDA_LAUNCH((md__nb_bbox_kernel<1>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
+                       p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
+                       s->d_order);
+        break;
+    case 2:
+        MD_CUDA_LAUNCH((md__nb_bbox_kernel<2>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
+                       p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
+                       s->d_order);
+        break;
+    default:
+        MD_CUDA_LAUNCH((md__nb_bbox_kernel<4>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
+                       p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
+                       s->d_order);
+    }
+    if (cluster) {
+        md__nb_search_args a;
+        const long long need = ((long long)p->cap_sc * p->search_slices * p->warp + MD__NB_SEARCH_BLOCK - 1) /
+                               MD__NB_SEARCH_BLOCK;
+        const unsigned blocks = (unsigned)(need < (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM
+                                               ? need
+                                               : (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM);
+        a.bb = p->d_bb;
+        a.ci = p->d_ci;
+        a.sc = p->d_sc;
+        a.ic_start = p->d_ic_start;
+        a.sc_start = p->d_sc_start;
+        a.cap_cells = p->cells.cap_cells;
+        a.grid = p->cells.d_grid;
+        a.exn = p->d_exn;
+        a.exl = p->d_exl;
+        a.stride = s->stride;
+        a.entries = p->d_entries;
+        a.items = p->d_items;
+        a.masks = p->d_masks;
+        a.cap_entries = p->cap_entries;
+        a.cap_items = p->cap_items;
+        a.cap_excl = p->cap_excl;
+        a.chunk = p->chunk;
+        a.slices = p->search_slices;
+        a.ctl = p->d_ctl;
+        a.flags = s->q.d_flags;
+        a.rlist = rlist;
+        if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
+        else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
+        else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
+    } else {
+        const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
+        if (p->variant == MD_NB_GPU_HALF_LIST)
+            MD_CUDA_LAUNCH((md__nb_verlet_search_kernel<1>), blocks, MD_CUDA_NB_BLOCK, 0, st, s->d_xyzq, n,
+                           p->cells.d_cell_start, p->cells.d_grid, s->d_box, p->d_exn, p->d_exl, s->stride, p->d_nb,
+                           p->d_nbn, p->max_nb, p->d_ctl, s->q.d_flags, rlist);
+        else
+            MD_CUDA_LAUNCH((md__nb_verlet_search_kernel<0>), blocks, MD_CUDA_NB_BLOCK, 0, st, s->d_xyzq, n,
+                           p->cells.d_cell_start, p->cells.d_grid, s->d_box, p->d_exn, p->d_exl, s->stride, p->d_nb,
+                           p->d_nbn, p->max_nb, p->d_ctl, s->q.d_flags, rlist);
+    }
+    return MD_OK;
+}
+
 md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what) {
     const char *fn = "md_cuda_nb_enqueue";
     const int cluster = p ? md__nb_is_cluster(p->variant) : 0;
@@ -6866,73 +6959,20 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             p->sorted_epoch = s->epoch;
         }
     } else {
-        const int R = MD_CUDA_NB_CI / p->cj;
-        const float rlist = (float)(p->params.cutoff + p->params.buffer);
         const float half = (float)(0.5 * p->params.buffer);
-        const unsigned bb_blocks = (unsigned)(((long long)p->cap_ic * R + 255) / 256);
         md_status r;
         if (((what & MD_CUDA_NB_SORT) || p->sorted_epoch != s->epoch) && (r = md__nb_sort(p, s)) != MD_OK) return r;
         if (what & MD_CUDA_NB_REBUILD) MD_CUDA_TRY(cudaMemsetAsync(p->d_ctl + MD__NB_CTL_REBUILD, 1, 1, st));
         if (!(what & MD_CUDA_NB_CHECKED))
             MD_CUDA_LAUNCH(md__nb_disp_kernel, (n + 255) / 256, 256, 0, st, s->d_xyzq, p->d_ref, n, s->d_box,
                            half * half, p->d_ctl, s->q.d_flags, s->d_order, p->cells.d_grid);
-        switch (p->cj) {
-        case 1:
-            MD_CUDA_LAUNCH((md__nb_bbox_kernel<1>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
-                           p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
-                           s->d_order);
-            break;
-        case 2:
-            MD_CUDA_LAUNCH((md__nb_bbox_kernel<2>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
-                           p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
-                           s->d_order);
-            break;
-        default:
-            MD_CUDA_LAUNCH((md__nb_bbox_kernel<4>), bb_blocks, 256, 0, st, s->d_xyzq, p->d_ci, p->d_ci_cell, p->d_ic_start,
-                           p->cells.cap_cells, p->cells.d_grid, s->d_box, rlist, p->d_ref, p->d_bb, p->d_ctl, s->q.d_flags,
-                           s->d_order);
-        }
-        if (cluster) {
-            md__nb_search_args a;
-            const long long need = ((long long)p->cap_sc * p->search_slices * p->warp + MD__NB_SEARCH_BLOCK - 1) /
-                                   MD__NB_SEARCH_BLOCK;
-            const unsigned blocks = (unsigned)(need < (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM
-                                                   ? need
-                                                   : (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM);
-            a.bb = p->d_bb;
-            a.ci = p->d_ci;
-            a.sc = p->d_sc;
-            a.ic_start = p->d_ic_start;
-            a.sc_start = p->d_sc_start;
-            a.cap_cells = p->cells.cap_cells;
-            a.grid = p->cells.d_grid;
-            a.exn = p->d_exn;
-            a.exl = p->d_exl;
-            a.stride = s->stride;
-            a.entries = p->d_entries;
-            a.items = p->d_items;
-            a.masks = p->d_masks;
-            a.cap_entries = p->cap_entries;
-            a.cap_items = p->cap_items;
-            a.cap_excl = p->cap_excl;
-            a.chunk = p->chunk;
-            a.slices = p->search_slices;
-            a.ctl = p->d_ctl;
-            a.flags = s->q.d_flags;
-            a.rlist = rlist;
-            if (p->warp == 8) MD_CUDA_LAUNCH((md__nb_search_kernel<8>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
-            else if (p->warp == 16) MD_CUDA_LAUNCH((md__nb_search_kernel<16>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
-            else MD_CUDA_LAUNCH((md__nb_search_kernel<32>), blocks, MD__NB_SEARCH_BLOCK, 0, st, a);
-        } else {
-            const unsigned blocks = (unsigned)((n + MD_CUDA_NB_BLOCK - 1) / MD_CUDA_NB_BLOCK);
-            if (p->variant == MD_NB_GPU_HALF_LIST)
-                MD_CUDA_LAUNCH((md__nb_verlet_search_kernel<1>), blocks, MD_CUDA_NB_BLOCK, 0, st, s->d_xyzq, n,
-                               p->cells.d_cell_start, p->cells.d_grid, s->d_box, p->d_exn, p->d_exl, s->stride, p->d_nb,
-                               p->d_nbn, p->max_nb, p->d_ctl, s->q.d_flags, rlist);
-            else
-                MD_CUDA_LAUNCH((md__nb_verlet_search_kernel<0>), blocks, MD_CUDA_NB_BLOCK, 0, st, s->d_xyzq, n,
-                               p->cells.d_cell_start, p->cells.d_grid, s->d_box, p->d_exn, p->d_exl, s->stride, p->d_nb,
-                               p->d_nbn, p->max_nb, p->d_ctl, s->q.d_flags, rlist);
+        {
+            md__nb_build_ctx bc;
+            bc.p = p;
+            bc.s = s;
+            if ((r = md_cuda_graph_run_if(st, p->build_stream, p->d_ctl + MD__NB_CTL_REBUILD, md__nb_build_enqueue, &bc)) !=
+                MD_OK)
+                return r;
         }
     }
     if (cluster) {
@@ -7487,8 +7527,9 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * sum (for |t| < 2^47, i.e. |q| below ~3e4 e). Atoms that lie close in memory share a window:
  * md_cuda_sim's sorted atoms (a cell's atoms are consecutive) do; atoms in any order still get
  * the right grid, only more global atomics. */
-#ifndef MD__PME_WINDOW_ATOMS
-#define MD__PME_WINDOW_ATOMS 64
+#ifndef MD__PME_WINDOW_ATOMS /* 32, 64, 128 measured in chapter 08's race (H100): 156.6 / 157.8 / 160.0 us per step
+                                at 23,568 atoms, 503.7 / 507.3 / 511.0 us at 95,766: one batch per block */
+#define MD__PME_WINDOW_ATOMS 32
 #endif
 #ifndef MD__PME_WINDOW_BLOCK
 #define MD__PME_WINDOW_BLOCK 128
@@ -9119,6 +9160,7 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
     MD__SIM_TRY(md_cuda_nb_plan_create(&g.nb, &g.state, v, &g.desc.nb, &g.opts.nb));
     if (g.use_pme) {
         MD__SIM_TRY(md_cuda_pme_plan_create(&g.pme, &ref.pme.params, g.box, n));
+        if (g.opts.spread == MD_CUDA_PME_SPREAD_ATOMIC) g.opts.spread = MD_CUDA_PME_SPREAD_WINDOW; /* 0: the default */
         MD__SIM_TRY(md_cuda_pme_plan_set_spread(&g.pme, g.opts.spread));
     }
     MD__SIM_TRY(md_cuda_bonded_plan_create(&g.bonded, &ref.bonded));
