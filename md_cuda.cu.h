@@ -1200,6 +1200,10 @@ typedef struct md_cuda_nb_opts {
     int sort_interval;       /**< md_cuda_vv_enqueue: sort every this many steps (default 100; negative: never) */
     int time_kernel;         /**< 1: record CUDA events around the pair kernel; the poll writes its time to
                                   md_cuda_nb_stats::kernel_s (0, default: no events) */
+    int gated_build;         /**< list rungs: 1, the list build stays two device-gated kernels in a stream
+                                  capture too (no IF node), for a graph that is to become a child graph
+                                  (md_cuda_graph_add_child: no conditional nodes); 0 (default): an IF node.
+                                  Read at every md_cuda_nb_enqueue, so it may be switched between captures */
 } md_cuda_nb_opts;
 
 /** @brief Counters of a plan, read by md_cuda_nb_plan_poll. */
@@ -2204,11 +2208,7 @@ md_status md_cuda_graph_loop(cudaStream_t stream, cudaStream_t body_stream, long
  *  altogether; otherwise @p body(@p ctx, @p stream) is enqueued on @p stream as it is, and its
  *  kernels must themselves do nothing while the word is zero (device-gated, as a neighbour-list
  *  rebuild is). The same enqueue code thus gives a stream step and an IF-node graph step with
- *  the same results. Inside the body of another conditional node being captured (a WHILE loop
- *  of steps) the body is enqueued as on a stream: the nonbonded plan's IF node in the WHILE body
- *  of chapter 09's steps was refused by the CUDA 13.0 runtime on an H100 (cudaErrorNotSupported;
- *  cause not established: tests/gpu_graph.cu nests an IF node in a WHILE body). Errors: NULL
- *  @p d_word or @p body, those of the calls named. */
+ *  the same results. Errors: NULL @p d_word or @p body, those of the calls named. */
 md_status md_cuda_graph_run_if(cudaStream_t stream, cudaStream_t body_stream, const long long *d_word,
                                md_cuda_bench_fn body, void *ctx);
 
@@ -6980,9 +6980,10 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             md__nb_build_ctx bc;
             bc.p = p;
             bc.s = s;
-            if ((r = md_cuda_graph_run_if(st, p->build_stream, p->d_ctl + MD__NB_CTL_REBUILD, md__nb_build_enqueue, &bc)) !=
-                MD_OK)
-                return r;
+            r = p->opts.gated_build ? md__nb_build_enqueue(&bc, st)
+                                    : md_cuda_graph_run_if(st, p->build_stream, p->d_ctl + MD__NB_CTL_REBUILD,
+                                                           md__nb_build_enqueue, &bc);
+            if (r != MD_OK) return r;
         }
     }
     if (cluster) {
@@ -10610,9 +10611,6 @@ md_status md_cuda_graph_kernel_node_set(cudaGraphExec_t exec, cudaGraphNode_t no
 
 /* ---- conditional nodes ---- */
 
-/* Conditional bodies being captured on this thread (md_cuda_graph_cond_node), nested. */
-static thread_local int md__graph_cond_depth = 0;
-
 __global__ void md__graph_cond_word_kernel(cudaGraphConditionalHandle h, const long long *__restrict__ word) {
     cudaGraphSetConditional(h, *word != 0 ? 1u : 0u);
 }
@@ -10709,9 +10707,7 @@ md_status md_cuda_graph_cond_node(cudaStream_t stream, cudaStream_t body_stream,
         bg = p.conditional.phGraph_out[0];
     }
     MD_CUDA_TRY(cudaStreamBeginCaptureToGraph(body_stream, bg, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
-    md__graph_cond_depth++;
     st = body(ctx, body_stream);
-    md__graph_cond_depth--;
     e = cudaStreamEndCapture(body_stream, &ended); /* always end it; the body graph belongs to the node */
     if (st != MD_OK) return st;
     if (e != cudaSuccess) return md_cuda_error(e, "cudaStreamEndCapture(body)", __FILE__, __LINE__);
@@ -10773,10 +10769,7 @@ md_status md_cuda_graph_run_if(cudaStream_t stream, cudaStream_t body_stream, co
     if (!d_word) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_word", "is NULL");
     if (!body) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "body", "is NULL");
     if (stream) MD_CUDA_TRY(cudaStreamIsCapturing(stream, &cs));
-    /* inside a conditional body being captured (chapter 09's WHILE loop), device-gated as on a
-     * stream: the list build's IF node in the WHILE body of chapter 09's steps was refused
-     * (cudaErrorNotSupported, CUDA 13.0, H100), though tests/gpu_graph.cu's toy nests one */
-    if (cs != cudaStreamCaptureStatusActive || md__graph_cond_depth > 0) return body(ctx, stream);
+    if (cs != cudaStreamCaptureStatusActive) return body(ctx, stream);
     if ((st = md_cuda_graph_cond_handle(stream, 0, 0, &h)) != MD_OK || (st = md_cuda_graph_cond_from_word(stream, h, d_word)) != MD_OK)
         return st;
     return md_cuda_graph_cond_node(stream, body_stream, cudaGraphCondTypeIf, h, body, ctx, NULL);

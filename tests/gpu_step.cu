@@ -296,6 +296,85 @@ static void reproducible(void) {
     free_sys(&s, &t, &lj);
 }
 
+/* One step of md_cuda_sim_enqueue, for md_cuda_graph_capture. */
+static md_status one_step(void *ctx, cudaStream_t stream) {
+    (void)stream; /* the simulation's own stream, which the capture runs on */
+    return md_cuda_sim_enqueue((md_cuda_sim *)ctx, 1, 0);
+}
+
+/* A step captured into a graph and replayed: the list build is then an IF node decided on the
+ * device (md_cuda_nb_enqueue through md_cuda_graph_run_if), or with md_cuda_nb_opts::gated_build
+ * two device-gated kernels. Both replays give the stream's trajectory bitwise and build the list
+ * exactly as often, and that is more than once (the IF node ran) and less than every step (it
+ * was skipped). No sorts (sort_interval -1): a replayed graph repeats the captured kind of step. */
+static void captured_steps_match_stream(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_sim_desc d;
+    md_cuda_sim_opts o;
+    md_cuda_sim g[3];
+    const int steps = sanitize ? 12 : 120;
+    long long builds[3];
+    int k, j;
+    NEED_GPU();
+    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 8));
+    memset(&d, 0, sizeof d);
+    d.thermostat = MD_THERMOSTAT_LANGEVIN;
+    d.seed = 45;
+    if (sanitize) d.nb.cutoff = 0.8;
+    memset(&o, 0, sizeof o);
+    o.nb.sort_interval = -1;
+    for (k = 0; k < 3; k++) MD_CHECK_OK(md_cuda_sim_create(&g[k], &s, &t, &lj, &d, &o));
+    MD_CHECK_OK(md_cuda_sim_enqueue(&g[0], steps, 0));
+    for (k = 1; k < 3; k++) {
+        const cudaStream_t st = g[k].state.q.stream;
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        g[k].nb.opts.gated_build = k == 2;
+        MD_CHECK_OK(md_cuda_graph_capture(st, one_step, &g[k], &graph));
+        MD_CHECK_OK(md_cuda_graph_instantiate(graph, st, &exec));
+        {
+            size_t nodes = 0;
+            int conditional = 0;
+            std::vector<cudaGraphNode_t> v;
+            MD_CHECK(cudaGraphGetNodes(graph, NULL, &nodes) == cudaSuccess);
+            v.resize(nodes);
+            MD_CHECK(cudaGraphGetNodes(graph, v.data(), &nodes) == cudaSuccess);
+            for (size_t i = 0; i < nodes; i++) {
+                cudaGraphNodeType ty;
+                MD_CHECK(cudaGraphNodeGetType(v[i], &ty) == cudaSuccess);
+                conditional += ty == cudaGraphNodeTypeConditional;
+            }
+            MD_CHECKF(conditional == (k == 1 ? 1 : 0), "%s: %d conditional nodes in the step's graph",
+                      k == 1 ? "IF node" : "gated_build", conditional);
+        }
+        for (j = 0; j < steps; j++) MD_CHECK(cudaGraphLaunch(exec, st) == cudaSuccess);
+        (void)cudaGraphExecDestroy(exec);
+        (void)cudaGraphDestroy(graph);
+    }
+    {
+        std::vector<double> x0(3 * s.n), v0(3 * s.n), x(3 * s.n), v(3 * s.n);
+        for (k = 0; k < 3; k++) {
+            MD_CHECK_OK(md_cuda_sim_poll(&g[k], NULL, NULL));
+            builds[k] = g[k].nb.stats.rebuilds;
+        }
+        MD_CHECK_OK(md_cuda_sim_download(&g[0], x0.data(), v0.data(), NULL));
+        for (k = 1; k < 3; k++) {
+            MD_CHECK_OK(md_cuda_sim_download(&g[k], x.data(), v.data(), NULL));
+            MD_CHECKF(memcmp(x0.data(), x.data(), x.size() * sizeof(double)) == 0 &&
+                          memcmp(v0.data(), v.data(), v.size() * sizeof(double)) == 0,
+                      "%s: the replayed graph's trajectory differs from the stream's", k == 1 ? "IF node" : "gated_build");
+            MD_CHECKF(builds[k] == builds[0], "%s: %lld list builds, the stream %lld", k == 1 ? "IF node" : "gated_build",
+                      builds[k], builds[0]);
+        }
+        printf("  %d steps: %lld list builds on the stream, in the IF-node graph and with gated_build\n", steps, builds[0]);
+        MD_CHECKF(builds[0] >= 2 && builds[0] < steps, "%lld list builds in %d steps", builds[0], steps);
+    }
+    for (k = 0; k < 3; k++) md_cuda_sim_destroy(&g[k]);
+    free_sys(&s, &t, &lj);
+}
+
 static void restart_bitwise(void) {
     md_system s;
     md_topology t;
@@ -520,6 +599,7 @@ int main(void) {
     MD_RUN(water_step_vs_cpu);
     MD_RUN(flexible_step_vs_cpu);
     MD_RUN(reproducible);
+    MD_RUN(captured_steps_match_stream);
     MD_RUN(restart_bitwise);
     MD_RUN(errors);
     MD_RUN(nve_short_drift);

@@ -16,6 +16,11 @@
  *             plain steps on the device (their body: a plain step captured before, as a child
  *             graph), the energy step: one host launch per interval
  *
+ * In every captured step the list build is an IF node decided on the device (md_cuda_nb_enqueue
+ * through md_cuda_graph_run_if); the loop rung's child-graph step keeps the two device-gated
+ * kernels instead (md_cuda_nb_opts::gated_build), since a child graph may hold no conditional
+ * node.
+ *
  * The step: chapter 08's GPU-resident step (md_cuda_sim: one integrate kernel with SETTLE and
  * the Langevin thermostat, the cluster-pair nonbonded plan with its device-gated list rebuild,
  * PME on a second stream) on TIP3P water boxes of 1,350, 7,856 and 31,922 molecules (4,050,
@@ -257,10 +262,11 @@ static md_status runner_setup(runner *r, sim *m, int rung, int K) {
     }
     if (rung == R_LOOP) {
         m->kind = KIND_PLAIN;
-        if ((st = md_cuda_alloc((void **)&r->d_count, 1, sizeof(long long), "loop count")) != MD_OK ||
-            (st = md_cuda_graph_capture(s, sim_step, m, &r->g[KIND_PLAIN])) != MD_OK ||
-            (st = md_cuda_graph_cache_capture(&r->loop, s, loop_interval, r)) != MD_OK)
-            return st;
+        m->g.nb.opts.gated_build = 1; /* the WHILE body's child graph may hold no IF node */
+        st = md_cuda_alloc((void **)&r->d_count, 1, sizeof(long long), "loop count");
+        if (st == MD_OK) st = md_cuda_graph_capture(s, sim_step, m, &r->g[KIND_PLAIN]);
+        m->g.nb.opts.gated_build = 0;
+        if (st != MD_OK || (st = md_cuda_graph_cache_capture(&r->loop, s, loop_interval, r)) != MD_OK) return st;
     }
     return MD_OK;
 }
