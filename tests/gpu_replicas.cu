@@ -18,6 +18,11 @@
 #include "md_test.h"
 
 static int sanitize;
+/* MD_SANITIZE_TOOL=racecheck (tests/gpu_check.sh): the replicas' graphs keep the list build
+ * device-gated (md_cuda_nb_opts::gated_build), because racecheck's process dies (SIGSEGV, 0
+ * hazards; CUDA 13.0, H100, 2026-11-24) on graphs whose list build is an IF node; memcheck and
+ * the plain run test the IF node (tests/gpu_step.cu's captured_steps_match_stream too). */
+static int racecheck;
 
 #define NEED_GPU()                                                                                 \
     do {                                                                                           \
@@ -80,10 +85,13 @@ static void outcome_free(outcome *o) {
 
 static md_status run_rung(const fixture *f, const md_cuda_remd_desc *d, outcome *o) {
     md_cuda_remd x;
+    md_cuda_sim_opts so;
     md_status st;
     int r, natom = f->sys.n;
     memset(o, 0, sizeof *o);
-    if ((st = md_cuda_remd_create(&x, f->n, &f->sys, &f->top, &f->lj, &f->base, f->temps, 51, NULL)) != MD_OK) return st;
+    memset(&so, 0, sizeof so);
+    so.nb.gated_build = racecheck;
+    if ((st = md_cuda_remd_create(&x, f->n, &f->sys, &f->top, &f->lj, &f->base, f->temps, 51, &so)) != MD_OK) return st;
     /* poison the logs the run must write */
     for (r = 0; r < x.n; r++) x.potential[r] = NAN;
     if ((st = md_cuda_remd_run(&x, d, &o->stats)) != MD_OK) {
@@ -300,7 +308,9 @@ static void argument_errors(void) {
 
 int main(void) {
     const char *e = getenv("MD_SANITIZE");
+    const char *tool = getenv("MD_SANITIZE_TOOL");
     sanitize = e && e[0] == '1';
+    racecheck = sanitize && tool && strcmp(tool, "racecheck") == 0;
     MD_RUN(every_rung_same_trajectories_and_decisions);
     MD_RUN(decisions_follow_the_ladder);
     MD_RUN(argument_errors);
