@@ -7749,33 +7749,28 @@ __global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1,
     md__pme_block_add<10>(acc, dst);
 }
 
-/* Gather: MD__PME_GATHER_LANES lanes per atom, lane ix (< P) summing the P x P points of its x
- * plane, the lanes' partial sums added in a fixed shuffle tree (the same bits every run), the
- * force -q grad(weights) . phi added in fixed point (SoA) by the atom's first lane. One thread
- * per atom left 23,568 atoms in 185 blocks of 128 threads on 132 SMs (latency bound): on an
- * H100, 9.5 us per gather for the 23,568-atom race box (chapter 08's breakdown). */
-#define MD__PME_GATHER_LANES 8
+/* Gather: one thread per atom, the force -q grad(weights) . phi, added in fixed point (SoA). */
 template <int P>
 __global__ void md__pme_gather_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box, int K0,
                                       int K1, int K2, const float *__restrict__ phi, md_fixed *force, int stride) {
-    static_assert(P <= MD__PME_GATHER_LANES, "one lane per x plane of the stencil");
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int i = (int)(t / MD__PME_GATHER_LANES), ix = (int)(t % MD__PME_GATHER_LANES);
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
     float w0[P], w1[P], w2[P], dw0[P], dw1[P], dw2[P], d0, d1, d2, fx = 0.0f, fy = 0.0f, fz = 0.0f, il[3];
-    int b0, b1, b2, iy, iz, ok;
-    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (i < n) a = xyzq[i];
-    ok = i < n && md__pme_finite(a); /* a non-finite atom: the spread raised the flag */
+    int b0, b1, b2, ix, iy, iz;
+    float4 a;
+    if (i >= n) return;
+    a = xyzq[i];
+    if (!md__pme_finite(a)) return; /* the spread raised the flag */
     il[0] = (float)(1.0 / box[0]);
     il[1] = (float)(1.0 / box[1]);
     il[2] = (float)(1.0 / box[2]);
-    if (ok && ix < P) {
-        md_cuda_pme_locate(a.x, il[0], K0, &b0, &d0);
-        md_cuda_pme_locate(a.y, il[1], K1, &b1, &d1);
-        md_cuda_pme_locate(a.z, il[2], K2, &b2, &d2);
-        md_cuda_pme_bspline<P>(d0, w0, dw0);
-        md_cuda_pme_bspline<P>(d1, w1, dw1);
-        md_cuda_pme_bspline<P>(d2, w2, dw2);
+    md_cuda_pme_locate(a.x, il[0], K0, &b0, &d0);
+    md_cuda_pme_locate(a.y, il[1], K1, &b1, &d1);
+    md_cuda_pme_locate(a.z, il[2], K2, &b2, &d2);
+    md_cuda_pme_bspline<P>(d0, w0, dw0);
+    md_cuda_pme_bspline<P>(d1, w1, dw1);
+    md_cuda_pme_bspline<P>(d2, w2, dw2);
+#pragma unroll
+    for (ix = 0; ix < P; ix++) {
         const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
 #pragma unroll
         for (iy = 0; iy < P; iy++) {
@@ -7792,18 +7787,9 @@ __global__ void md__pme_gather_kernel(const float4 *__restrict__ xyzq, int n, co
             }
         }
     }
-#pragma unroll
-    for (int o = MD__PME_GATHER_LANES / 2; o > 0; o >>= 1) { /* every lane takes part: uniform shuffles */
-        fx += __shfl_xor_sync(0xffffffffu, fx, o, MD__PME_GATHER_LANES);
-        fy += __shfl_xor_sync(0xffffffffu, fy, o, MD__PME_GATHER_LANES);
-        fz += __shfl_xor_sync(0xffffffffu, fz, o, MD__PME_GATHER_LANES);
-    }
-    if (ok && ix == 0) {
-        atomicAdd(force + i, md_fixed_from_float(-a.w * fx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
-        atomicAdd(force + stride + i, md_fixed_from_float(-a.w * fy * (float)K1 * il[1], (float)MD_FORCE_FIXED_SCALE));
-        atomicAdd(force + 2 * (size_t)stride + i,
-                  md_fixed_from_float(-a.w * fz * (float)K2 * il[2], (float)MD_FORCE_FIXED_SCALE));
-    }
+    atomicAdd(force + i, md_fixed_from_float(-a.w * fx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
+    atomicAdd(force + stride + i, md_fixed_from_float(-a.w * fy * (float)K1 * il[1], (float)MD_FORCE_FIXED_SCALE));
+    atomicAdd(force + 2 * (size_t)stride + i, md_fixed_from_float(-a.w * fz * (float)K2 * il[2], (float)MD_FORCE_FIXED_SCALE));
 }
 
 void md_cuda_pme_plan_destroy(md_cuda_pme_plan *p) {
@@ -8048,8 +8034,7 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
     if (!d_force) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_force", "is NULL");
     if (stride < n) return md_set_error(MD_ERR_RANGE, fn, 0, "stride", "%d is below n = %d", stride, n);
     K = p->params.grid;
-    MD__PME_LAUNCH_ORDER(p->params.order, md__pme_gather_kernel,
-                         (unsigned)(((long long)n * MD__PME_GATHER_LANES + 127) / 128), 128, 0, p->queue.stream,
+    MD__PME_LAUNCH_ORDER(p->params.order, md__pme_gather_kernel, (unsigned)((n + 127) / 128), 128, 0, p->queue.stream,
                          d_xyzq, n, d_box, K[0], K[1], K[2], p->d_real, d_force, stride);
     return MD_OK;
 }
