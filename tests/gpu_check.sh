@@ -220,7 +220,7 @@ if [ "$BENCH_ONLY" -eq 0 ] && [ "$SANITIZE" -eq 1 ]; then
     [ -x "$t" ] || continue
     for tool in memcheck racecheck; do
       n="$tool $(basename "$t")"
-      run_step "$n" 150 "$OUT/sanitizer.log" env MD_SANITIZE=1 MD_SANITIZE_TOOL="$tool" MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" \
+      run_step "$n" 300 "$OUT/sanitizer.log" env MD_SANITIZE=1 MD_SANITIZE_TOOL="$tool" MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" \
         --error-exitcode 1 ${SAN_API[@]+"${SAN_API[@]}"} "$t" || continue
       summ=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMPD/step.out" | tail -n 1 | sed 's/=* *//')
       if [ "$STEP_RC" -eq 0 ]; then record PASS "$n" "$STEP_T" "$summ; $(last_count)"
