@@ -25,7 +25,8 @@
 # profile, when ncu is missing or may not read the counters) does not.
 # MD_SANITIZE=1 tells a GPU test it runs under compute-sanitizer: it must shrink its problem
 # sizes and drop timing checks (tests/gpu_core.cu shows how); MD_SANITIZE_TOOL names the tool
-# (tests/gpu_step.cu leaves one part out under racecheck, and says why).
+# (under racecheck tests/gpu_step.cu leaves out one graph replay and tests/gpu_replicas.cu keeps
+# its graphs' list build device-gated: racecheck's process dies on IF-node graphs; both say so).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-check}

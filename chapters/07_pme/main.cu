@@ -370,7 +370,13 @@ static md_status sorted_setup(const md_system *s, const md_pme_params *pp, md_pm
         goto done;
     *err = vec_err(fg, fc, 3 * (size_t)s->n);
     if (fabs(eg.coul_recip - ec.coul_recip) > 1e-5 * fabs(ec.coul_recip) + 1e-3) *err = INFINITY;
-    MD_CUDA_TRY(cudaStreamBeginCapture(gs->queue.stream, cudaStreamCaptureModeThreadLocal));
+    {
+        cudaError_t e = cudaStreamBeginCapture(gs->queue.stream, cudaStreamCaptureModeThreadLocal);
+        if (e != cudaSuccess) { /* through done: the staging is freed */
+            st = md_cuda_error(e, "cudaStreamBeginCapture", __FILE__, __LINE__);
+            goto done;
+        }
+    }
     st = md_cuda_pme_plan_enqueue_own(gs);
     {
         cudaError_t e = cudaStreamEndCapture(gs->queue.stream, graph);
