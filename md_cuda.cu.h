@@ -1088,6 +1088,11 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 #define MD_CUDA_NB_SUPER 8
 /** @brief Threads per block of the nonbonded kernels. */
 #define MD_CUDA_NB_BLOCK 128
+#ifndef MD_CUDA_NB_CLUSTER_BLOCK
+/** @brief Threads per block of the cluster rungs' pair kernel: 32, 64, 128, 256 or 512 (the
+ *  launch bound keeps 1024 threads per SM, 64 registers); measured at md__nb_cluster_kernel. */
+#define MD_CUDA_NB_CLUSTER_BLOCK 64
+#endif
 #ifndef MD_CUDA_NB_ITEM_WARPS
 /** @brief Work items per SM the default md_cuda_nb_opts::chunk aims at (entries per item =
  *  expected entries / (1.6 x SMs x this), clamped to 8..64). Measured on an
@@ -6322,14 +6327,24 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * component) and written by 3 lanes as fixed point, once per entry; the i forces stay in
  * registers (one per i-cluster) until the item ends. FLAGS: 1 energy, 2 virial, 4 count pairs in
  * the cutoff. SMEM: LJ table in shared memory (else read through L1). The first launch after a
- * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. At least 8
- * blocks per SM: 64 registers instead of the 80 nvcc picks on its own, 32 warps per SM instead
- * of 24 for a latency-bound kernel, at the price of a few spills (ptxas -v, W 32: 68 bytes
+ * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. At least
+ * 1024 threads per SM: 64 registers instead of the 80 nvcc picks on its own, 32 warps per SM
+ * instead of 24 for a latency-bound kernel, at the price of a few spills (ptxas -v, W 32: 68 bytes
  * stored and 252 loaded per thread force-only, 292 / 584 with energy and virial). Measured on an
- * H100: pair kernel 96.7 -> 95.4 us, chapter-08 step 204-206 -> 200 us (23,568 atoms) and 644 -> 626 us (95,766). */
+ * H100: pair kernel 96.7 -> 95.4 us, chapter-08 step 204-206 -> 200 us (23,568 atoms) and 644 -> 626 us (95,766).
+ * Blocks of MD_CUDA_NB_CLUSTER_BLOCK threads (a block retires when its last warp ends, so smaller
+ * blocks free their slots sooner) and blocks past the list's items skipping the set-up: measured
+ * side by side on an H100 (bench/nb_cluster, 23,568 atoms, gpu_cluster_smem, two runs each):
+ * 128 threads 92.1 / 92.4 us, 64 threads 90.3 / 90.3, 32 threads 90.5 / 90.9; chapter 08's race
+ * at 95,766 atoms 501.8 (128) / 499.7 (64) / 495.3 (32) us, at 23,568 atoms within the runs'
+ * spread (155.3-159.1 us), so 64. Computing two i-clusters per mask branch (two independent
+ * chains) spilled more (212 / 468 bytes) and was slower (94.8 us). */
+static_assert(MD_CUDA_NB_CLUSTER_BLOCK % 32 == 0 && 1024 % MD_CUDA_NB_CLUSTER_BLOCK == 0 && MD_CUDA_NB_CLUSTER_BLOCK <= 512,
+              "MD_CUDA_NB_CLUSTER_BLOCK: 32, 64, 128, 256 or 512");
 template <int W, int FLAGS, int SMEM>
-__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK, 8) md__nb_cluster_kernel(md__nb_cluster_args a) {
-    constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_BLOCK / W;
+__global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CLUSTER_BLOCK)
+    md__nb_cluster_kernel(md__nb_cluster_args a) {
+    constexpr int S = MD_CUDA_NB_SUPER, CI = MD_CUDA_NB_CI, NW = MD_CUDA_NB_CLUSTER_BLOCK / W;
     extern __shared__ float2 md__nb_lj_smem[];
     __shared__ float4 s_xi[NW][S * CI];
     __shared__ int s_ti[NW][S * CI];
@@ -6340,12 +6355,14 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK, 8) md__nb_cluster_kernel(md_
     const int minimg = a.ctl[MD__NB_CTL_MINIMG] != 0; /* set by the build, the same for every block */
     long long nitems = a.ctl[MD__NB_CTL_NITEMS];
     if (nitems > a.cap_items) nitems = a.cap_items;
-    if (SMEM)
-        for (int k = threadIdx.x; k < a.ntypes * a.ntypes; k += blockDim.x) md__nb_lj_smem[k] = a.lj[k];
-    for (int k = threadIdx.x; k < 27; k += blockDim.x) /* each product exact: (-1, 0 or 1) x L */
-        s_shift[k] = make_float4((float)(k % 3 - 1) * (float)a.box[0], (float)(k / 3 % 3 - 1) * (float)a.box[1],
-                                 (float)(k / 9 - 1) * (float)a.box[2], 0.0f);
-    __syncthreads();
+    if ((long long)blockIdx.x * NW < nitems) { /* the grid covers the capacity: a block past the items skips the set-up */
+        if (SMEM)
+            for (int k = threadIdx.x; k < a.ntypes * a.ntypes; k += blockDim.x) md__nb_lj_smem[k] = a.lj[k];
+        for (int k = threadIdx.x; k < 27; k += blockDim.x) /* each product exact: (-1, 0 or 1) x L */
+            s_shift[k] = make_float4((float)(k % 3 - 1) * (float)a.box[0], (float)(k / 3 % 3 - 1) * (float)a.box[1],
+                                     (float)(k / 9 - 1) * (float)a.box[2], 0.0f);
+        __syncthreads();
+    }
     if (item < nitems) {
         if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
         else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
@@ -6988,7 +7005,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
     }
     if (cluster) {
         md__nb_cluster_args a;
-        const int nw = MD_CUDA_NB_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
+        const int nw = MD_CUDA_NB_CLUSTER_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
         const unsigned blocks = (unsigned)((p->cap_items + nw - 1) / nw);
         const size_t sbytes = smem ? (size_t)s->ntypes * s->ntypes * sizeof(float2) : 0;
         md__nb_cluster_fn k;
@@ -7018,7 +7035,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         k = md__nb_cluster_pick(p->warp, flags, smem);
         if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_cluster_kernel", p->warp, flags, smem), blocks,
-                             MD_CUDA_NB_BLOCK, sbytes, st, a);
+                             MD_CUDA_NB_CLUSTER_BLOCK, sbytes, st, a);
         if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
     } else {
         md__nb_exact_args a;
@@ -7537,7 +7554,14 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * at most 256 atoms per window the low sum stays below 2^32, so hi 2^24 + lo is the exact 64-bit
  * sum (for |t| < 2^47, i.e. |q| below ~3e4 e). Atoms that lie close in memory share a window:
  * md_cuda_sim's sorted atoms (a cell's atoms are consecutive) do; atoms in any order still get
- * the right grid, only more global atomics. */
+ * the right grid, only more global atomics. A window is the batch's extent (grown only when more
+ * batches of the block follow), warp 0 stores each atom's origin in it (s_l), and the flush walks
+ * it row by row (md__pme_window_flush), so neither the add loop nor the flush divides per point:
+ * before, the window was always grown to MD__PME_WINDOW_POINTS and both divided per point, and
+ * Nsight Compute counted 14.6 M warp instructions for 737 blocks (23,568 atoms), most of them the
+ * flush's. Measured side by side on an H100 (chapter 07, two runs each): spread_window 30 -> 23 us
+ * (23,568 atoms) and 105 -> 63 us (95,766); pme_graph_sorted 61.8 -> 53.9 us and 150.4 -> 119.3 us;
+ * chapter 08's race 155.8 / 155.7 -> 148.7 / 150.4 us and 502.0 / 501.8 -> 473.5 / 471.8 us. */
 #ifndef MD__PME_WINDOW_ATOMS /* 32, 64, 128 measured in chapter 08's race (H100): 156.6 / 157.8 / 160.0 us per step
                                 at 23,568 atoms, 503.7 / 507.3 / 511.0 us at 95,766: one batch per block */
 #define MD__PME_WINDOW_ATOMS 32
@@ -7548,20 +7572,31 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
 #define MD__PME_WINDOW_POINTS 4096
 static_assert(MD__PME_WINDOW_ATOMS % 32 == 0 && MD__PME_WINDOW_ATOMS <= 256, "atoms per window: 32..256, whole batches");
 
-/* Add the window's points to the global grid, zeroing them (every thread of the block). */
+/* Add the window's points to the global grid, zeroing them (every thread of the block). A warp
+ * takes whole rows (lx, ly) of the window, 32 / e[2] rows at a time when a row fits a warp, so a
+ * lane keeps its z (and its grid index mod K2) for the whole call: no division per point. */
 static __device__ void md__pme_window_flush(unsigned *lo, int *hi, const int *o, const int *e, int K0, int K1, int K2,
                                             md_fixed *__restrict__ grid) {
-    const int npts = e[0] * e[1] * e[2];
-    for (int k = threadIdx.x; k < npts; k += blockDim.x) {
+    const int e1 = e[1], e2 = e[2], rows = e[0] * e1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    auto point = [&](int r, int lz, int gz) { /* window point (row r, lz) -> grid point (.., .., gz) */
+        const int k = r * e2 + lz;
         const unsigned l = lo[k];
         const int h = hi[k];
         if (l | (unsigned)h) {
-            const int lz = k % e[2], ly = (k / e[2]) % e[1], lx = k / (e[2] * e[1]);
-            const int gx = (o[0] + lx) % K0, gy = (o[1] + ly) % K1, gz = (o[2] + lz) % K2;
+            const int lx = r / e1, ly = r - lx * e1;
             lo[k] = 0u;
             hi[k] = 0;
-            atomicAdd(grid + ((size_t)gx * K1 + gy) * K2 + gz, (md_fixed)((long long)h * 16777216ll + (long long)l));
+            atomicAdd(grid + ((size_t)((o[0] + lx) % K0) * K1 + (o[1] + ly) % K1) * K2 + gz,
+                      (md_fixed)((long long)h * 16777216ll + (long long)l));
         }
+    };
+    if (e2 <= 32) { /* 32 / e2 rows per warp step; a lane keeps its z */
+        const int per = 32 / e2, sub = lane / e2, lz = lane - sub * e2, gz = (o[2] + lz) % K2;
+        if (sub < per)
+            for (int r = warp * per + sub; r < rows; r += nw * per) point(r, lz, gz);
+    } else {
+        for (int r = warp; r < rows; r += nw)
+            for (int lz = lane; lz < e2; lz += 32) point(r, lz, (o[2] + lz) % K2);
     }
 }
 
@@ -7572,7 +7607,7 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
     __shared__ unsigned s_lo[MD__PME_WINDOW_POINTS];
     __shared__ int s_hi[MD__PME_WINDOW_POINTS];
     __shared__ float s_w[32][3 * P], s_q[32];
-    __shared__ int s_b[32][3], s_o[3], s_e[3], s_no[3], s_ne[3], s_mode; /* mode: 0 add, 1 new window, 2 global */
+    __shared__ int s_b[32][3], s_l[32][3], s_o[3], s_e[3], s_no[3], s_ne[3], s_mode; /* mode: 0 add, 1 new window, 2 global */
     const int K[3] = {K0, K1, K2};
     const int a0 = blockIdx.x * MD__PME_WINDOW_ATOMS, a1 = min(n, a0 + MD__PME_WINDOW_ATOMS);
     const int lane = threadIdx.x & 31;
@@ -7637,8 +7672,9 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
                         if ((long long)ext[0] * ext[1] * ext[2] > MD__PME_WINDOW_POINTS) {
                             s_mode = 2;
                         } else {
-                            while ((long long)(ext[0] + g + 1) * (ext[1] + g + 1) * (ext[2] + g + 1) <= MD__PME_WINDOW_POINTS)
-                                g++; /* room around the batch for the next ones */
+                            if (b0 + 32 < a1) /* room around the batch for the block's next ones */
+                                while ((long long)(ext[0] + g + 1) * (ext[1] + g + 1) * (ext[2] + g + 1) <= MD__PME_WINDOW_POINTS)
+                                    g++;
                             for (int c = 0; c < 3; c++) {
                                 e[c] = ext[c] + g;
                                 s_ne[c] = e[c];
@@ -7648,6 +7684,13 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
                         }
                     }
                 }
+                __syncwarp();
+                /* each atom's stencil origin in the window it adds to (no division in the add loop) */
+                if (s_mode == 1 || (s_mode == 0 && open))
+                    for (int c = 0; c < 3; c++) {
+                        const int org = s_mode == 1 ? s_no[c] : s_o[c];
+                        s_l[lane][c] = ((b[c] - org) % K[c] + K[c]) % K[c];
+                    }
             }
         }
         __syncthreads();
@@ -7675,8 +7718,7 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
                     atomicAdd(grid + ((size_t)gx * K1 + gy) * K2 + gz, md__pme_term(q, s_w[i][ix], wy, wz));
                 }
             } else {
-                const int ly = ((s_b[i][1] - s_o[1]) % K1 + K1) % K1 + iy, lz = ((s_b[i][2] - s_o[2]) % K2 + K2) % K2 + iz;
-                const int lx = ((s_b[i][0] - s_o[0]) % K0 + K0) % K0;
+                const int ly = s_l[i][1] + iy, lz = s_l[i][2] + iz, lx = s_l[i][0];
 #pragma unroll
                 for (int ix = 0; ix < P; ix++) {
                     const md_fixed t = md__pme_term(q, s_w[i][ix], wy, wz);
