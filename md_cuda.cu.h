@@ -7555,8 +7555,9 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * sum (for |t| < 2^47, i.e. |q| below ~3e4 e). Atoms that lie close in memory share a window:
  * md_cuda_sim's sorted atoms (a cell's atoms are consecutive) do; atoms in any order still get
  * the right grid, only more global atomics. A window is the batch's extent (grown only when more
- * batches of the block follow), warp 0 stores each atom's origin in it (s_l), and the flush walks
- * it row by row (md__pme_window_flush), so neither the add loop nor the flush divides per point:
+ * batches of the block follow) and is zeroed when it is placed, warp 0 stores each atom's origin
+ * in it (s_l), and the flush walks it row by row (md__pme_window_flush), so neither the add loop
+ * nor the flush divides per point:
  * before, the window was always grown to MD__PME_WINDOW_POINTS and both divided per point, and
  * Nsight Compute counted 14.6 M warp instructions for 737 blocks (23,568 atoms), most of them the
  * flush's. Measured side by side on an H100 (chapter 07, two runs each): spread_window 30 -> 23 us
@@ -7569,7 +7570,13 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
 #ifndef MD__PME_WINDOW_BLOCK
 #define MD__PME_WINDOW_BLOCK 128
 #endif
-#define MD__PME_WINDOW_POINTS 4096
+#ifndef MD__PME_WINDOW_POINTS /* 16 KB of window: 12 blocks per SM instead of 6 with 4096 points. Side by side on an
+                                 H100 (chapter 07, two runs each, 4096 -> 2048): pme_graph_sorted 54 -> 52 us (23,568
+                                 atoms) and 118-119 -> 108-109 us (95,766); spread_window on the builder's order 23-24 ->
+                                 28 us (more batches too wide for a window) and 62 -> 51 us; the race's step 149.5 /
+                                 149.7 -> 149.2 / 149.8 us and 471.5 / 472.4 -> 467.8 / 467.7 us */
+#define MD__PME_WINDOW_POINTS 2048
+#endif
 static_assert(MD__PME_WINDOW_ATOMS % 32 == 0 && MD__PME_WINDOW_ATOMS <= 256, "atoms per window: 32..256, whole batches");
 
 /* Add the window's points to the global grid, zeroing them (every thread of the block). A warp
@@ -7613,10 +7620,6 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
     const int lane = threadIdx.x & 31;
     int open = 0; /* the same in every thread: a window holds terms */
     if (blockIdx.x == 0 && threadIdx.x == 0) charge[0] = charge[1] = 0ull; /* md__pme_fixed_to_real_kernel adds them */
-    for (int k = threadIdx.x; k < MD__PME_WINDOW_POINTS; k += blockDim.x) {
-        s_lo[k] = 0u;
-        s_hi[k] = 0;
-    }
     for (int b0 = a0; b0 < a1; b0 += 32) {
         if (threadIdx.x < 32) { /* warp 0: locate the batch, measure it, decide */
             const int atom = b0 + lane;
@@ -7697,10 +7700,14 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
         const int mode = s_mode;
         if (mode == 1) {
             if (open) md__pme_window_flush(s_lo, s_hi, s_o, s_e, K0, K1, K2, grid);
-            __syncthreads(); /* the flush read s_o / s_e */
+            __syncthreads(); /* the flush read s_o / s_e and left its points zero */
             if (threadIdx.x < 3) {
                 s_o[threadIdx.x] = s_no[threadIdx.x];
                 s_e[threadIdx.x] = s_ne[threadIdx.x];
+            }
+            for (int k = threadIdx.x; k < s_ne[0] * s_ne[1] * s_ne[2]; k += blockDim.x) { /* the new window, zero */
+                s_lo[k] = 0u;
+                s_hi[k] = 0;
             }
             open = 1;
             __syncthreads();
