@@ -23,6 +23,8 @@
 # timeout, and the whole run keeps to MD_GPU_CHECK_BUDGET seconds (default 470). A step that
 # fails, times out or is not reached for lack of time makes the exit status 1; SKIP (the
 # profile, when ncu is missing or may not read the counters) does not.
+# MD_SANITIZE_TESTS="gpu_pme gpu_step ..." limits the sanitizer step to those test programs (the
+# tests of the code a change touched, when the device time left does not cover all of them).
 # MD_SANITIZE=1 tells a GPU test it runs under compute-sanitizer: it must shrink its problem
 # sizes and drop timing checks (tests/gpu_core.cu shows how); MD_SANITIZE_TOOL names the tool
 # (under racecheck tests/gpu_step.cu leaves out one graph replay and tests/gpu_replicas.cu keeps
@@ -217,8 +219,13 @@ if [ "$BENCH_ONLY" -eq 0 ] && [ "$SANITIZE" -eq 1 ]; then
   fi
   SAN_API=()
   [ -n "$SAN" ] && "$SAN" --help 2>/dev/null | grep -q -- '--report-api-errors' && SAN_API=(--report-api-errors no)
-  for t in $([ -n "$SAN" ] && ls build/tests/gpu_* 2>/dev/null); do
-    [ -x "$t" ] || continue
+  SAN_TESTS=$([ -n "$SAN" ] && ls build/tests/gpu_* 2>/dev/null)
+  [ -n "${MD_SANITIZE_TESTS:-}" ] && SAN_TESTS=$(for n in $MD_SANITIZE_TESTS; do echo "build/tests/$n"; done)
+  for t in $SAN_TESTS; do
+    if [ ! -x "$t" ]; then
+      [ -n "${MD_SANITIZE_TESTS:-}" ] && record FAIL "compute-sanitizer $(basename "$t")" 0 "not built"
+      continue
+    fi
     for tool in memcheck racecheck; do
       n="$tool $(basename "$t")"
       run_step "$n" 300 "$OUT/sanitizer.log" env MD_SANITIZE=1 MD_SANITIZE_TOOL="$tool" MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" \
