@@ -7556,11 +7556,11 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * md_cuda_sim's sorted atoms (a cell's atoms are consecutive) do; atoms in any order still get
  * the right grid, only more global atomics. A window is the batch's extent (grown only when more
  * batches of the block follow) and is zeroed when it is placed, warp 0 stores each atom's origin
- * in it (s_l), and the flush walks it row by row (md__pme_window_flush), so neither the add loop
- * nor the flush divides per point:
- * before, the window was always grown to MD__PME_WINDOW_POINTS and both divided per point, and
- * Nsight Compute counted 14.6 M warp instructions for 737 blocks (23,568 atoms), most of them the
- * flush's. Measured side by side on an H100 (chapter 07, two runs each): spread_window 30 -> 23 us
+ * in it (s_l: the add loop does no division), and the flush walks only the window's extent,
+ * row by row (md__pme_window_flush: a nonzero point costs one division and two modulos instead of
+ * four and three). Before, every window was grown to MD__PME_WINDOW_POINTS, the add loop took six
+ * modulos per term row, and Nsight Compute counted 14.6 M warp instructions for 737 blocks (23,568
+ * atoms) against the atomic rung's 7.4 M (which part took which share was not profiled). Measured side by side on an H100 (chapter 07, two runs each): spread_window 30 -> 23 us
  * (23,568 atoms) and 105 -> 63 us (95,766); pme_graph_sorted 61.8 -> 53.9 us and 150.4 -> 119.3 us;
  * chapter 08's race 155.8 / 155.7 -> 148.7 / 150.4 us and 502.0 / 501.8 -> 473.5 / 471.8 us. */
 #ifndef MD__PME_WINDOW_ATOMS /* 32, 64, 128 measured in chapter 08's race (H100): 156.6 / 157.8 / 160.0 us per step
@@ -7581,7 +7581,8 @@ static_assert(MD__PME_WINDOW_ATOMS % 32 == 0 && MD__PME_WINDOW_ATOMS <= 256, "at
 
 /* Add the window's points to the global grid, zeroing them (every thread of the block). A warp
  * takes whole rows (lx, ly) of the window, 32 / e[2] rows at a time when a row fits a warp, so a
- * lane keeps its z (and its grid index mod K2) for the whole call: no division per point. */
+ * lane keeps its z (and its grid index mod K2) for the whole call; a nonzero point costs one
+ * division (its row's x, y) and two modulos (x, y mod K). */
 static __device__ void md__pme_window_flush(unsigned *lo, int *hi, const int *o, const int *e, int K0, int K1, int K2,
                                             md_fixed *__restrict__ grid) {
     const int e1 = e[1], e2 = e[2], rows = e[0] * e1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

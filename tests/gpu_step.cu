@@ -65,6 +65,17 @@ static md_status water_box(md_system *s, md_topology *t, md_lj_table *lj, int m,
     return md_build_water_box(s, t, lj, &d);
 }
 
+/* The Langevin water box of the bitwise-trajectory tests: 1,500 molecules (300 under the
+ * sanitizer, with a 0.8 nm cutoff), the box built from box_seed, the noise from seed. */
+static md_status langevin_water(md_system *s, md_topology *t, md_lj_table *lj, md_sim_desc *d, uint64_t box_seed,
+                                uint64_t seed) {
+    memset(d, 0, sizeof *d);
+    d->thermostat = MD_THERMOSTAT_LANGEVIN;
+    d->seed = seed;
+    if (sanitize) d->nb.cutoff = 0.8;
+    return water_box(s, t, lj, sanitize ? 300 : 1500, 0.997, box_seed);
+}
+
 static void free_sys(md_system *s, md_topology *t, md_lj_table *lj) {
     md_system_free(s);
     md_topology_free(t);
@@ -246,11 +257,7 @@ static void reproducible(void) {
     md_cuda_sim a, b, c;
     int least = 0, greatest = 0, pa = 1, pb = 1;
     NEED_GPU();
-    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 4));
-    memset(&d, 0, sizeof d);
-    d.thermostat = MD_THERMOSTAT_LANGEVIN;
-    d.seed = 44;
-    if (sanitize) d.nb.cutoff = 0.8;
+    MD_CHECK_OK(langevin_water(&s, &t, &lj, &d, 4, 44));
     /* b's state stream at the default priority: the overlap of PME and nonbonded kernels then
      * runs in another order, and the trajectory must still be the same bits */
     memset(&o, 0, sizeof o);
@@ -322,11 +329,7 @@ static void captured_steps_match_stream(void) {
     long long builds[3];
     int k, j;
     NEED_GPU();
-    MD_CHECK_OK(water_box(&s, &t, &lj, sanitize ? 300 : 1500, 0.997, 8));
-    memset(&d, 0, sizeof d);
-    d.thermostat = MD_THERMOSTAT_LANGEVIN;
-    d.seed = 45;
-    if (sanitize) d.nb.cutoff = 0.8;
+    MD_CHECK_OK(langevin_water(&s, &t, &lj, &d, 8, 45));
     memset(&o, 0, sizeof o);
     o.nb.sort_interval = -1;
     for (k = 0; k < 3; k++) MD_CHECK_OK(md_cuda_sim_create(&g[k], &s, &t, &lj, &d, &o));
