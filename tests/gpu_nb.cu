@@ -15,7 +15,9 @@
  *     give the double-precision forces (tolerance below). It also prints the cluster efficiency.
  *   - exclusion_partner_summary: md__nb_sc_fill / md__nb_may_exclude on random partner lists
  *     (near, far, more far ones than MD__NB_FAR): no window holding a partner is ruled out, and
- *     with few far partners none beyond the near slots is let through without one.
+ *     with few far partners none beyond the near slots is let through without one; the exclusion
+ *     bits md__nb_excl_bits gives from the summary's copy of the partners (and from the lists,
+ *     with more than MD__NB_PLIST pairs) are the bits the partner lists define.
  * GPU tests (SKIP without a GPU, FAIL under MD_REQUIRE_GPU=1):
  *   - state_roundtrip: upload / download are exact, zero zeroes, poll converts.
  *   - exact_rungs_bitwise: MD_NB_GPU_TILES, _FULL_LIST, _HALF_LIST give raw fixed-point forces,
@@ -602,11 +604,11 @@ static void cluster_search_on_host(void) {
  * MD__NB_FAR far partners it must say "no" beyond the near slots wherever none lies (so the far
  * partners are kept one by one, not as the range that spans them). Seed 41. */
 static void exclusion_partner_summary(void) {
-    const int n = 4096, f = 1000, cnt = MD_CUDA_NB_CI, cj = 4, maxm = 3;
+    const int n = 4096, f = 1000, cnt = MD_CUDA_NB_CI, cj = 4, maxm = 6;
     std::vector<int> exn(n, 0), exl((size_t)maxm * n, 0);
     std::vector<float4> bb(2 * (MD_CUDA_NB_CI / cj), make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     const int2 ci[1] = {make_int2(f, cnt)};
-    int trial, few = 0, many = 0, missed = 0, wrong_far = 0;
+    int trial, few = 0, many = 0, missed = 0, wrong_far = 0, copied = 0, overflow = 0, bits_differ = 0;
     md_rng g;
     md_rng_seed(&g, 41);
     for (trial = 0; trial < 300; trial++) {
@@ -632,11 +634,21 @@ static void exclusion_partner_summary(void) {
         md__nb_sc_fill(&d, 0, make_int4(0, 1, 0, 0), ci, bb.data(), exn.data(), exl.data(), n, cj);
         if (d.nfar[0] > MD__NB_FAR) many++;
         else few++;
+        if (d.np[0] > MD__NB_PLIST) overflow++;
+        else copied++;
         for (int jc = 1; jc <= cj; jc++)
             for (int jf = 0; jf + jc <= n; jf++) {
                 int has = 0;
                 for (int p : all) has |= p >= jf && p < jf + jc;
                 const int may = md__nb_may_exclude(d, 0, jf, jc);
+                unsigned want = 0; /* the excluded pairs' bits, from the partner lists written above */
+                for (int q = 0; q < cnt; q++)
+                    for (int k = 0; k < exn[f + q]; k++) {
+                        const int p = exl[(size_t)k * n + f + q];
+                        if (p >= jf && p < jf + jc) want |= 1u << ((p - jf) * MD_CUDA_NB_CI + q);
+                    }
+                bits_differ += md__nb_excl_bits(d, 0, jf, jc, exn.data(), exl.data(), n) != want ||
+                               md__nb_excl_bits<1>(d, 0, jf, jc, exn.data(), exl.data(), n) != want;
                 missed += has && !may;
                 if (d.nfar[0] <= MD__NB_FAR && (jf + jc <= f - MD__NB_NEAR || jf >= f + cnt + MD__NB_NEAR))
                     wrong_far += may != has;
@@ -645,8 +657,12 @@ static void exclusion_partner_summary(void) {
     MD_CHECKF(missed == 0, "%d windows with a partner were ruled out", missed);
     MD_CHECKF(wrong_far == 0, "%d windows beyond the near slots answered wrongly with few far partners", wrong_far);
     MD_CHECKF(few > 20 && many > 20, "cases: %d with at most %d far partners, %d with more", few, MD__NB_FAR, many);
-    printf("  partner summaries: %d trials with at most %d far partners, %d with more; no window missed\n", few,
-           MD__NB_FAR, many);
+    MD_CHECKF(bits_differ == 0, "%d windows whose exclusion bits differ from the partner lists", bits_differ);
+    MD_CHECKF(copied > 20 && overflow > 20, "cases: %d with the partners copied, %d with more than %d", copied, overflow,
+              MD__NB_PLIST);
+    printf("  partner summaries: %d trials with at most %d far partners, %d with more; no window missed; exclusion "
+           "bits from the copied partners (%d trials) and the lists (%d with more than %d pairs) as the lists say\n",
+           few, MD__NB_FAR, many, copied, overflow, MD__NB_PLIST);
 }
 
 /* ---------------------------------------------------------------- GPU tests */
