@@ -1113,8 +1113,13 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  pair kernel (297 / 314 / 334 us for 1 / 4 / 8: more, shorter work items), hence a target
  *  rather than a constant. The chapter-08 step (bench/race.sh's settings, 1000 steps) with
  *  targets 12 / 24 / 48 / 96: 219 / 209 us at 23,568 atoms (4 / 9 slices; 48 and 96 also give
- *  9), 691 / 641 / 648 / 676 us at 95,766 (1 / 2 / 4 / 8 slices), so 24. */
-#define MD_CUDA_NB_SEARCH_WARPS 24
+ *  9), 691 / 641 / 648 / 676 us at 95,766 (1 / 2 / 4 / 8 slices), so 24 then. Since a search
+ *  unit steps through its own cells only (md__nb_search_kernel) a slice costs less; measured
+ *  again on an H200 (2026-11-27, side by side, two runs each): 95,766 atoms, target 24 / 48
+ *  (2 / 4 slices) the search 226-247 / 171-174 us a build under Nsight Compute and the step
+ *  425.5 / 425.2 -> 416.7 / 416.4 us; 23,568 atoms unchanged (9 slices); 96 with up to 18
+ *  slices (MD__NB_SEARCH_MAX_SLICES) slower at both sizes (150.7 and 437.9 us). So 48. */
+#define MD_CUDA_NB_SEARCH_WARPS 48
 #endif
 /** @brief Degree of the polynomials of the cluster rungs' Ewald kernel (md_cuda_nb_fast). */
 #define MD_CUDA_NB_EWALD_DEGREE 11
@@ -5595,15 +5600,18 @@ static inline __host__ __device__ int md__nb_may_exclude(const md__nb_sc_data &d
     return hit;
 }
 
-/* The cells a super-cluster of nci i-clusters reaches: its box widened by reach; returns minimg. */
+/* The cells a super-cluster of nci i-clusters reaches: its box [lo, hi] (the union of its
+ * i-clusters' boxes, returned) widened by reach; returns minimg. */
 static inline __host__ __device__ int md__nb_sc_reach(const md__nb_sc_data &d, int nci, const md_cuda_cell_grid &g,
-                                                     float reach, int kmin[3], int kmax[3]) {
+                                                     float reach, int kmin[3], int kmax[3], float4 *ulo, float4 *uhi) {
     float4 lo = make_float4(INFINITY, INFINITY, INFINITY, 0.0f), hi = make_float4(-INFINITY, -INFINITY, -INFINITY, 0.0f);
     int minimg, k;
     for (k = 0; k < nci; k++) {
         lo = make_float4(fminf(lo.x, d.lo[k].x), fminf(lo.y, d.lo[k].y), fminf(lo.z, d.lo[k].z), 0.0f);
         hi = make_float4(fmaxf(hi.x, d.hi[k].x), fmaxf(hi.y, d.hi[k].y), fmaxf(hi.z, d.hi[k].z), 0.0f);
     }
+    *ulo = lo;
+    *uhi = hi;
     minimg = md__cell_range(lo.x, hi.x, reach, g.inv_cell[0], g.dim[0], &kmin[0], &kmax[0]);
     minimg |= md__cell_range(lo.y, hi.y, reach, g.inv_cell[1], g.dim[1], &kmin[1], &kmax[1]);
     minimg |= md__cell_range(lo.z, hi.z, reach, g.inv_cell[2], g.dim[2], &kmin[2], &kmax[2]);
@@ -5617,11 +5625,20 @@ static inline __host__ __device__ int md__nb_sc_reach(const md__nb_sc_data &d, i
 
 /* Which i-clusters (bit s) list the j-cluster of jc atoms from jf with box [bl, bh] (already
  * shifted to the image the cell was reached by): box distance below rlist, and the half-list
- * rule: its last atom after the i-cluster's first. */
+ * rule: its last atom after the i-cluster's first. First the super-cluster's box [ulo, uhi]
+ * (md__nb_sc_reach): it holds every i-cluster's box, so its distance is no larger than any of
+ * theirs (each float step is monotone: the same holds after rounding), and a j-cluster at least
+ * rlist from it meets none of them; without minimg only (the per-axis image of the centres
+ * could differ between the union and a member). The eight box tests were a quarter of the
+ * search's instructions (Nsight Compute, 23,568 atoms, H100), and 29% of the candidates in
+ * reach fail the one test (the benchmark box in tests/gpu_nb.cu, which also checks that no mask
+ * changes): the search 81-84 -> 70-71 us a build at 23,568 atoms and 277-344 -> 226-247 us at
+ * 95,766 (Nsight Compute, H200, side by side). */
 static inline __host__ __device__ unsigned md__nb_cand_imask(const md__nb_sc_data &d, int nci, int jf, int jc, float4 bl,
                                                             float4 bh, int minimg, const md_cuda_cell_grid &g,
-                                                            float rl2) {
+                                                            float rl2, float4 ulo, float4 uhi) {
     unsigned im = 0;
+    if (!minimg && md__bb_dist2(ulo, uhi, bl, bh, 0, g) >= rl2) return 0;
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
@@ -5746,6 +5763,9 @@ struct md__nb_search_args {
  * what a step that builds nothing pays to launch: 4,224 blocks on an H100 return in 5.2-5.6 us
  * (the 2,104 blocks of four warps before: 3.9-4.3 us); 16 and 24 per SM made the builds slower
  * by more than that (tutorial 06). */
+#ifndef MD__NB_SEARCH_MAX_SLICES /* the most slices per super-cluster (MD_CUDA_NB_SEARCH_WARPS) */
+#define MD__NB_SEARCH_MAX_SLICES 9.0
+#endif
 #ifndef MD__NB_SEARCH_BLOCKS_PER_SM
 #define MD__NB_SEARCH_BLOCKS_PER_SM 32
 #endif
@@ -5819,10 +5839,11 @@ __global__ void __launch_bounds__(MD__NB_SEARCH_BLOCK) md__nb_search_kernel(md__
         const float reach = a.rlist * 1.0001f + esc + 1e-4f, rl2 = a.rlist * a.rlist * 1.0002f;
         md__nb_sc_data &d = s_d[wib];
         int kmin[3], kmax[3], minimg, s, pass, total = 0;
+        float4 ulo, uhi;
         long long base = 0, computed = 0;
         for (s = lane; s < S; s += W) md__nb_sc_fill(&d, s, sc, a.ci, a.bb, a.exn, a.exl, a.stride, CJ);
         __syncwarp(vm);
-        minimg = md__nb_sc_reach(d, sc.y, g, reach, kmin, kmax);
+        minimg = md__nb_sc_reach(d, sc.y, g, reach, kmin, kmax, &ulo, &uhi);
         for (pass = 0; pass < 2; pass++) {
             int cnt = 0;
             if (pass == 1 && total <= HITS) { /* the hits of pass 0, in their order */
@@ -5876,7 +5897,7 @@ __global__ void __launch_bounds__(MD__NB_SEARCH_BLOCK) md__nb_search_kernel(md__
                                 bh.x += shx;
                                 bh.y += shy;
                                 bh.z += shz;
-                                im = md__nb_cand_imask(d, sc.y, jf, jc, bl, bh, minimg, g, rl2);
+                                im = md__nb_cand_imask(d, sc.y, jf, jc, bl, bh, minimg, g, rl2, ulo, uhi);
                             }
                         }
                         bal = (__ballot_sync(vm, im != 0) >> lane_base) & WMASK;
@@ -6793,7 +6814,7 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
     t.chunk = t.opts.chunk > 0 ? t.opts.chunk
                                : (int)fmax(8.0, fmin(64.0, (double)t.cap_entries / 1.6 /
                                                                         (t.sm_count * (double)MD_CUDA_NB_ITEM_WARPS + 1.0)));
-    t.search_slices = (int)fmax(1.0, fmin(9.0, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS /
+    t.search_slices = (int)fmax(1.0, fmin(MD__NB_SEARCH_MAX_SLICES, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS /
                                                     ((double)t.capacity / (MD_CUDA_NB_CI * MD_CUDA_NB_SUPER) + 1.0))));
     t.cap_items = t.cap_entries / t.chunk + (long long)t.cap_sc * t.search_slices + 64;
     t.cap_excl = t.opts.excl_capacity > 0 ? t.opts.excl_capacity : (long long)t.cap_ic * 4 * (4 / t.cj) + 1024;

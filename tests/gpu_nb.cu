@@ -198,6 +198,7 @@ static void pair_fast_accuracy(void) {
  * list builds (keep it below buffer / (2 sqrt 3) so no atom moves more than half the buffer). */
 struct host_result {
     long long computed, pruned, in_cutoff, entries, masked, borderline;
+    long long candidates, union_pass, union_wrong; /* j-clusters tested; passing the super-cluster box; im changed by it */
     double ferr, eerr, escape;
     int minimg, nsc; /* super-clusters searched with the minimum image, of nsc */
 };
@@ -305,11 +306,13 @@ static int host_cluster_run(const md_system *s0, const md_topology *t, const md_
     std::vector<long long> got_pairs;
     res->minimg = 0;
     res->computed = 0;
+    res->candidates = res->union_pass = res->union_wrong = 0;
     for (size_t q = 0; q < sc.size(); q++) {
         md__nb_sc_data dd;
         int kmin[3], kmax[3];
+        float4 ulo, uhi;
         for (int s2 = 0; s2 < S; s2++) md__nb_sc_fill(&dd, s2, sc[q], ci.data(), bb.data(), exn.data(), exl.data(), stride, cj);
-        const int minimg = md__nb_sc_reach(dd, sc[q].y, g, reach, kmin, kmax);
+        const int minimg = md__nb_sc_reach(dd, sc[q].y, g, reach, kmin, kmax, &ulo, &uhi);
         res->minimg += minimg;
         for (int kz = kmin[2]; kz <= kmax[2]; kz++)
             for (int ky = kmin[1]; ky <= kmax[1]; ky++)
@@ -329,7 +332,15 @@ static int host_cluster_run(const md_system *s0, const md_topology *t, const md_
                         bh.x += sx * g.box[0];
                         bh.y += sy * g.box[1];
                         bh.z += sz * g.box[2];
-                        im = md__nb_cand_imask(dd, sc[q].y, jf, jc, bl, bh, minimg, g, rl2);
+                        im = md__nb_cand_imask(dd, sc[q].y, jf, jc, bl, bh, minimg, g, rl2, ulo, uhi);
+                        { /* the super-cluster box may only skip j-clusters no i-cluster lists: an unbounded
+                           * box never skips */
+                            const float4 all_lo = make_float4(-INFINITY, -INFINITY, -INFINITY, 0.0f),
+                                         all_hi = make_float4(INFINITY, INFINITY, INFINITY, 0.0f);
+                            res->candidates++;
+                            res->union_pass += minimg || md__bb_dist2(ulo, uhi, bl, bh, 0, g) < rl2;
+                            res->union_wrong += im != md__nb_cand_imask(dd, sc[q].y, jf, jc, bl, bh, minimg, g, rl2, all_lo, all_hi);
+                        }
                         if (!im) continue;
                         res->computed += (long long)__builtin_popcount(im) * W;
                         const int any = md__nb_cand_masks(dd, im, jf, jc, exn.data(), exl.data(), stride, cj, mk);
@@ -540,6 +551,7 @@ static void cluster_search_on_host(void) {
     MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 300 : 900, 22));
     for (int k = 0; k < 3; k++) {
         MD_CHECKF(host_cluster_run(&s, &t, &lj, &p, cjs[k], 0.0, half, &r, 1), "warp %d: the list is wrong", 8 * cjs[k]);
+        MD_CHECKF(r.union_wrong == 0, "the super-cluster box changed %lld i-cluster masks", r.union_wrong);
         printf("  %d atoms, warp %2d: %lld entries (%lld masked), pairs in cutoff %lld, computed %lld, after the prune "
                "%lld (efficiency %.3f, %.3f); force error %.2e, energy error %.2e\n",
                s.n, 8 * cjs[k], r.entries, r.masked, r.in_cutoff, r.computed, r.pruned, (double)r.in_cutoff / r.computed,
@@ -553,6 +565,7 @@ static void cluster_search_on_host(void) {
      * and after the prune */
     MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 2200 : 4200, 24));
     MD_CHECKF(host_cluster_run(&s, &t, &lj, &p, 4, 0.028, half, &r, 1), "moved atoms: the list is wrong");
+    MD_CHECKF(r.union_wrong == 0, "the super-cluster box changed %lld i-cluster masks", r.union_wrong);
     printf("  %d atoms (edge %.2f nm), moved 0.028 nm per axis after the sort and %.3f after the prune: %d of %d "
            "super-clusters with the minimum image, escape %.4f nm, efficiency %.3f after the prune, force error %.2e\n",
            s.n, s.box[0], half, r.minimg, r.nsc, r.escape, (double)r.in_cutoff / r.pruned, r.ferr);
@@ -564,6 +577,7 @@ static void cluster_search_on_host(void) {
     /* 3. a box of 2 cells per edge */
     MD_CHECK_OK(water(&s, &t, &lj, 280, 23));
     MD_CHECKF(host_cluster_run(&s, &t, &lj, &p, 4, 0.02, half, &r, 1), "small box: the list is wrong");
+    MD_CHECKF(r.union_wrong == 0, "the super-cluster box changed %lld i-cluster masks", r.union_wrong);
     printf("  small box (%.3f nm): %d of %d super-clusters with the minimum image, force error %.2e\n", s.box[0], r.minimg,
            r.nsc, r.ferr);
     MD_CHECK(r.minimg == r.nsc && r.ferr < 5e-4);
@@ -573,6 +587,7 @@ static void cluster_search_on_host(void) {
     /* 4. chains: exclusions other than water's, 6 LJ types */
     MD_CHECK_OK(chains(&s, &t, &lj, 3.2, 31));
     MD_CHECKF(host_cluster_run(&s, &t, &lj, &p, 4, 0.01, half, &r, 1), "chains: the list is wrong");
+    MD_CHECKF(r.union_wrong == 0, "the super-cluster box changed %lld i-cluster masks", r.union_wrong);
     printf("  chains (%d atoms, 6 types, 1-4 pairs %d): %lld masked entries, force error %.2e\n", s.n, t.npair14, r.masked,
            r.ferr);
     MD_CHECK(r.ferr < 5e-4);
@@ -588,9 +603,11 @@ static void cluster_search_on_host(void) {
         MD_CHECK_OK(md_build_water_box(&s, &t, &lj, &d));
         MD_CHECK(host_cluster_run(&s, &t, &lj, &p, 4, 0.0, 0.0, &r, 0));
         printf("  benchmark box %d atoms: %lld entries, %lld pairs in cutoff (%lld at the cutoff decided the other way), "
-               "%lld computed, %lld after the prune: cluster efficiency %.3f, %.3f after the prune\n",
+               "%lld computed, %lld after the prune: cluster efficiency %.3f, %.3f after the prune; %lld candidate "
+               "j-clusters, %lld (%.1f%%) within rlist of their super-cluster's box\n",
                s.n, r.entries, r.in_cutoff, r.borderline, r.computed, r.pruned, (double)r.in_cutoff / r.computed,
-               (double)r.in_cutoff / r.pruned);
+               (double)r.in_cutoff / r.pruned, r.candidates, r.union_pass, 100.0 * r.union_pass / r.candidates);
+        MD_CHECKF(r.union_wrong == 0, "the super-cluster box changed %lld i-cluster masks", r.union_wrong);
         md_system_free(&s);
         md_topology_free(&t);
         md_lj_table_free(&lj);
