@@ -5560,9 +5560,29 @@ static inline __host__ __device__ void md__nb_sc_fill(md__nb_sc_data *d, int s, 
             lo = make_float4(fminf(lo.x, bl.x), fminf(lo.y, bl.y), fminf(lo.z, bl.z), 0.0f);
             hi = make_float4(fmaxf(hi.x, bh.x), fmaxf(hi.y, bh.y), fmaxf(hi.z, bh.z), 0.0f);
         }
-        for (int q = 0; q < cnt; q++)
-            for (int k = 0, m = exn[f + q]; k < m; k++) {
-                const int p = exl[(size_t)k * stride + f + q];
+        /* partner k of every atom at once: the loads of one k are independent (eight in flight
+         * instead of one after the other: the search's units start with this, and were waiting
+         * on it). The order the partners are met in does not matter to what is kept. */
+        int m[MD_CUDA_NB_CI], mmax = 0;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+        for (int q = 0; q < MD_CUDA_NB_CI; q++) {
+            m[q] = q < cnt ? exn[f + q] : 0;
+            mmax = mmax > m[q] ? mmax : m[q];
+        }
+        for (int k = 0; k < mmax; k++) {
+            int pk[MD_CUDA_NB_CI];
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+            for (int q = 0; q < MD_CUDA_NB_CI; q++) pk[q] = k < m[q] ? exl[(size_t)k * stride + f + q] : 0;
+#ifdef __CUDA_ARCH__
+#pragma unroll
+#endif
+            for (int q = 0; q < MD_CUDA_NB_CI; q++) {
+                const int p = pk[q];
+                if (k >= m[q]) continue;
                 if (np < MD__NB_PLIST) d->plist[s][np] = p * MD_CUDA_NB_CI + q;
                 np++;
                 wmin = wmin < p ? wmin : p;
@@ -5575,6 +5595,7 @@ static inline __host__ __device__ void md__nb_sc_fill(md__nb_sc_data *d, int s, 
                     nfar++;
                 }
             }
+        }
     }
     d->lo[s] = lo;
     d->hi[s] = hi;
