@@ -217,8 +217,8 @@ int main(int argc, char **argv) {
         /* The host enqueues every step of every replica (chapter 10): the stream rungs are bound by
          * one host thread, whose speed drifts between runs by more than one copy's cost. So each
          * rung runs `repeats` times, the rungs interleaved and the order rotated, and the medians
-         * are compared (a single run of each had read from 355 us lost to 42 us saved per round of
-         * 12 replicas on the same code). */
+         * are compared (single runs of each, over several commits whose copy path did not change, had read from
+         * 355 us lost to 42 us saved per round of 12 replicas). */
         for (int r = 0; r < repeats; r++)
             for (int j = 0; j < 4; j++) {
                 const int k = (j + r) % 4;
