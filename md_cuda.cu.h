@@ -1100,15 +1100,22 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  95,766 atoms, 128 gives 33 / 109 / 378 us: small systems need more, smaller items to fill
  *  the GPU (one warp per item; a 4,050-atom box has too few super-clusters otherwise).
  *  Checked again with the search target of 24 (chapter-08 step, 23,568 / 95,766 atoms): 64 /
- *  128 / 256 gave 213.7 / 211.2 / 225.7 us and 644.3 / 642.4 / 643.1 us. */
-#define MD_CUDA_NB_ITEM_WARPS 128
+ *  128 / 256 gave 213.7 / 211.2 / 225.7 us and 644.3 / 642.4 / 643.1 us. With the list build's
+ *  later changes (2026-11-27, H100, chapter 08's --race, 1000 steps, two runs each) the entries
+ *  per item were swept directly: at 23,568 atoms with 5 search slices 17 (what 128 gives) / 16
+ *  / 24 / 32 entries: 139.0 / 140.2 / 137.6 / 144.8 us and 138.9 / 141.5 / 137.8 / 144.9 us; at
+ *  95,766 atoms 62 (128) / 32 / 24 / 16: 421.5 / 422.6 / 434.6 / 455.6 us and 421.8 / 423.2 /
+ *  435.3 / 457.8 us. So 96: 23 entries at 23,568 atoms, 64 (the clamp) at 95,766; 8 (the clamp)
+ *  for the 4,050- and 5,100-atom boxes either way. */
+#define MD_CUDA_NB_ITEM_WARPS 96
 #endif
 #ifndef MD_CUDA_NB_SEARCH_WARPS
 /** @brief Search warps per SM the list build aims at. One warp per super-cluster leaves a
  *  23,568-atom box with 368 warps for 132 SMs, so each super-cluster's neighbour cells are
  *  split among md_cuda_nb_plan::search_slices warps (cell k of its range to warp k mod
  *  slices), each making its own entries and work items: slices = round(SMs x this /
- *  super-clusters), 1 to 9. Measured on an H100 (chapters 06 and 08, TIP3P): 1 / 4 / 9 slices
+ *  super-clusters), 1 to 9, or 1 to 5 when there are more super-clusters than SMs (the
+ *  measurements at MD__NB_SEARCH_FULL_SLICES). Measured on an H100 (chapters 06 and 08, TIP3P): 1 / 4 / 9 slices
  *  built the 23,568-atom list in 201 / 108 / 104 us, but at 95,766 atoms more slices slow the
  *  pair kernel (297 / 314 / 334 us for 1 / 4 / 8: more, shorter work items), hence a target
  *  rather than a constant. The chapter-08 step (bench/race.sh's settings, 1000 steps) with
@@ -5787,6 +5794,17 @@ struct md__nb_search_args {
 #ifndef MD__NB_SEARCH_MAX_SLICES /* the most slices per super-cluster (MD_CUDA_NB_SEARCH_WARPS) */
 #define MD__NB_SEARCH_MAX_SLICES 9.0
 #endif
+/* The most slices when there are more super-clusters than SMs. Each slice makes its own work
+ * items, so slices cost the pair kernel (more, shorter items) what they save the build. Measured
+ * side by side (chapter 08's --race, 1000 steps, 2026-11-27): at 23,568 atoms (368
+ * super-clusters) 9 / 6 / 5 / 4 slices gave 141.6 / 138.1 / 137.2 / 137.1 us and 140.7 / 138.1 /
+ * 136.4 / 137.3 us per step (H200), 9 / 5 slices 147.4 / 139.0 and 144.3 / 138.9 us (H100); the
+ * 95,766-atom box has 4 either way. With fewer super-clusters than SMs the build needs the warps:
+ * 9 -> 5 slices made chapter 09's 4,050-atom step 72.5 -> 75.0 us and chapter 10's sequential
+ * rung (12 x 5,100 atoms) 10,712 / 10,673 -> 9,989 / 9,930 steps/s (H200). */
+#ifndef MD__NB_SEARCH_FULL_SLICES
+#define MD__NB_SEARCH_FULL_SLICES 5.0
+#endif
 #ifndef MD__NB_SEARCH_BLOCKS_PER_SM
 #define MD__NB_SEARCH_BLOCKS_PER_SM 32
 #endif
@@ -6842,8 +6860,11 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
     t.chunk = t.opts.chunk > 0 ? t.opts.chunk
                                : (int)fmax(8.0, fmin(64.0, (double)t.cap_entries / 1.6 /
                                                                         (t.sm_count * (double)MD_CUDA_NB_ITEM_WARPS + 1.0)));
-    t.search_slices = (int)fmax(1.0, fmin(MD__NB_SEARCH_MAX_SLICES, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS /
-                                                    ((double)t.capacity / (MD_CUDA_NB_CI * MD_CUDA_NB_SUPER) + 1.0))));
+    {
+        const double nsc = (double)t.capacity / (MD_CUDA_NB_CI * MD_CUDA_NB_SUPER) + 1.0; /* super-clusters */
+        const double most = nsc > t.sm_count ? MD__NB_SEARCH_FULL_SLICES : MD__NB_SEARCH_MAX_SLICES;
+        t.search_slices = (int)fmax(1.0, fmin(most, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS / nsc)));
+    }
     t.cap_items = t.cap_entries / t.chunk + (long long)t.cap_sc * t.search_slices + 64;
     t.cap_excl = t.opts.excl_capacity > 0 ? t.opts.excl_capacity : (long long)t.cap_ic * 4 * (4 / t.cj) + 1024;
     t.max_nb = t.opts.max_neighbors > 0
@@ -8313,21 +8334,29 @@ static __device__ __forceinline__ void md__step_delta_f32(const float4 a, const 
     for (int k = 0; k < 3; k++) d[k] = fmaf(-L[k], rintf(d[k] * iL[k]), d[k]);
 }
 
-/* Sum a 64-bit fixed-point value over the block (wrap-around integer addition is exact and
- * associative, so the total does not depend on the order) and add it to *dst from thread 0.
- * All threads of the block must call it. */
-static __device__ __forceinline__ void md__step_block_add_fixed(md_fixed v, md_fixed *dst) {
-    __shared__ md_fixed part[MD_CUDA_STEP_BLOCK / 32];
+/* Sum N 64-bit fixed-point values v[k] over the block (wrap-around integer addition is exact and
+ * associative, so the totals do not depend on the order) and add total k to *dst[k] from thread
+ * k (a zero total or a NULL dst[k] adds nothing): one pair of barriers for all N, the N atomics
+ * in parallel. All threads of the block must call it, once per kernel; N <= blockDim.x. */
+template <int N>
+static __device__ __forceinline__ void md__step_block_add_fixed(md_fixed (&v)[N], md_fixed *const (&dst)[N]) {
+    __shared__ md_fixed part[N][MD_CUDA_STEP_BLOCK / 32];
+    __shared__ md_fixed *s_dst[N];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    __syncthreads(); /* part[] may still be read by a previous call */
-    if (lane == 0) part[warp] = v;
+    for (int k = 0; k < N; k++) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_down_sync(0xffffffffu, v[k], o);
+        if (lane == 0) part[k][warp] = v[k];
+    }
+    if (threadIdx.x == 0)
+#pragma unroll
+        for (int k = 0; k < N; k++) s_dst[k] = dst[k];
     __syncthreads();
-    if (threadIdx.x == 0) {
-        md_fixed s = 0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++) s += part[w];
-        if (s) atomicAdd(dst, s);
+    if (threadIdx.x < N) {
+        md_fixed sum = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) sum += part[threadIdx.x][w];
+        if (sum && s_dst[threadIdx.x]) atomicAdd(s_dst[threadIdx.x], sum);
     }
 }
 
@@ -8340,7 +8369,6 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK)
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     const float FS = (float)MD_FORCE_FIXED_SCALE, ES = (float)MD_ENERGY_FIXED_SCALE;
     float L[3], iL[3], e = 0.0f, w[9];
-    md_fixed ef;
     int k;
     for (k = 0; k < 3; k++) {
         L[k] = (float)box[k];
@@ -8377,12 +8405,16 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK)
         }
         for (k = 0; k < 9; k++) w[k] = a[k / 3] * fi[k % 3] + c[k / 3] * fk[k % 3];
     }
-    if (energy) {
-        ef = md_fixed_from_float(e, ES);
-        md__step_block_add_fixed(ef, energy);
+    if (energy || virial) { /* the energy and the virial's nine terms in one block sum */
+        md_fixed v[10];
+        md_fixed *const dst[10] = {energy,           virial,           virial ? virial + 1 : NULL,
+                                   virial ? virial + 2 : NULL, virial ? virial + 3 : NULL, virial ? virial + 4 : NULL,
+                                   virial ? virial + 5 : NULL, virial ? virial + 6 : NULL, virial ? virial + 7 : NULL,
+                                   virial ? virial + 8 : NULL};
+        v[0] = md_fixed_from_float(e, ES);
+        for (k = 0; k < 9; k++) v[k + 1] = md_fixed_from_float(w[k], ES);
+        md__step_block_add_fixed<10>(v, dst);
     }
-    if (virial)
-        for (k = 0; k < 9; k++) md__step_block_add_fixed(md_fixed_from_float(w[k], ES), &virial[k]);
 }
 
 void md_cuda_bonded_plan_destroy(md_cuda_bonded_plan *p) {
@@ -8877,28 +8909,43 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(
     if (bad & 1) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_RANGE, (unsigned long long)first);
     if (bad & 2) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)first);
     if (bad & 4) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_OVERFLOW, (unsigned long long)first + 1);
-    /* block sums (every thread takes part), then the last block finishes the step */
-    if (A.ekin) md__step_block_add_fixed((md_fixed)(long long)llrint(ke * MD_ENERGY_FIXED_SCALE), A.ekin);
+    /* The block's kinetic energy and momentum in one block sum (every thread takes part), then the
+     * last block finishes the step. The end of this kernel is its critical path (every block
+     * resident at once, a few warps per SM): Nsight Compute on the 23,568-atom step (H100) found
+     * the tail - three block sums of two barriers each, thread 0's __threadfence() (MEMBAR.SC,
+     * the strongest fence), the ticket, then the last block's three atomicExch one after another
+     * - at about a sixth of the kernel's time (28.5 -> 24.0 us without it, a timing-only
+     * variant). Now: one block sum whose atomics run in parallel (threads 0-3), the ticket as an
+     * acquire-release atomic (one fence.acq_rel by thread 0: the release covers the block's
+     * atomics through the barrier before it, the acquire the last block's reads through the
+     * barrier after it), and the last block's three exchanges on three threads. */
+    {
+        md_fixed v[4] = {A.ekin ? (md_fixed)(long long)llrint(ke * MD_ENERGY_FIXED_SCALE) : 0,
+                         (md_fixed)(long long)llrint(P[0] * MD_FORCE_FIXED_SCALE),
+                         (md_fixed)(long long)llrint(P[1] * MD_FORCE_FIXED_SCALE),
+                         (md_fixed)(long long)llrint(P[2] * MD_FORCE_FIXED_SCALE)};
+        const int mom = A.com && !A.kinetic_only;
+        md_fixed *const dst[4] = {A.ekin, mom ? &A.pacc[0] : NULL, mom ? &A.pacc[1] : NULL, mom ? &A.pacc[2] : NULL};
+        md__step_block_add_fixed<4>(v, dst);
+    }
     if (A.kinetic_only) return;
-    if (A.com)
-        for (int a = 0; a < 3; a++)
-            md__step_block_add_fixed((md_fixed)(long long)llrint(P[a] * MD_FORCE_FIXED_SCALE), &A.pacc[a]);
-    __syncthreads();
+    __shared__ int s_last;
+    __syncthreads(); /* the block's atomics are issued: thread 0's release covers them */
     if (threadIdx.x == 0) {
         unsigned int ticket;
-        __threadfence();
-        ticket = atomicAdd(A.done, 1u);
-        if (ticket == gridDim.x - 1) { /* every other block has added its sums */
-            __threadfence();
-            if (A.com)
-                for (int a = 0; a < 3; a++) {
-                    const md_fixed p = atomicExch(&A.pacc[a], (md_fixed)0);
-                    A.vcom[a] = md_fixed_to_double(p, MD_FORCE_FIXED_SCALE) / A.total_mass;
-                }
-            *A.done = 0u;
-            *A.step = step + 1;
-            if (A.nb_ref) md__nb_box_check(A.box, A.nb_ctl, A.nb_grid);
-        }
+        asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(ticket) : "l"(A.done) : "memory");
+        s_last = ticket == gridDim.x - 1; /* every other block has added its sums */
+    }
+    __syncthreads();
+    if (!s_last) return;
+    if (A.com && threadIdx.x < 3) {
+        const md_fixed p = atomicExch(&A.pacc[threadIdx.x], (md_fixed)0);
+        A.vcom[threadIdx.x] = md_fixed_to_double(p, MD_FORCE_FIXED_SCALE) / A.total_mass;
+    }
+    if (threadIdx.x == 0) {
+        *A.done = 0u;
+        *A.step = step + 1;
+        if (A.nb_ref) md__nb_box_check(A.box, A.nb_ctl, A.nb_grid);
     }
 }
 
