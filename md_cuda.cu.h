@@ -8870,7 +8870,11 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
 
 /* Waters first, then one thread per other unit (clusters, then free atoms); see the section's
  * manual. A.water3: warps [0, ceil(nwater / MD__STEP_WPW)) take the waters, three lanes each
- * (md__step_water3); else one thread per water (md__step_unit). */
+ * (md__step_water3); else one thread per water (md__step_unit). WATERS 1: only waters (no
+ * clusters, no free atoms; md__step_kernel picks it), the other units' code compiled out: the
+ * general kernel holds SHAKE clusters of up to MD_CUDA_STEP_MAX_CLUSTER atoms in registers, and
+ * a kernel's registers are those of its largest path (ptxas: 234 registers, 144 without). */
+template <int WATERS>
 __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(md__step_args A) {
     const int g = blockIdx.x * blockDim.x + threadIdx.x, warp = g >> 5, lane = g & 31;
     const int wwarps = A.water3 ? (A.nwater + MD__STEP_WPW - 1) / MD__STEP_WPW : 0;
@@ -8895,6 +8899,8 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(
         const int atoms[3] = {w4.x, w4.y, w4.z};
         first = w4.x;
         bad = md__step_unit<3, 0>(A, atoms, 3, 0, step, box, vc, P, &ke);
+    } else if (WATERS) {
+        /* no other units: the last block's spare threads */
     } else if (u < A.nwater + A.ncluster) {
         const int c = u - A.nwater, k = A.cstart[c + 1] - A.cstart[c];
         int atoms[MD_CUDA_STEP_MAX_CLUSTER];
@@ -9288,7 +9294,9 @@ static md_status md__step_water_lanes(md_cuda_step_plan *p, int want, int sm_cou
         p->water_lanes = want;
         return MD_OK;
     }
-    MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__step_integrate_kernel, MD_CUDA_STEP_BLOCK, 0));
+    MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, p->ncluster == 0 && p->nsingle == 0 ? md__step_integrate_kernel<1> : md__step_integrate_kernel<0>,
+        MD_CUDA_STEP_BLOCK, 0));
     p->water_lanes = (long long)(p->nwater + MD__STEP_WPW - 1) / MD__STEP_WPW <=
                              (long long)per_sm * sm_count * (MD_CUDA_STEP_BLOCK / 32)
                          ? 3
@@ -9305,13 +9313,23 @@ static int md__step_blocks(const md_cuda_step_plan *p) {
     return blocks > 0 ? blocks : 1;
 }
 
+/* The integrate kernel for the plan's units, and its name in the kernel registry. */
+typedef void (*md__step_kernel_fn)(md__step_args);
+static md__step_kernel_fn md__step_kernel(const md_cuda_step_plan *p, const char **name) {
+    const int waters = p->ncluster == 0 && p->nsingle == 0;
+    *name = waters ? "md__step_integrate_kernel<1>" : "md__step_integrate_kernel<0>";
+    return waters ? md__step_integrate_kernel<1> : md__step_integrate_kernel<0>;
+}
+
 /* The kinetic energy of the current state (the integrate kernel in kinetic mode). */
 static md_status md__sim_kinetic(md_cuda_sim *s) {
     md__step_args A = md__step_args_make(s);
     const int blocks = md__step_blocks(&s->step);
     A.ekin = &s->state.d_energy[MD_CUDA_E_KINETIC];
     A.kinetic_only = 1;
-    MD_CUDA_LAUNCH(md__step_integrate_kernel, blocks > 0 ? blocks : 1, MD_CUDA_STEP_BLOCK, 0, s->state.q.stream, A);
+    const char *kn;
+    const md__step_kernel_fn k = md__step_kernel(&s->step, &kn);
+    MD_CUDA_LAUNCH_NAMED(k, kn, blocks > 0 ? blocks : 1, MD_CUDA_STEP_BLOCK, 0, s->state.q.stream, A);
     return MD_OK;
 }
 
@@ -9476,9 +9494,11 @@ md_status md_cuda_sim_enqueue(md_cuda_sim *s, int nsteps, unsigned what) {
     A = md__step_args_make(s);
     blocks = md__step_blocks(&s->step);
     if (blocks < 1) blocks = 1;
+    const char *kn;
+    const md__step_kernel_fn kfn = md__step_kernel(&s->step, &kn);
     for (k = 0; k < nsteps; k++) {
         const int energy = (what & MD_CUDA_SIM_ENERGY) && k == nsteps - 1;
-        MD_CUDA_LAUNCH(md__step_integrate_kernel, blocks, MD_CUDA_STEP_BLOCK, 0, s->state.q.stream, A);
+        MD_CUDA_LAUNCH_NAMED(kfn, kn, blocks, MD_CUDA_STEP_BLOCK, 0, s->state.q.stream, A);
         s->steps++;
         s->since_sort++;
         s->time_ps += s->desc.dt;
@@ -9766,12 +9786,14 @@ md_status md_cuda_sim_profile(md_cuda_sim *s, int nsteps, md_cuda_step_profile *
     A = md__step_args_make(s);
     blocks = md__step_blocks(&s->step);
     if (blocks < 1) blocks = 1;
+    const char *kn;
+    const md__step_kernel_fn kfn = md__step_kernel(&s->step, &kn);
     /* part by part: every part on the state's stream, PME stage by stage on its stream after the rest */
     MD_CUDA_TRY(cudaEventRecord(t0, st->q.stream));
     for (k = 0; k < nsteps && r == MD_OK; k++) {
         double part[E_COUNT];
         MD_CUDA_TRY(cudaEventRecord(ev[E_START], st->q.stream));
-        MD_CUDA_LAUNCH(md__step_integrate_kernel, blocks, MD_CUDA_STEP_BLOCK, 0, st->q.stream, A);
+        MD_CUDA_LAUNCH_NAMED(kfn, kn, blocks, MD_CUDA_STEP_BLOCK, 0, st->q.stream, A);
         s->steps++;
         s->since_sort++;
         s->time_ps += s->desc.dt;
