@@ -8873,7 +8873,8 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
  * (md__step_water3); else one thread per water (md__step_unit). WATERS 1: only waters (no
  * clusters, no free atoms; md__step_kernel picks it), the other units' code compiled out: the
  * general kernel holds SHAKE clusters of up to MD_CUDA_STEP_MAX_CLUSTER atoms in registers, and
- * a kernel's registers are those of its largest path (ptxas: 234 registers, 144 without). */
+ * a kernel's registers are those of its largest path (ptxas: 234 registers and 720 bytes of
+ * stack, 187 and 200 without). */
 template <int WATERS>
 __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(md__step_args A) {
     const int g = blockIdx.x * blockDim.x + threadIdx.x, warp = g >> 5, lane = g & 31;
@@ -8920,8 +8921,8 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(
      * resident at once, a few warps per SM): Nsight Compute on the 23,568-atom step (H100) found
      * the tail - three block sums of two barriers each, thread 0's __threadfence() (MEMBAR.SC,
      * the strongest fence), the ticket, then the last block's three atomicExch one after another
-     * - at about a sixth of the kernel's time (28.5 -> 24.0 us without it, a timing-only
-     * variant). Now: one block sum whose atomics run in parallel (threads 0-3), the ticket as an
+     * - at about a sixth of the kernel's time (28.6-29.6 -> 23.8-24.4 us without it, a
+     * timing-only variant). Now: one block sum whose atomics run in parallel (threads 0-3), the ticket as an
      * acquire-release atomic (one fence.acq_rel by thread 0: the release covers the block's
      * atomics through the barrier before it, the acquire the last block's reads through the
      * barrier after it), and the last block's three exchanges on three threads. */
