@@ -1389,7 +1389,8 @@ md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, in
  *             md_pme_bspline_moduli (uploaded at create), energy and virial summed in fixed
  *             point, the neutralising background for a net charge;
  *   backward  cufftExecC2R;
- *   gather    one thread per atom: the force from the potential grid, added in fixed point.
+ *   gather    order-many lanes per atom (lane k reads stencil column k of every row): the
+ *             force from the potential grid, summed over the lanes, added in fixed point.
  * The box lives in device memory (3 doubles) and is read by the kernels, so a captured graph
  * stays valid when the box changes; the atom count n is a kernel argument (a new n needs a new
  * capture). Spline orders 4, 5 and 6 are compiled (templates); the B-spline weights are
@@ -7926,47 +7927,77 @@ __global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1,
     md__pme_block_add<10>(acc, dst);
 }
 
-/* Gather: one thread per atom, the force -q grad(weights) . phi, added in fixed point (SoA). */
+#ifndef MD__PME_GATHER_BLOCK
+#define MD__PME_GATHER_BLOCK 128
+#endif
+/* Gather: P lanes per atom, 32 / P atoms per warp. Lane iz of an atom's group reads stencil
+ * column iz of each of the P x P rows, so at each load the group's lanes read P consecutive
+ * floats of one row (one or two cache lines per atom) where one thread per atom touched a line
+ * per point; the partial forces are summed over the group in lane order (shuffles, the same bits
+ * on every run) and the group's first lane adds the force -q grad(weights) . phi in fixed point
+ * (SoA). Each lane repeats its atom's locate and B-splines, the price of P times the threads. */
 template <int P>
-__global__ void md__pme_gather_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box, int K0,
-                                      int K1, int K2, const float *__restrict__ phi, md_fixed *force, int stride) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    float w0[P], w1[P], w2[P], dw0[P], dw1[P], dw2[P], d0, d1, d2, fx = 0.0f, fy = 0.0f, fz = 0.0f, il[3];
-    int b0, b1, b2, ix, iy, iz;
-    float4 a;
-    if (i >= n) return;
-    a = xyzq[i];
-    if (!md__pme_finite(a)) return; /* the spread raised the flag */
-    il[0] = (float)(1.0 / box[0]);
-    il[1] = (float)(1.0 / box[1]);
-    il[2] = (float)(1.0 / box[2]);
-    md_cuda_pme_locate(a.x, il[0], K0, &b0, &d0);
-    md_cuda_pme_locate(a.y, il[1], K1, &b1, &d1);
-    md_cuda_pme_locate(a.z, il[2], K2, &b2, &d2);
-    md_cuda_pme_bspline<P>(d0, w0, dw0);
-    md_cuda_pme_bspline<P>(d1, w1, dw1);
-    md_cuda_pme_bspline<P>(d2, w2, dw2);
+__global__ void __launch_bounds__(MD__PME_GATHER_BLOCK) md__pme_gather_kernel(const float4 *__restrict__ xyzq, int n,
+                                                                           const double *__restrict__ box, int K0, int K1,
+                                                                           int K2, const float *__restrict__ phi,
+                                                                           md_fixed *force, int stride) {
+    constexpr int A = 32 / P; /* atoms per warp; lanes A * P .. 31 idle */
+    const int lane = threadIdx.x & 31, grp = lane / P, iz = lane - grp * P;
+    const long long i = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * A + grp;
+    float fx = 0.0f, fy = 0.0f, fz = 0.0f, il[3] = {0.0f, 0.0f, 0.0f}, q = 0.0f;
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (grp < A && i < n) a = xyzq[i];
+    if (grp < A && i < n && md__pme_finite(a)) { /* a non-finite atom: the spread raised the flag */
+        float w0[P], w1[P], w2[P], dw0[P], dw1[P], dw2[P], d0, d1, d2, wz = 0.0f, dwz = 0.0f;
+        int b0, b1, b2, gz;
+        il[0] = (float)(1.0 / box[0]);
+        il[1] = (float)(1.0 / box[1]);
+        il[2] = (float)(1.0 / box[2]);
+        q = a.w;
+        md_cuda_pme_locate(a.x, il[0], K0, &b0, &d0);
+        md_cuda_pme_locate(a.y, il[1], K1, &b1, &d1);
+        md_cuda_pme_locate(a.z, il[2], K2, &b2, &d2);
+        md_cuda_pme_bspline<P>(d0, w0, dw0);
+        md_cuda_pme_bspline<P>(d1, w1, dw1);
+        md_cuda_pme_bspline<P>(d2, w2, dw2);
 #pragma unroll
-    for (ix = 0; ix < P; ix++) {
-        const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
+        for (int k = 0; k < P; k++) /* this lane's column, without indexing a register array */
+            if (k == iz) {
+                wz = w2[k];
+                dwz = dw2[k];
+            }
+        gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
 #pragma unroll
-        for (iy = 0; iy < P; iy++) {
-            const int gy = b1 + iy < K1 ? b1 + iy : b1 + iy - K1;
-            const float *row = phi + ((size_t)gx * K1 + gy) * K2;
-            const float wxy = w0[ix] * w1[iy], dxy = dw0[ix] * w1[iy], wdy = w0[ix] * dw1[iy];
+        for (int ix = 0; ix < P; ix++) {
+            const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
 #pragma unroll
-            for (iz = 0; iz < P; iz++) {
-                const int gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
-                const float p = row[gz];
-                fx = fmaf(dxy * w2[iz], p, fx);
-                fy = fmaf(wdy * w2[iz], p, fy);
-                fz = fmaf(wxy * dw2[iz], p, fz);
+            for (int iy = 0; iy < P; iy++) {
+                const int gy = b1 + iy < K1 ? b1 + iy : b1 + iy - K1;
+                const float p = phi[((size_t)gx * K1 + gy) * K2 + gz];
+                fx = fmaf(dw0[ix] * w1[iy], p, fx);
+                fy = fmaf(w0[ix] * dw1[iy], p, fy);
+                fz = fmaf(w0[ix] * w1[iy], p, fz);
             }
         }
+        fx *= wz;
+        fy *= wz;
+        fz *= dwz;
     }
-    atomicAdd(force + i, md_fixed_from_float(-a.w * fx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
-    atomicAdd(force + stride + i, md_fixed_from_float(-a.w * fy * (float)K1 * il[1], (float)MD_FORCE_FIXED_SCALE));
-    atomicAdd(force + 2 * (size_t)stride + i, md_fixed_from_float(-a.w * fz * (float)K2 * il[2], (float)MD_FORCE_FIXED_SCALE));
+    {
+        float sx = fx, sy = fy, sz = fz;
+#pragma unroll
+        for (int k = 1; k < P; k++) { /* every lane shuffles; the group's first lane keeps the sum */
+            sx += __shfl_down_sync(0xffffffffu, fx, k);
+            sy += __shfl_down_sync(0xffffffffu, fy, k);
+            sz += __shfl_down_sync(0xffffffffu, fz, k);
+        }
+        if (iz == 0 && q != 0.0f) {
+            atomicAdd(force + i, md_fixed_from_float(-q * sx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
+            atomicAdd(force + stride + i, md_fixed_from_float(-q * sy * (float)K1 * il[1], (float)MD_FORCE_FIXED_SCALE));
+            atomicAdd(force + 2 * (size_t)stride + i,
+                      md_fixed_from_float(-q * sz * (float)K2 * il[2], (float)MD_FORCE_FIXED_SCALE));
+        }
+    }
 }
 
 void md_cuda_pme_plan_destroy(md_cuda_pme_plan *p) {
@@ -8211,8 +8242,12 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
     if (!d_force) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_force", "is NULL");
     if (stride < n) return md_set_error(MD_ERR_RANGE, fn, 0, "stride", "%d is below n = %d", stride, n);
     K = p->params.grid;
-    MD__PME_LAUNCH_ORDER(p->params.order, md__pme_gather_kernel, (unsigned)((n + 127) / 128), 128, 0, p->queue.stream,
-                         d_xyzq, n, d_box, K[0], K[1], K[2], p->d_real, d_force, stride);
+    { /* 32 / order atoms per warp */
+        const long long per_block = (long long)(MD__PME_GATHER_BLOCK / 32) * (32 / p->params.order);
+        MD__PME_LAUNCH_ORDER(p->params.order, md__pme_gather_kernel, (unsigned)((n + per_block - 1) / per_block),
+                             MD__PME_GATHER_BLOCK, 0, p->queue.stream, d_xyzq, n, d_box, K[0], K[1], K[2], p->d_real,
+                             d_force, stride);
+    }
     return MD_OK;
 }
 
