@@ -7884,7 +7884,17 @@ __global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1,
     dst[0] = energy;
     for (k = 0; k < 9; k++) dst[1 + k] = virial ? virial + k : NULL;
     if (idx < total) {
-        const int kz = (int)(idx % nh), ky = (int)((idx / nh) % K1), kx = (int)(idx / ((long long)nh * K1));
+        int kx, ky, kz;
+        if (total <= 0xffffffffll) { /* uniform: 32-bit divisions (a 64-bit one is a long subroutine) */
+            const unsigned u = (unsigned)idx, r = u / (unsigned)nh;
+            kz = (int)(u - r * (unsigned)nh);
+            ky = (int)(r % (unsigned)K1);
+            kx = (int)(r / (unsigned)K1);
+        } else {
+            kz = (int)(idx % nh);
+            ky = (int)((idx / nh) % K1);
+            kx = (int)(idx / ((long long)nh * K1));
+        }
         const float mx = md__fmul((float)(kx < (K0 + 1) / 2 ? kx : kx - K0), (float)(1.0 / L0));
         const float my = md__fmul((float)(ky < (K1 + 1) / 2 ? ky : ky - K1), (float)(1.0 / L1));
         const float mz = md__fmul((float)kz, (float)(1.0 / L2));
