@@ -7937,9 +7937,10 @@ __global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1,
     md__pme_block_add<10>(acc, dst);
 }
 
-#ifndef MD__PME_GATHER_BLOCK
+#ifndef MD__PME_GATHER_BLOCK /* threads per gather block: 128 as the one-thread gather had (not swept for the lane layout) */
 #define MD__PME_GATHER_BLOCK 128
 #endif
+static_assert(MD__PME_GATHER_BLOCK % 32 == 0 && MD__PME_GATHER_BLOCK <= 1024, "MD__PME_GATHER_BLOCK: whole warps, at most 1024");
 /* Gather: P lanes per atom, 32 / P atoms per warp. Lane iz of an atom's group reads stencil
  * column iz of each of the P x P rows, so at each load the group's lanes read P consecutive
  * floats of one row (one or two cache lines per atom) where one thread per atom touched a line
