@@ -1038,20 +1038,25 @@ typedef struct md_cuda_cell_grid {
 
 /** @brief Atoms sorted by cell on the device: cub::DeviceRadixSort of a 32-bit key (cell index,
  *  then optionally a position within the cell), then the first sorted position of every cell.
- *  Cells are at least min_cell on every edge; if the grid would have more than the capacity of
- *  cells, the longest dimension is halved until it fits (cells only grow).
+ *  Cells are at least min_cell on every edge (with cluster_cells, larger: about three
+ *  super-clusters of atoms); if the grid would have more than the capacity of cells, the longest
+ *  dimension is halved until it fits (cells only grow).
  *
  *  With sub_bits 12 the atoms of a cell are ordered like GROMACS's grid columns: the cell is cut
- *  into columns x columns sub-columns in x and y (columns chosen so a sub-column is about
- *  as wide as a cluster of 6 atoms at the system's density), visited in a serpentine, and each
- *  sub-column is traversed along z, up and down alternately (6-bit column index, 6-bit z).
- *  Consecutive atoms are then close in space, so clusters cut from the sorted order are compact
- *  (measured on the 23,568-atom water box: cluster efficiency 0.24 against 0.20 for a Morton
- *  order of sub-cells, tests/gpu_nb.cu prints it). */
+ *  into columns x columns sub-columns in x and y (as many as fit at least 2.7^(1/3) mean atom
+ *  spacings wide, about 0.30 nm in water), visited in a serpentine, and each sub-column is
+ *  traversed along z, up and down alternately (6-bit column index, 6-bit z). Consecutive atoms
+ *  are then close in space, so clusters cut from the sorted order are compact (measured on the
+ *  23,568-atom water box: cluster efficiency 0.24 against 0.20 for a Morton order of sub-cells
+ *  and 0.235 for a Hilbert order, with cells of min_cell; tests/gpu_nb.cu prints it). */
 typedef struct md_cuda_cell_list {
     int cap_atoms;            /**< most atoms */
     int cap_cells;            /**< most cells */
     int sub_bits;             /**< 12: the key orders the atoms within a cell by sub-columns; 0: not */
+    int cluster_cells;        /**< 1 (the cluster rungs set it after create; needs sub_bits 12): cells as large as
+                                   three super-clusters of atoms at the system's density when that is larger than
+                                   min_cell, and sub-columns from the density (md__cell_grid_make); 0 (create's
+                                   default): cells of min_cell */
     int key_bits;             /**< bits the radix sort looks at */
     md_cuda_cell_grid *d_grid;/**< the grid of the last build */
     unsigned int *d_key;      /**< cap_atoms keys of the input order */
@@ -5032,11 +5037,32 @@ md_status md_cuda_state_poll(md_cuda_state *s, md_energy *e, long long *step) {
 
 /* The grid of a cell list for a box: cells >= min_cell, at most cap_cells (the longest dimension
  * halved until it fits, which only makes cells bigger). Returns 0 if a box edge is not finite
- * and > 0 (then a unit box is used). Host and device share it. */
+ * and > 0 (then a unit box is used). Host and device share it.
+ *
+ * clustered (the cluster rungs' lists, sub_bits 12): cells also about as large as it takes to
+ * hold MD__CELL_CLUSTER_ATOMS atoms at the system's density (three super-clusters), but never
+ * fewer than min(3, the count min_cell allows) along an axis, so a box that has three cells of
+ * min_cell keeps them (with fewer, every super-cluster would take the minimum image per pair);
+ * and sub-columns at least MD__CELL_COLUMN_ATOMS^(1/3) mean atom spacings wide (the columns
+ * count is the cell edge over that width, rounded down). Both rules were chosen on the host, by
+ * the cluster search of tests/gpu_nb.cu on the two benchmark water boxes (23,568 and 95,766
+ * atoms): cells of 1.03 / 1.10 nm with 3 x 3 sub-columns (the rule before: cells of min_cell,
+ * sub-columns about a 6-atom cluster wide) gave a cluster efficiency of 0.304 / 0.306 after the
+ * prune and 112,353 / 464,696 entries; cells of 1.24 nm with 4 x 4 sub-columns give 0.339 / 0.336
+ * and 93,674 / 385,807 entries. For every other cell size tried (1.03 to 2.07 nm) the columns
+ * rule picked the best count of those tried (2 to 7); tutorial 06, section 7 has the table.
+ * Measured side by side on an H200 (2026-11-28): the pair kernel 93-94 -> 88-89 us at 23,568
+ * atoms and 302-305 -> 274-280 us at 95,766 (bench/nb_cluster), the search 66-79 -> 45-48 and
+ * 124-172 -> 103-109 us a build (Nsight Compute), chapter 08's race step 398 -> 387 us at 95,766
+ * atoms and unchanged at 23,568 (134 us, with MD__NB_SEARCH_FULL_SLICES 7). */
+/** @cond INTERNAL */
+#define MD__CELL_CLUSTER_ATOMS (3 * MD_CUDA_NB_SUPER * MD_CUDA_NB_CI)
+#define MD__CELL_COLUMN_ATOMS 2.7
+/** @endcond */
 static inline __host__ __device__ int md__cell_grid_make(const double *box, double min_cell, int cap_cells, int natoms,
-                                                         md_cuda_cell_grid *g) {
+                                                         int clustered, md_cuda_cell_grid *g) {
     long long dims[3];
-    double L[3];
+    double L[3], vol_per_atom;
     int d, ok = 1;
     for (d = 0; d < 3; d++) {
         L[d] = box[d];
@@ -5044,7 +5070,15 @@ static inline __host__ __device__ int md__cell_grid_make(const double *box, doub
             ok = 0;
             L[d] = 1.0;
         }
+    }
+    vol_per_atom = L[0] * L[1] * L[2] / (natoms > 0 ? natoms : 1);
+    for (d = 0; d < 3; d++) {
         dims[d] = (long long)floor(L[d] / min_cell);
+        if (clustered) {
+            const long long big = (long long)floor(L[d] / cbrt(MD__CELL_CLUSTER_ATOMS * vol_per_atom) + 0.5);
+            const long long keep = dims[d] < 3 ? dims[d] : 3;
+            if (big < dims[d]) dims[d] = big > keep ? big : keep;
+        }
         if (dims[d] < 1) dims[d] = 1;
         if (dims[d] > 1024) dims[d] = 1024;
     }
@@ -5061,9 +5095,9 @@ static inline __host__ __device__ int md__cell_grid_make(const double *box, doub
         g->inv_box[d] = (float)(1.0 / L[d]);
     }
     g->ncell = (int)(dims[0] * dims[1] * dims[2]);
-    { /* sub-columns as wide as a cluster of about 6 atoms (natoms / volume atoms per nm^3) */
-        const double w = cbrt(6.0 * L[0] * L[1] * L[2] / (natoms > 0 ? natoms : 1));
-        int k = (int)(0.5 * (L[0] / dims[0] + L[1] / dims[1]) / w + 0.5);
+    { /* sub-columns (only the sort key of sub_bits 12 uses them) */
+        const double w = cbrt(MD__CELL_COLUMN_ATOMS * vol_per_atom);
+        int k = (int)floor(0.5 * (L[0] / dims[0] + L[1] / dims[1]) / w);
         g->columns = k < 1 ? 1 : (k > 8 ? 8 : k);
     }
     return ok;
@@ -5071,8 +5105,8 @@ static inline __host__ __device__ int md__cell_grid_make(const double *box, doub
 
 /* The grid on the device, from the device box (one thread). */
 __global__ void md__cell_grid_kernel(md_cuda_cell_grid *g, const double *__restrict__ box, double min_cell,
-                                     int cap_cells, int natoms, unsigned long long *flags) {
-    if (!md__cell_grid_make(box, min_cell, cap_cells, natoms, g) && flags) md_cuda_flag_raise(flags, MD_CUDA_FLAG_RANGE, 0);
+                                     int cap_cells, int natoms, int clustered, unsigned long long *flags) {
+    if (!md__cell_grid_make(box, min_cell, cap_cells, natoms, clustered, g) && flags) md_cuda_flag_raise(flags, MD_CUDA_FLAG_RANGE, 0);
 }
 
 /* The coordinate x wrapped into [0, L): x - L floor(x / L) in float (one rounded FMA), moved
@@ -5205,7 +5239,8 @@ md_status md_cuda_cell_list_enqueue(md_cuda_cell_list *cl, const float4 *d_xyz, 
         return md_set_error(MD_ERR_RANGE, fn, 0, "n", "%d atoms (capacity %d)", n, cl->cap_atoms);
     if (!(min_cell > 0.0) || !isfinite(min_cell))
         return md_set_error(MD_ERR_RANGE, fn, 0, "min_cell", "must be finite and > 0 (got %g)", min_cell);
-    MD_CUDA_LAUNCH(md__cell_grid_kernel, 1, 1, 0, stream, cl->d_grid, d_box, min_cell, cl->cap_cells, n, d_flags);
+    MD_CUDA_LAUNCH(md__cell_grid_kernel, 1, 1, 0, stream, cl->d_grid, d_box, min_cell, cl->cap_cells, n, cl->cluster_cells,
+                   d_flags);
     MD_CUDA_LAUNCH(md__cell_key_kernel, (n + 255) / 256, 256, 0, stream, d_xyz, n, cl->d_grid, cl->sub_bits, cl->d_key,
                    cl->d_idx, d_flags, d_order);
     bytes = cl->temp_bytes;
@@ -5805,9 +5840,17 @@ struct md__nb_search_args {
  * 136.4 / 137.3 us per step (H200), 9 / 5 slices 147.4 / 139.0 and 144.3 / 138.9 us (H100); the
  * 95,766-atom box has 4 either way. With fewer super-clusters than SMs the build needs the warps:
  * 9 -> 5 slices made chapter 09's 4,050-atom step 72.5 -> 75.0 us and chapter 10's sequential
- * rung (12 x 5,100 atoms) 10,712 / 10,673 -> 9,989 / 9,930 steps/s (H200). */
+ * rung (12 x 5,100 atoms) 10,712 / 10,673 -> 9,989 / 9,930 steps/s (H200). With the cluster
+ * rungs' larger cells (md__cell_grid_make: 375 super-clusters at 23,568 atoms, cells of 1.24 nm)
+ * 5 slices lost what the cells gained there: side by side on an H200 (2026-11-28, race, 1000
+ * steps; three calls of two runs each, the 7-slice build in two, the 9-slice build in one) the cells of min_cell with 5 slices 134.5 / 134.6 / 134.3 / 134.0 /
+ * 134.4 / 134.4 us, the larger cells with 5 / 7 / 9 slices 137.6 / 137.5 / 138.1 / 137.5 /
+ * 137.6 / 138.1, 134.3 / 134.0 / 134.3 / 133.9 and 134.3 / 134.3 us; at 95,766 atoms 398.1 /
+ * 398.0 / 397.0 / 398.5 / 398.4 / 398.4 against 387.3 / 387.5 / 386.2 / 386.3 / 387.3 / 386.5
+ * (5), 386.8 / 387.0 / 388.2 / 387.4 (7) and 386.5 / 388.2 (9), the same 4 slices in each (the
+ * 95,766-atom box has more super-clusters than the target asks slices for). So 7. */
 #ifndef MD__NB_SEARCH_FULL_SLICES
-#define MD__NB_SEARCH_FULL_SLICES 5.0
+#define MD__NB_SEARCH_FULL_SLICES 7.0
 #endif
 #ifndef MD__NB_SEARCH_BLOCKS_PER_SM
 #define MD__NB_SEARCH_BLOCKS_PER_SM 32
@@ -6876,6 +6919,7 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
                    : (int)(rho * 4.0 / 3.0 * 3.14159265358979 * rlist * rlist * rlist * 1.5) + 32;
     if (sort) {
         if ((st = md_cuda_cell_list_create(&t.cells, t.capacity, (int)cells, 12)) != MD_OK) goto fail;
+        t.cells.cluster_cells = cluster;
         if ((st = md_cuda_alloc((void **)&t.d_ic_count, (size_t)cells + 1, sizeof(int), "i-clusters per cell")) != MD_OK ||
             (st = md_cuda_alloc((void **)&t.d_ic_start, (size_t)cells + 1, sizeof(int), "first i-clusters")) != MD_OK ||
             (st = md_cuda_alloc((void **)&t.d_sc_count, (size_t)cells + 1, sizeof(int), "super-clusters per cell")) != MD_OK ||

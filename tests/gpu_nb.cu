@@ -13,6 +13,10 @@
  *     lanes: every non-excluded pair with float r^2 < rc^2 must be computed exactly once with
  *     its minimum image, no excluded pair ever, and the kernel's arithmetic on that list must
  *     give the double-precision forces (tolerance below). It also prints the cluster efficiency.
+ *   - cluster_grid_rule: md__cell_grid_make's cells and sub-columns for random boxes and
+ *     densities (seed 43): cells at least min_cell, the cluster rungs' grid between min(3, that
+ *     count) and that count per axis, grown only towards three super-clusters of atoms, and the
+ *     most sub-columns that stay at least the density's width.
  *   - exclusion_partner_summary: md__nb_sc_fill / md__nb_may_exclude on random partner lists
  *     (near, far, more far ones than MD__NB_FAR): no window holding a partner is ruled out, and
  *     with few far partners none beyond the near slots is let through without one; the exclusion
@@ -39,7 +43,7 @@
  *     drift below 1e-3 kJ/mol per atom (the CPU run in double drifts 2e-5 over the same time).
  *   - rdf_cell_rung: MD_RDF_GPU_CELL counts equal md_rdf_accumulate's exactly (A = B, A != B,
  *     and two frames of different boxes enqueued before one sync).
- * MD_SANITIZE=1 shrinks every system and the NVE run. Seeds: 11, 21, 22, 23, 31, 41. */
+ * MD_SANITIZE=1 shrinks every system and the NVE run. Seeds: 11, 21, 22, 23, 31, 41, 43. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "md_cuda.cu.h"
@@ -219,7 +223,7 @@ static int host_cluster_run(const md_system *s0, const md_topology *t, const md_
         long long k = (long long)floor(s0->box[d] / rlistd);
         cells *= k < 1 ? 1 : k;
     }
-    md__cell_grid_make(s0->box, rlistd, (int)(2 * cells + 64), n, &g);
+    md__cell_grid_make(s0->box, rlistd, (int)(2 * cells + 64), n, 1, &g);
     /* sort (stable, as CUB's radix sort), permute, wrap */
     std::vector<unsigned> key(n);
     std::vector<int> idx(n), order(n), rank(n);
@@ -614,6 +618,51 @@ static void cluster_search_on_host(void) {
     }
 }
 
+
+
+/* md__cell_grid_make on random boxes and densities (seed 43): every cell at least min_cell; the
+ * cluster rungs' grid (clustered 1) never has more cells than min_cell allows nor fewer than
+ * min(3, what min_cell allows) along an axis, and its cells grow only when three super-clusters
+ * of atoms (MD__CELL_CLUSTER_ATOMS at the density) need more than min_cell; the sub-columns are
+ * the most that stay at least cbrt(MD__CELL_COLUMN_ATOMS x volume per atom) wide (1 to 8);
+ * without clustered the cells are min_cell's. */
+static void cluster_grid_rule(void) {
+    md_rng r;
+    int grew = 0, kept3 = 0;
+    md_rng_seed(&r, 43);
+    for (int trial = 0; trial < 2000; trial++) {
+        const double box[3] = {1.5 + 14.0 * md_rng_uniform(&r), 1.5 + 14.0 * md_rng_uniform(&r), 1.5 + 14.0 * md_rng_uniform(&r)};
+        const double rho = 20.0 + 120.0 * md_rng_uniform(&r), min_cell = 0.6 + 0.8 * md_rng_uniform(&r);
+        const int natoms = (int)(rho * box[0] * box[1] * box[2]) + 1;
+        const double vpa = box[0] * box[1] * box[2] / natoms, e = cbrt(MD__CELL_CLUSTER_ATOMS * vpa);
+        md_cuda_cell_grid g0, g1;
+        MD_CHECK(md__cell_grid_make(box, min_cell, 1 << 30, natoms, 0, &g0));
+        MD_CHECK(md__cell_grid_make(box, min_cell, 1 << 30, natoms, 1, &g1));
+        for (int d = 0; d < 3; d++) {
+            const int most = (int)floor(box[d] / min_cell) < 1 ? 1 : (int)floor(box[d] / min_cell);
+            MD_CHECKF(g0.dim[d] == most, "trial %d axis %d: %d cells without clustered, want %d", trial, d, g0.dim[d], most);
+            MD_CHECKF(g1.dim[d] <= most && g1.dim[d] >= (most < 3 ? most : 3), "trial %d axis %d: %d cells (at most %d)",
+                      trial, d, g1.dim[d], most);
+            MD_CHECKF(g1.cell[d] >= (float)min_cell * (1.0f - 1e-6f), "trial %d axis %d: cell %g < %g", trial, d,
+                      (double)g1.cell[d], min_cell);
+            if (g1.dim[d] < most) { /* grown: to the count nearest L / e, or held at 3 */
+                const double want = box[d] / e;
+                grew++;
+                MD_CHECKF(fabs(want - g1.dim[d]) <= 0.5 + 1e-9 || (g1.dim[d] == 3 && want < 3.0),
+                          "trial %d axis %d: %d cells of %g nm for a target of %g", trial, d, g1.dim[d], box[d] / g1.dim[d], e);
+                kept3 += g1.dim[d] == 3 && want < 2.5;
+            }
+        }
+        {
+            const double w = cbrt(MD__CELL_COLUMN_ATOMS * vpa), c = 0.5 * (box[0] / g1.dim[0] + box[1] / g1.dim[1]);
+            MD_CHECKF(g1.columns >= 1 && g1.columns <= 8, "trial %d: %d columns", trial, g1.columns);
+            if (g1.columns > 1) MD_CHECKF(c / g1.columns >= w * (1.0 - 1e-9), "trial %d: columns %g nm wide < %g", trial, c / g1.columns, w);
+            if (g1.columns < 8) MD_CHECKF(c / (g1.columns + 1) < w * (1.0 + 1e-9), "trial %d: room for %d columns", trial, g1.columns + 1);
+        }
+    }
+    MD_CHECKF(grew > 100 && kept3 > 0, "the random boxes exercised %d grown axes, %d held at 3 cells", grew, kept3);
+    printf("  2000 random boxes: %d axes with cells grown past min_cell, %d of them held at 3 cells\n", grew, kept3);
+}
 
 /* The search's summary of an i-cluster's exclusion partners (md__nb_sc_fill, md__nb_may_exclude):
  * random partner lists, near and far, fewer and more than MD__NB_FAR far ones; for every window
@@ -1278,6 +1327,7 @@ int main(void) {
     sanitize = san && san[0] == '1';
     MD_RUN(pair_fast_accuracy);
     MD_RUN(cluster_search_on_host);
+    MD_RUN(cluster_grid_rule);
     MD_RUN(exclusion_partner_summary);
     MD_RUN(state_roundtrip);
     MD_RUN(exact_rungs_bitwise);
