@@ -1055,8 +1055,8 @@ typedef struct md_cuda_cell_list {
     int sub_bits;             /**< 12: the key orders the atoms within a cell by sub-columns; 0: not */
     int cluster_cells;        /**< 1 (the cluster rungs set it after create; needs sub_bits 12): cells as large as
                                    three super-clusters of atoms at the system's density when that is larger than
-                                   min_cell, and sub-columns from the density (md__cell_grid_make); 0 (create's
-                                   default): cells of min_cell */
+                                   min_cell (at most 1.25 min_cell), and sub-columns from the density
+                                   (md__cell_grid_make); 0 (create's default): cells of min_cell */
     int key_bits;             /**< bits the radix sort looks at */
     md_cuda_cell_grid *d_grid;/**< the grid of the last build */
     unsigned int *d_key;      /**< cap_atoms keys of the input order */
@@ -5040,9 +5040,10 @@ md_status md_cuda_state_poll(md_cuda_state *s, md_energy *e, long long *step) {
  * and > 0 (then a unit box is used). Host and device share it.
  *
  * clustered (the cluster rungs' lists, sub_bits 12): cells also about as large as it takes to
- * hold MD__CELL_CLUSTER_ATOMS atoms at the system's density (three super-clusters), but never
- * fewer than min(3, the count min_cell allows) along an axis, so a box that has three cells of
- * min_cell keeps them (with fewer, every super-cluster would take the minimum image per pair);
+ * hold MD__CELL_CLUSTER_ATOMS atoms at the system's density (three super-clusters), but at most
+ * MD__CELL_MAX_GROWTH x min_cell, and never fewer than min(3, the count min_cell allows) along an
+ * axis, so a box that has three cells of min_cell keeps them (with fewer, every super-cluster
+ * would take the minimum image per pair);
  * and sub-columns at least MD__CELL_COLUMN_ATOMS^(1/3) mean atom spacings wide (the columns
  * count is the cell edge over that width, rounded down). Both rules were chosen on the host, by
  * the cluster search of tests/gpu_nb.cu on the two benchmark water boxes (23,568 and 95,766
@@ -5054,10 +5055,17 @@ md_status md_cuda_state_poll(md_cuda_state *s, md_energy *e, long long *step) {
  * Measured side by side on an H200 (2026-11-28): the pair kernel 93-94 -> 88-89 us at 23,568
  * atoms and 302-305 -> 274-280 us at 95,766 (bench/nb_cluster), the search 66-79 -> 45-48 and
  * 124-172 -> 103-109 us a build (Nsight Compute), chapter 08's race step 398 -> 387 us at 95,766
- * atoms and unchanged at 23,568 (134 us, with MD__NB_SEARCH_FULL_SLICES 7). */
+ * atoms and unchanged at 23,568 (134 us, with MD__NB_SEARCH_FULL_SLICES 7). The cap: in chapter
+ * 06's argon NVE run (32,000 atoms at 21 atoms / nm^3, where three super-clusters need cells of
+ * 2.1 nm, twice min_cell) the uncapped rule made the step 90.6-91.8 -> 99.9-101.2 us, with the
+ * cap (10 cells of 1.14 nm instead of 11 of 1.04) 81.0-83.3 us (H200, side by side, six runs
+ * each); the water boxes' grids are the same with and without it. */
 /** @cond INTERNAL */
 #define MD__CELL_CLUSTER_ATOMS (3 * MD_CUDA_NB_SUPER * MD_CUDA_NB_CI)
 #define MD__CELL_COLUMN_ATOMS 2.7
+#ifndef MD__CELL_MAX_GROWTH /* clustered cells at most this many times min_cell */
+#define MD__CELL_MAX_GROWTH 1.25
+#endif
 /** @endcond */
 static inline __host__ __device__ int md__cell_grid_make(const double *box, double min_cell, int cap_cells, int natoms,
                                                          int clustered, md_cuda_cell_grid *g) {
@@ -5075,8 +5083,9 @@ static inline __host__ __device__ int md__cell_grid_make(const double *box, doub
     for (d = 0; d < 3; d++) {
         dims[d] = (long long)floor(L[d] / min_cell);
         if (clustered) {
-            const long long big = (long long)floor(L[d] / cbrt(MD__CELL_CLUSTER_ATOMS * vol_per_atom) + 0.5);
-            const long long keep = dims[d] < 3 ? dims[d] : 3;
+            long long big = (long long)floor(L[d] / cbrt(MD__CELL_CLUSTER_ATOMS * vol_per_atom) + 0.5);
+            const long long keep = dims[d] < 3 ? dims[d] : 3, fewest = (long long)ceil(L[d] / (MD__CELL_MAX_GROWTH * min_cell));
+            if (big < fewest) big = fewest;
             if (big < dims[d]) dims[d] = big > keep ? big : keep;
         }
         if (dims[d] < 1) dims[d] = 1;
