@@ -1119,10 +1119,10 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 #endif
 #ifndef MD_CUDA_NB_SEARCH_WARPS
 /** @brief Search warps per SM the list build aims at. One warp per super-cluster leaves a
- *  23,568-atom box with 368 warps for 132 SMs, so each super-cluster's neighbour cells are
+ *  23,568-atom box with 375 warps (its cells of 1.24 nm) for 132 SMs, so each super-cluster's neighbour cells are
  *  split among md_cuda_nb_plan::search_slices warps (cell k of its range to warp k mod
  *  slices), each making its own entries and work items: slices = round(SMs x this /
- *  super-clusters), 1 to 9, or 1 to 5 when there are more super-clusters than SMs (the
+ *  super-clusters), 1 to 9, or 1 to 7 when there are more super-clusters than SMs (the
  *  measurements at MD__NB_SEARCH_FULL_SLICES). Measured on an H100 (chapters 06 and 08, TIP3P): 1 / 4 / 9 slices
  *  built the 23,568-atom list in 201 / 108 / 104 us, but at 95,766 atoms more slices slow the
  *  pair kernel (297 / 314 / 334 us for 1 / 4 / 8: more, shorter work items), hence a target
@@ -5852,7 +5852,8 @@ struct md__nb_search_args {
  * rung (12 x 5,100 atoms) 10,712 / 10,673 -> 9,989 / 9,930 steps/s (H200). With the cluster
  * rungs' larger cells (md__cell_grid_make: 375 super-clusters at 23,568 atoms, cells of 1.24 nm)
  * 5 slices lost what the cells gained there: side by side on an H200 (2026-11-28, race, 1000
- * steps; three calls of two runs each, the 7-slice build in two, the 9-slice build in one) the cells of min_cell with 5 slices 134.5 / 134.6 / 134.3 / 134.0 /
+ * steps; three calls of two runs each, the 7-slice build in two, the 9-slice build in one) the
+ * cells of min_cell with 5 slices 134.5 / 134.6 / 134.3 / 134.0 /
  * 134.4 / 134.4 us, the larger cells with 5 / 7 / 9 slices 137.6 / 137.5 / 138.1 / 137.5 /
  * 137.6 / 138.1, 134.3 / 134.0 / 134.3 / 133.9 and 134.3 / 134.3 us; at 95,766 atoms 398.1 /
  * 398.0 / 397.0 / 398.5 / 398.4 / 398.4 against 387.3 / 387.5 / 386.2 / 386.3 / 387.3 / 386.5
