@@ -5041,17 +5041,18 @@ md_status md_cuda_state_poll(md_cuda_state *s, md_energy *e, long long *step) {
  *
  * clustered (the cluster rungs' lists, sub_bits 12): cells also about as large as it takes to
  * hold MD__CELL_CLUSTER_ATOMS atoms at the system's density (three super-clusters), but at most
- * MD__CELL_MAX_GROWTH x min_cell, and never fewer than min(3, the count min_cell allows) along an
- * axis, so a box that has three cells of min_cell keeps them (with fewer, every super-cluster
- * would take the minimum image per pair);
+ * MD__CELL_MAX_GROWTH x min_cell; with that below 1.5 an axis never gets fewer than min(3, the
+ * count min_cell allows) cells, so a box that has three cells of min_cell keeps them (with fewer,
+ * every super-cluster would take the minimum image per pair);
  * and sub-columns at least MD__CELL_COLUMN_ATOMS^(1/3) mean atom spacings wide (the columns
  * count is the cell edge over that width, rounded down). Both rules were chosen on the host, by
  * the cluster search of tests/gpu_nb.cu on the two benchmark water boxes (23,568 and 95,766
  * atoms): cells of 1.03 / 1.10 nm with 3 x 3 sub-columns (the rule before: cells of min_cell,
  * sub-columns about a 6-atom cluster wide) gave a cluster efficiency of 0.304 / 0.306 after the
  * prune and 112,353 / 464,696 entries; cells of 1.24 nm with 4 x 4 sub-columns give 0.339 / 0.336
- * and 93,674 / 385,807 entries. For every other cell size tried (1.03 to 2.07 nm) the columns
- * rule picked the best count of those tried (2 to 7); tutorial 06, section 7 has the table.
+ * and 93,674 / 385,807 entries. Of the other cell sizes tried (1.03 to 2.07 nm, 2 to 7 columns)
+ * the columns rule picked the best count at all but 1.15 nm (the 4,050-atom box: 4 x 4 gave
+ * 0.330, the rule's 3 x 3 0.315); tutorial 06, section 7 has the table.
  * Measured side by side on an H200 (2026-11-28): the pair kernel 93-94 -> 88-89 us at 23,568
  * atoms and 302-305 -> 274-280 us at 95,766 (bench/nb_cluster), the search 66-79 -> 45-48 and
  * 124-172 -> 103-109 us a build (Nsight Compute), chapter 08's race step 398 -> 387 us at 95,766
@@ -5066,6 +5067,8 @@ md_status md_cuda_state_poll(md_cuda_state *s, md_energy *e, long long *step) {
 #ifndef MD__CELL_MAX_GROWTH /* clustered cells at most this many times min_cell */
 #define MD__CELL_MAX_GROWTH 1.25
 #endif
+static_assert(MD__CELL_MAX_GROWTH >= 1.0 && MD__CELL_MAX_GROWTH < 1.5,
+              "MD__CELL_MAX_GROWTH: in [1, 1.5), so a box with three cells of min_cell keeps three");
 /** @endcond */
 static inline __host__ __device__ int md__cell_grid_make(const double *box, double min_cell, int cap_cells, int natoms,
                                                          int clustered, md_cuda_cell_grid *g) {
@@ -5083,10 +5086,10 @@ static inline __host__ __device__ int md__cell_grid_make(const double *box, doub
     for (d = 0; d < 3; d++) {
         dims[d] = (long long)floor(L[d] / min_cell);
         if (clustered) {
-            long long big = (long long)floor(L[d] / cbrt(MD__CELL_CLUSTER_ATOMS * vol_per_atom) + 0.5);
-            const long long keep = dims[d] < 3 ? dims[d] : 3, fewest = (long long)ceil(L[d] / (MD__CELL_MAX_GROWTH * min_cell));
-            if (big < fewest) big = fewest;
-            if (big < dims[d]) dims[d] = big > keep ? big : keep;
+            const long long big = (long long)floor(L[d] / cbrt(MD__CELL_CLUSTER_ATOMS * vol_per_atom) + 0.5),
+                            fewest = (long long)ceil(L[d] / (MD__CELL_MAX_GROWTH * min_cell)),
+                            grown = big > fewest ? big : fewest;
+            if (grown < dims[d]) dims[d] = grown;
         }
         if (dims[d] < 1) dims[d] = 1;
         if (dims[d] > 1024) dims[d] = 1024;

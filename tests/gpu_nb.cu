@@ -625,12 +625,12 @@ static void cluster_search_on_host(void) {
  * cluster rungs' grid (clustered 1) never has more cells than min_cell allows nor fewer than
  * min(3, what min_cell allows) along an axis, and its cells grow only when three super-clusters
  * of atoms (MD__CELL_CLUSTER_ATOMS at the density) need more than min_cell, and to at most
- * MD__CELL_MAX_GROWTH x min_cell (unless held at 3 cells); the sub-columns are
+ * MD__CELL_MAX_GROWTH x min_cell; the sub-columns are
  * the most that stay at least cbrt(MD__CELL_COLUMN_ATOMS x volume per atom) wide (1 to 8);
  * without clustered the cells are min_cell's. */
 static void cluster_grid_rule(void) {
     md_rng r;
-    int grew = 0, kept3 = 0, capped = 0;
+    int grew = 0, capped = 0, held3 = 0; /* held3: three cells kept where three super-clusters wanted fewer */
     md_rng_seed(&r, 43);
     for (int trial = 0; trial < 2000; trial++) {
         const double box[3] = {1.5 + 14.0 * md_rng_uniform(&r), 1.5 + 14.0 * md_rng_uniform(&r), 1.5 + 14.0 * md_rng_uniform(&r)};
@@ -647,18 +647,18 @@ static void cluster_grid_rule(void) {
                       trial, d, g1.dim[d], most);
             MD_CHECKF(g1.cell[d] >= (float)min_cell * (1.0f - 1e-6f), "trial %d axis %d: cell %g < %g", trial, d,
                       (double)g1.cell[d], min_cell);
+            held3 += most == 3 && g1.dim[d] == 3 && box[d] / e < 2.5;
             if (g1.dim[d] < most) { /* grown: to the count nearest L / e, but cells at most MD__CELL_MAX_GROWTH
-                                      * min_cell, and never below 3 */
+                                      * min_cell */
                 const double want = box[d] / e;
                 const int fewest = (int)ceil(box[d] / (MD__CELL_MAX_GROWTH * min_cell));
                 grew++;
-                MD_CHECKF(g1.dim[d] == 3 || g1.cell[d] <= (float)(MD__CELL_MAX_GROWTH * min_cell) * (1.0f + 1e-6f),
+                MD_CHECKF(g1.cell[d] <= (float)(MD__CELL_MAX_GROWTH * min_cell) * (1.0f + 1e-6f),
                           "trial %d axis %d: cells of %g nm, more than %g x min_cell", trial, d, (double)g1.cell[d],
                           MD__CELL_MAX_GROWTH);
-                MD_CHECKF(fabs(want - g1.dim[d]) <= 0.5 + 1e-9 || g1.dim[d] == fewest || (g1.dim[d] == 3 && want < 3.0),
+                MD_CHECKF(fabs(want - g1.dim[d]) <= 0.5 + 1e-9 || (g1.dim[d] == fewest && want < fewest),
                           "trial %d axis %d: %d cells of %g nm for a target of %g", trial, d, g1.dim[d], box[d] / g1.dim[d], e);
-                kept3 += g1.dim[d] == 3 && want < 2.5;
-                capped += g1.dim[d] == fewest && fewest > 3 && want < fewest - 0.5;
+                capped += g1.dim[d] == fewest && want < fewest - 0.5;
             }
         }
         {
@@ -668,12 +668,10 @@ static void cluster_grid_rule(void) {
             if (g1.columns < 8) MD_CHECKF(c / (g1.columns + 1) < w * (1.0 + 1e-9), "trial %d: room for %d columns", trial, g1.columns + 1);
         }
     }
-    /* with MD__CELL_MAX_GROWTH <= 4/3 the cap keeps 3 cells wherever min_cell allows 4 or more, so
-     * the hold at 3 binds only for a larger growth limit */
-    MD_CHECKF(grew > 100 && capped > 0 && (MD__CELL_MAX_GROWTH <= 4.0 / 3.0 || kept3 > 0),
-              "the random boxes exercised %d grown axes, %d held at 3 cells, %d capped", grew, kept3, capped);
-    printf("  2000 random boxes: %d axes with cells grown past min_cell, %d of them held at 3 cells, %d held at %g x "
-           "min_cell\n", grew, kept3, capped, MD__CELL_MAX_GROWTH);
+    MD_CHECKF(grew > 100 && capped > 0 && held3 > 0, "the random boxes exercised %d grown axes, %d capped, %d held at 3 cells",
+              grew, capped, held3);
+    printf("  2000 random boxes: %d axes with cells grown past min_cell, %d of them held at %g x min_cell, %d at 3 cells\n",
+           grew, capped, MD__CELL_MAX_GROWTH, held3);
 }
 
 /* The search's summary of an i-cluster's exclusion partners (md__nb_sc_fill, md__nb_may_exclude):
