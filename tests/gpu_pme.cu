@@ -141,6 +141,16 @@ static void stages_match_cpu(void) {
             MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_COMPLEX, hc));
             MD_CHECKF(grid_err(hc, c.cgrid, 2 * ncp) < 1e-4, "order %d: forward FFT error %.3g", o,
                       grid_err(hc, c.cgrid, 2 * ncp));
+            { /* the transform as the plan's captured graph (above) and as a direct cuFFT call: the same bits */
+                float *hd = (float *)malloc(2 * ncp * sizeof(float));
+                MD_CHECK(hd != NULL);
+                MD_CHECK((g.fft_exec[0] != NULL) == (MD_CUDA_PME_FFT_GRAPH != 0));
+                MD_CHECK_OK(md_cuda_poison((float *)g.d_complex, 2 * ncp, g.queue.stream));
+                MD_CHECK(cufftExecR2C(g.fft_forward, (cufftReal *)g.d_real, (cufftComplex *)g.d_complex) == CUFFT_SUCCESS);
+                MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_COMPLEX, hd));
+                MD_CHECKF(memcmp(hd, hc, 2 * ncp * sizeof(float)) == 0, "order %d: forward graph and cuFFT call differ", o);
+                free(hd);
+            }
             for (i = 0; i < (int)(2 * ncp); i++) c.cgrid[i] = hc[i];
             /* solve */
             MD_CHECK(cudaMemsetAsync(g.d_out, 0, (3 * (size_t)g.capacity + 10) * sizeof(md_fixed), g.queue.stream) ==
@@ -171,6 +181,17 @@ static void stages_match_cpu(void) {
             MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hr));
             MD_CHECKF(grid_err(hr, c.grid, npts) < 1e-4, "order %d: backward FFT error %.3g", o,
                       grid_err(hr, c.grid, npts));
+            { /* backward as a direct cuFFT call (C2R overwrites its input, so from a copy of the solved grid) */
+                float *hd = (float *)malloc(npts * sizeof(float));
+                MD_CHECK(hd != NULL);
+                MD_CHECK(cudaMemcpyAsync(g.d_complex, hc, 2 * ncp * sizeof(float), cudaMemcpyHostToDevice,
+                                         g.queue.stream) == cudaSuccess);
+                MD_CHECK_OK(md_cuda_poison(g.d_real, npts, g.queue.stream));
+                MD_CHECK(cufftExecC2R(g.fft_backward, (cufftComplex *)g.d_complex, (cufftReal *)g.d_real) == CUFFT_SUCCESS);
+                MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hd));
+                MD_CHECKF(memcmp(hd, hr, npts * sizeof(float)) == 0, "order %d: backward graph and cuFFT call differ", o);
+                free(hd);
+            }
             for (i = 0; i < (int)npts; i++) c.grid[i] = hr[i];
             /* gather; then the energy and virial of the solve, the self energy */
             MD_CHECK_OK(md_cuda_pme_enqueue_gather(&g, g.d_xyzq, s.n, g.d_box, g.d_out, g.capacity));
