@@ -871,7 +871,9 @@ md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md
  * rounding (tests/gpu_nb.cu states the tolerance) and are bitwise repeatable run to run (the
  * pair list is built in a fixed order; sums across threads are fixed point). Excluded pairs
  * (the Ewald exclusion correction), the 1-4 pairs, the self energy and the dispersion
- * correction are added by one exact kernel shared by every rung.
+ * correction are added by one exact code shared by every rung (md__nb_bonded_body): a kernel of
+ * its own after the pair kernel, or, for the cluster rungs, blocks appended to the pair kernel's
+ * grid, which run in its tail.
  *
  * Neighbour search. A sort (CUB radix sort of a cell key; cells >= cutoff + buffer, and within
  * a cell serpentine sub-columns along z, see md_cuda_cell_list) orders the atoms by cell; the
@@ -1322,7 +1324,8 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
 
 /** @brief Enqueue one nonbonded evaluation on the state's stream: (a sort when needed, see the
  *  section manual,) the displacement check, the device-gated list rebuild, the pair kernel and
- *  the exact kernel of excluded and 1-4 pairs, self energy and dispersion correction. The
+ *  the exact pairs: excluded and 1-4 pairs, self energy and dispersion correction (a kernel of
+ *  their own, or for the cluster rungs the pair kernel's last blocks). The
  *  rebuild (bounding boxes and search) goes through md_cuda_graph_run_if: on a stream its
  *  kernels return at once unless the rebuild word is set; in a stream capture it becomes an IF
  *  node decided on the device, so a graph launch skips them. Forces
@@ -6295,6 +6298,110 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_list_kernel(md__nb_ex
 }
 
 /* Arguments of the cluster kernel. */
+/* The exact pairs every rung shares: Ewald exclusion corrections (every excluded pair, at its
+ * minimum image), scaled 1-4 pairs, and from thread 0 the Ewald self energy and the dispersion
+ * correction (energy E / V, virial diagonal W / V with V from the device box). The float
+ * arithmetic and per-pair fixed-point conversions of md.h's MD_NB_CPU_FIXED. */
+struct md__nb_bonded_args {
+    const float4 *xyzq;
+    const int *rank;
+    const int2 *excl_pairs;
+    int nexcl;
+    const int2 *pair14;
+    const float2 *pair14_lj;
+    int npair14;
+    float fudge_qq;
+    int lj_on, coul_on, ewald;
+    const double *box;
+    md_fixed *force, *energy;
+    int stride;
+    double self_energy, disp_e, disp_w;
+    double reach; /* cutoff (tiles) or cutoff + buffer (lists): must be at most half the box */
+    long long *ctl;
+    unsigned long long *flags;
+    md_nb_coeffs k;
+};
+
+/* Thread t of the exact pairs (whole warps: warp sums). */
+template <int FLAGS>
+static __device__ __forceinline__ void md__nb_bonded_body(const md__nb_bonded_args &a, int t) {
+    const float fsc = (float)MD_FORCE_FIXED_SCALE, esc = (float)MD_ENERGY_FIXED_SCALE;
+    const int ne = a.ewald ? a.nexcl : 0;
+    md_fixed ex = 0, l14 = 0, c14 = 0, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int bad = 0;
+    if (t < ne + a.npair14) {
+        const md_nb_box_f32 b = md__box_f32(a.box);
+        const int2 pr = t < ne ? a.excl_pairs[t] : a.pair14[t - ne];
+        const int ia = a.rank[pr.x], ib = a.rank[pr.y];
+        const float4 pa = a.xyzq[ia], pb = a.xyzq[ib];
+        float d[3], f[3], r2, fs, el = 0.0f, ec = 0.0f;
+        r2 = md_nb_delta_f32(pa.x, pa.y, pa.z, pb.x, pb.y, pb.z, &b, d);
+        if (t < ne) {
+            fs = md_nb_excl_f32(&a.k, r2, md__fmul(pa.w, pb.w), &ec);
+            ex = md_fixed_from_float(ec, esc);
+            bad |= ex == MD_FIXED_INVALID;
+        } else {
+            const float2 lj = a.lj_on ? a.pair14_lj[t - ne] : make_float2(0.0f, 0.0f);
+            const float qq = a.coul_on ? md__fmul(a.fudge_qq, md__fmul(pa.w, pb.w)) : 0.0f;
+            fs = md_nb_pair14_f32(&a.k, r2, qq, lj.x, lj.y, &el, &ec);
+            l14 = md_fixed_from_float(el, esc);
+            c14 = md_fixed_from_float(ec, esc);
+            bad |= (l14 == MD_FIXED_INVALID) | (c14 == MD_FIXED_INVALID);
+        }
+        for (int x = 0; x < 3; x++) {
+            md_fixed q;
+            f[x] = md__fmul(fs, d[x]);
+            q = md_fixed_from_float(f[x], fsc);
+            bad |= q == MD_FIXED_INVALID;
+            atomicAdd(&a.force[(size_t)x * a.stride + ia], q);
+            atomicAdd(&a.force[(size_t)x * a.stride + ib], (md_fixed)0 - q);
+        }
+        if (FLAGS & 2)
+            for (int x = 0; x < 3; x++)
+                for (int y = 0; y < 3; y++) w[3 * x + y] = md_fixed_from_float(md__fmul(d[x], f[y]), esc);
+    }
+    if (FLAGS & 1) {
+        const md_fixed e1 = md__warp_sum_fixed<32>(ex, 0xffffffffu), e2 = md__warp_sum_fixed<32>(l14, 0xffffffffu),
+                       e3 = md__warp_sum_fixed<32>(c14, 0xffffffffu);
+        if ((threadIdx.x & 31) == 0) {
+            if (e1) atomicAdd(&a.energy[MD_CUDA_E_COUL_EXCL], e1);
+            if (e2) atomicAdd(&a.energy[MD_CUDA_E_LJ14], e2);
+            if (e3) atomicAdd(&a.energy[MD_CUDA_E_COUL14], e3);
+        }
+    }
+    if (FLAGS & 2)
+        for (int x = 0; x < 9; x++) {
+            const md_fixed v = md__warp_sum_fixed<32>(w[x], 0xffffffffu);
+            if ((threadIdx.x & 31) == 0 && v) atomicAdd(&a.energy[MD_CUDA_E_VIRIAL_XX + x], v);
+        }
+    if (t == 0) {
+        const double vol = a.box[0] * a.box[1] * a.box[2];
+        const double shortest = fmin(a.box[0], fmin(a.box[1], a.box[2]));
+        if (!(2.0 * a.reach <= shortest)) { /* the box may have changed on the device */
+            atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 1ull);
+            md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
+        }
+        if (FLAGS & 1) {
+            atomicAdd(&a.energy[MD_CUDA_E_COUL_SELF], md__fixed_from_double(a.self_energy, MD_ENERGY_FIXED_SCALE));
+            atomicAdd(&a.energy[MD_CUDA_E_LJ_DISPERSION], md__fixed_from_double(a.disp_e / vol, MD_ENERGY_FIXED_SCALE));
+        }
+        if (FLAGS & 2)
+            for (int x = 0; x < 3; x++)
+                atomicAdd(&a.energy[MD_CUDA_E_VIRIAL_XX + 4 * x], md__fixed_from_double(a.disp_w / vol, MD_ENERGY_FIXED_SCALE));
+    }
+    if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) {
+        atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 2ull);
+        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
+    }
+}
+
+/* The exact pairs as a kernel of their own (the rungs other than the cluster rungs, whose pair
+ * kernel runs them in blocks after its items: md__nb_cluster_kernel). */
+template <int FLAGS>
+__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_bonded_kernel(md__nb_bonded_args a) {
+    md__nb_bonded_body<FLAGS>(a, blockIdx.x * blockDim.x + threadIdx.x);
+}
+
 struct md__nb_cluster_args {
     const float4 *xyzq;
     const int *type;
@@ -6312,6 +6419,8 @@ struct md__nb_cluster_args {
     long long *ctl;
     unsigned long long *flags;
     md_cuda_nb_fast c;
+    long long item_blocks; /* blocks of work items; the blocks after them run the exact pairs */
+    md__nb_bonded_args exact;
 };
 
 /* The body of the cluster kernel for one work item (see md__nb_cluster_kernel). PRUNE: the first
@@ -6548,7 +6657,16 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
     const int minimg = a.ctl[MD__NB_CTL_MINIMG] != 0; /* set by the build, the same for every block */
     long long nitems = a.ctl[MD__NB_CTL_NITEMS];
     if (nitems > a.cap_items) nitems = a.cap_items;
-    if ((long long)blockIdx.x * NW < nitems) { /* the grid covers the capacity: a block past the items skips the set-up */
+    /* The exact pairs (md__nb_bonded_body) in the blocks after the items': they run in the items'
+     * tail instead of as a kernel of their own after this one, on the step's critical path.
+     * Measured side by side (chapter 08's --race, 1000 steps, H200, 2026-11-28, three runs each):
+     * 131.8 / 132.5 / 132.8 -> 128.6 / 128.9 / 128.8 us per step at 23,568 atoms, 384.4 / 384.4 /
+     * 383.9 -> 383.6 / 382.8 / 383.5 us at 95,766. */
+    if ((long long)blockIdx.x >= a.item_blocks) {
+        md__nb_bonded_body<FLAGS & 3>(a.exact, (int)(((long long)blockIdx.x - a.item_blocks) * blockDim.x) +
+                                                   (int)threadIdx.x);
+        nitems = 0;
+    } else if ((long long)blockIdx.x * NW < nitems) { /* the grid covers the capacity: a block past the items skips the set-up */
         if (SMEM)
             for (int k = threadIdx.x; k < a.ntypes * a.ntypes; k += blockDim.x) md__nb_lj_smem[k] = a.lj[k];
         for (int k = threadIdx.x; k < 27; k += blockDim.x) /* each product exact: (-1, 0 or 1) x L */
@@ -6577,103 +6695,6 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
                 a.ctl[MD__NB_CTL_PRUNE] = 0;
             }
         }
-    }
-}
-
-/* The exact pairs every rung shares: Ewald exclusion corrections (every excluded pair, at its
- * minimum image), scaled 1-4 pairs, and from thread 0 the Ewald self energy and the dispersion
- * correction (energy E / V, virial diagonal W / V with V from the device box). The float
- * arithmetic and per-pair fixed-point conversions of md.h's MD_NB_CPU_FIXED. */
-struct md__nb_bonded_args {
-    const float4 *xyzq;
-    const int *rank;
-    const int2 *excl_pairs;
-    int nexcl;
-    const int2 *pair14;
-    const float2 *pair14_lj;
-    int npair14;
-    float fudge_qq;
-    int lj_on, coul_on, ewald;
-    const double *box;
-    md_fixed *force, *energy;
-    int stride;
-    double self_energy, disp_e, disp_w;
-    double reach; /* cutoff (tiles) or cutoff + buffer (lists): must be at most half the box */
-    long long *ctl;
-    unsigned long long *flags;
-    md_nb_coeffs k;
-};
-
-template <int FLAGS>
-__global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_bonded_kernel(md__nb_bonded_args a) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    const float fsc = (float)MD_FORCE_FIXED_SCALE, esc = (float)MD_ENERGY_FIXED_SCALE;
-    const int ne = a.ewald ? a.nexcl : 0;
-    md_fixed ex = 0, l14 = 0, c14 = 0, w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    int bad = 0;
-    if (t < ne + a.npair14) {
-        const md_nb_box_f32 b = md__box_f32(a.box);
-        const int2 pr = t < ne ? a.excl_pairs[t] : a.pair14[t - ne];
-        const int ia = a.rank[pr.x], ib = a.rank[pr.y];
-        const float4 pa = a.xyzq[ia], pb = a.xyzq[ib];
-        float d[3], f[3], r2, fs, el = 0.0f, ec = 0.0f;
-        r2 = md_nb_delta_f32(pa.x, pa.y, pa.z, pb.x, pb.y, pb.z, &b, d);
-        if (t < ne) {
-            fs = md_nb_excl_f32(&a.k, r2, md__fmul(pa.w, pb.w), &ec);
-            ex = md_fixed_from_float(ec, esc);
-            bad |= ex == MD_FIXED_INVALID;
-        } else {
-            const float2 lj = a.lj_on ? a.pair14_lj[t - ne] : make_float2(0.0f, 0.0f);
-            const float qq = a.coul_on ? md__fmul(a.fudge_qq, md__fmul(pa.w, pb.w)) : 0.0f;
-            fs = md_nb_pair14_f32(&a.k, r2, qq, lj.x, lj.y, &el, &ec);
-            l14 = md_fixed_from_float(el, esc);
-            c14 = md_fixed_from_float(ec, esc);
-            bad |= (l14 == MD_FIXED_INVALID) | (c14 == MD_FIXED_INVALID);
-        }
-        for (int x = 0; x < 3; x++) {
-            md_fixed q;
-            f[x] = md__fmul(fs, d[x]);
-            q = md_fixed_from_float(f[x], fsc);
-            bad |= q == MD_FIXED_INVALID;
-            atomicAdd(&a.force[(size_t)x * a.stride + ia], q);
-            atomicAdd(&a.force[(size_t)x * a.stride + ib], (md_fixed)0 - q);
-        }
-        if (FLAGS & 2)
-            for (int x = 0; x < 3; x++)
-                for (int y = 0; y < 3; y++) w[3 * x + y] = md_fixed_from_float(md__fmul(d[x], f[y]), esc);
-    }
-    if (FLAGS & 1) {
-        const md_fixed e1 = md__warp_sum_fixed<32>(ex, 0xffffffffu), e2 = md__warp_sum_fixed<32>(l14, 0xffffffffu),
-                       e3 = md__warp_sum_fixed<32>(c14, 0xffffffffu);
-        if ((threadIdx.x & 31) == 0) {
-            if (e1) atomicAdd(&a.energy[MD_CUDA_E_COUL_EXCL], e1);
-            if (e2) atomicAdd(&a.energy[MD_CUDA_E_LJ14], e2);
-            if (e3) atomicAdd(&a.energy[MD_CUDA_E_COUL14], e3);
-        }
-    }
-    if (FLAGS & 2)
-        for (int x = 0; x < 9; x++) {
-            const md_fixed v = md__warp_sum_fixed<32>(w[x], 0xffffffffu);
-            if ((threadIdx.x & 31) == 0 && v) atomicAdd(&a.energy[MD_CUDA_E_VIRIAL_XX + x], v);
-        }
-    if (t == 0) {
-        const double vol = a.box[0] * a.box[1] * a.box[2];
-        const double shortest = fmin(a.box[0], fmin(a.box[1], a.box[2]));
-        if (!(2.0 * a.reach <= shortest)) { /* the box may have changed on the device */
-            atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 1ull);
-            md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
-        }
-        if (FLAGS & 1) {
-            atomicAdd(&a.energy[MD_CUDA_E_COUL_SELF], md__fixed_from_double(a.self_energy, MD_ENERGY_FIXED_SCALE));
-            atomicAdd(&a.energy[MD_CUDA_E_LJ_DISPERSION], md__fixed_from_double(a.disp_e / vol, MD_ENERGY_FIXED_SCALE));
-        }
-        if (FLAGS & 2)
-            for (int x = 0; x < 3; x++)
-                atomicAdd(&a.energy[MD_CUDA_E_VIRIAL_XX + 4 * x], md__fixed_from_double(a.disp_w / vol, MD_ENERGY_FIXED_SCALE));
-    }
-    if (__any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) {
-        atomicOr((unsigned long long *)&a.ctl[MD__NB_CTL_REASON], 2ull);
-        md_cuda_flag_raise(a.flags, MD_CUDA_FLAG_RANGE, 0);
     }
 }
 
@@ -7158,6 +7179,37 @@ static md_status md__nb_build_enqueue(void *ctx, cudaStream_t st) {
     return MD_OK;
 }
 
+/* The exact pairs' arguments for an evaluation of plan p on state s; returns how many pairs. */
+static int md__nb_exact_pairs_args(const md_cuda_nb_plan *p, const md_cuda_state *s, md__nb_bonded_args *out) {
+    md__nb_bonded_args b;
+    const double rc = p->params.cutoff, pre = 2.0 * 3.14159265358979323846 * (double)s->n * (double)s->n;
+    const int disp = p->params.dispersion_correction && p->params.lj != MD_LJ_NONE;
+    b.xyzq = s->d_xyzq;
+    b.rank = s->d_rank;
+    b.excl_pairs = s->d_excl_pairs;
+    b.nexcl = s->nexcl_pairs;
+    b.pair14 = s->d_pair14;
+    b.pair14_lj = s->d_pair14_lj;
+    b.npair14 = s->npair14;
+    b.fudge_qq = s->fudge_qq;
+    b.lj_on = p->params.lj != MD_LJ_NONE;
+    b.coul_on = p->params.coul != MD_COUL_NONE;
+    b.ewald = p->params.coul == MD_COUL_EWALD;
+    b.box = s->d_box;
+    b.force = s->d_force;
+    b.energy = s->d_energy;
+    b.stride = s->stride;
+    b.self_energy = b.ewald ? -MD_COULOMB * p->params.ewald_beta / sqrt(3.14159265358979323846) * s->sum_q2 : 0.0;
+    b.disp_e = disp ? pre * (s->disp_c12 / (9.0 * pow(rc, 9.0)) - s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
+    b.disp_w = disp ? pre * (4.0 * s->disp_c12 / (9.0 * pow(rc, 9.0)) - 2.0 * s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
+    b.reach = p->variant == MD_NB_GPU_TILES ? p->params.cutoff : p->params.cutoff + p->params.buffer;
+    b.ctl = p->d_ctl;
+    b.flags = s->q.d_flags;
+    b.k = p->coeffs;
+    *out = b;
+    return (b.ewald ? s->nexcl_pairs : 0) + s->npair14;
+}
+
 md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what) {
     const char *fn = "md_cuda_nb_enqueue";
     const int cluster = p ? md__nb_is_cluster(p->variant) : 0;
@@ -7210,9 +7262,12 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
     if (cluster) {
         md__nb_cluster_args a;
         const int nw = MD_CUDA_NB_CLUSTER_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
-        const unsigned blocks = (unsigned)((p->cap_items + nw - 1) / nw);
+        const long long iblocks = (p->cap_items + nw - 1) / nw;
+        const int exact = md__nb_exact_pairs_args(p, s, &a.exact);
+        const unsigned blocks = (unsigned)(iblocks + (exact + MD_CUDA_NB_CLUSTER_BLOCK) / MD_CUDA_NB_CLUSTER_BLOCK);
         const size_t sbytes = smem ? (size_t)s->ntypes * s->ntypes * sizeof(float2) : 0;
         md__nb_cluster_fn k;
+        a.item_blocks = iblocks;
         a.xyzq = s->d_xyzq;
         a.type = s->d_type;
         a.ci = p->d_ci;
@@ -7279,36 +7334,11 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
                              blocks, MD_CUDA_NB_BLOCK, 0, st, a);
         if (p->ev[1]) MD_CUDA_TRY(cudaEventRecord(p->ev[1], st));
     }
-    {
+    if (!cluster) { /* the exact pairs: the cluster kernel ran them in its last blocks */
         md__nb_bonded_args b;
-        const int bf = flags & 3;
-        const int total = (p->params.coul == MD_COUL_EWALD ? s->nexcl_pairs : 0) + s->npair14;
+        const int bf = flags & 3, total = md__nb_exact_pairs_args(p, s, &b);
         const unsigned blocks = (unsigned)((total + MD_CUDA_NB_BLOCK) / MD_CUDA_NB_BLOCK);
-        const double rc = p->params.cutoff, pre = 2.0 * 3.14159265358979323846 * (double)n * (double)n;
-        const int disp = p->params.dispersion_correction && p->params.lj != MD_LJ_NONE;
         md__nb_bonded_fn k = bf == 0 ? md__nb_bonded_kernel<0> : bf == 1 ? md__nb_bonded_kernel<1> : md__nb_bonded_kernel<3>;
-        b.xyzq = s->d_xyzq;
-        b.rank = s->d_rank;
-        b.excl_pairs = s->d_excl_pairs;
-        b.nexcl = s->nexcl_pairs;
-        b.pair14 = s->d_pair14;
-        b.pair14_lj = s->d_pair14_lj;
-        b.npair14 = s->npair14;
-        b.fudge_qq = s->fudge_qq;
-        b.lj_on = p->params.lj != MD_LJ_NONE;
-        b.coul_on = p->params.coul != MD_COUL_NONE;
-        b.ewald = p->params.coul == MD_COUL_EWALD;
-        b.box = s->d_box;
-        b.force = s->d_force;
-        b.energy = s->d_energy;
-        b.stride = s->stride;
-        b.self_energy = b.ewald ? -MD_COULOMB * p->params.ewald_beta / sqrt(3.14159265358979323846) * s->sum_q2 : 0.0;
-        b.disp_e = disp ? pre * (s->disp_c12 / (9.0 * pow(rc, 9.0)) - s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
-        b.disp_w = disp ? pre * (4.0 * s->disp_c12 / (9.0 * pow(rc, 9.0)) - 2.0 * s->disp_c6 / (3.0 * rc * rc * rc)) : 0.0;
-        b.reach = p->variant == MD_NB_GPU_TILES ? p->params.cutoff : p->params.cutoff + p->params.buffer;
-        b.ctl = p->d_ctl;
-        b.flags = s->q.d_flags;
-        b.k = p->coeffs;
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_bonded_kernel", bf, 0, -1), blocks, MD_CUDA_NB_BLOCK, 0,
                              st, b);
     }
