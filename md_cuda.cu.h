@@ -7181,7 +7181,7 @@ static md_status md__nb_build_enqueue(void *ctx, cudaStream_t st) {
 
 /* The exact pairs' arguments for an evaluation of plan p on state s; returns how many pairs. */
 static int md__nb_exact_pairs_args(const md_cuda_nb_plan *p, const md_cuda_state *s, md__nb_bonded_args *out) {
-    md__nb_bonded_args b;
+    md__nb_bonded_args &b = *out;
     const double rc = p->params.cutoff, pre = 2.0 * 3.14159265358979323846 * (double)s->n * (double)s->n;
     const int disp = p->params.dispersion_correction && p->params.lj != MD_LJ_NONE;
     b.xyzq = s->d_xyzq;
@@ -7206,7 +7206,6 @@ static int md__nb_exact_pairs_args(const md_cuda_nb_plan *p, const md_cuda_state
     b.ctl = p->d_ctl;
     b.flags = s->q.d_flags;
     b.k = p->coeffs;
-    *out = b;
     return (b.ewald ? s->nexcl_pairs : 0) + s->npair14;
 }
 
@@ -7506,14 +7505,6 @@ const char *md_cuda_pme_spread_name(md_cuda_pme_spread spread) {
 static md_status md__cufft_error(cufftResult r, const char *what, int line) {
     return md_set_error(MD_ERR_CUDA, __FILE__, line, NULL, "%s failed: cuFFT error %d", what, (int)r);
 }
-
-/** @cond INTERNAL */
-#define MD__CUFFT_TRY(call)                                                                                            \
-    do {                                                                                                               \
-        cufftResult md__r = (call);                                                                                    \
-        if (md__r != CUFFT_SUCCESS) return md__cufft_error(md__r, #call, __LINE__);                                    \
-    } while (0)
-/** @endcond */
 
 /* One spread term q wx wy wz in fixed point: the same association in every rung. */
 static __device__ __forceinline__ md_fixed md__pme_term(float q, float wx, float wy, float wz) {
@@ -8146,29 +8137,31 @@ void md_cuda_pme_plan_destroy(md_cuda_pme_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* One transform of a plan (backward: 1) run once on zeroed grids, so cuFFT has made whatever it
- * makes at its first call, then captured from one call on the plan's stream and instantiated
- * into p->fft_exec[backward] (MD_CUDA_PME_FFT_GRAPH). */
+/* The one cuFFT call of a transform (backward: 1) on the plan's buffers and stream. */
+static cufftResult md__pme_fft_exec(md_cuda_pme_plan *p, int backward) {
+    return backward ? cufftExecC2R(p->fft_backward, (cufftComplex *)p->d_complex, (cufftReal *)p->d_real)
+                    : cufftExecR2C(p->fft_forward, (cufftReal *)p->d_real, (cufftComplex *)p->d_complex);
+}
+
+/* Capture a transform into p->fft_exec[backward] (MD_CUDA_PME_FFT_GRAPH). It is run once first,
+ * on zeroed grids, so that whatever cuFFT does at a plan's first call is not captured. */
 static md_status md__pme_fft_graph(md_cuda_pme_plan *p, int backward) {
-    const size_t npts = (size_t)p->params.grid[0] * p->params.grid[1] * p->params.grid[2],
-                 ncplx = (size_t)p->params.grid[0] * p->params.grid[1] * p->nh;
+    const char *what = backward ? "cufftExecC2R" : "cufftExecR2C";
     cudaStream_t s = p->queue.stream;
     cudaGraph_t g = NULL;
     cudaError_t e;
     cufftResult r;
-    MD_CUDA_TRY(cudaMemsetAsync(p->d_real, 0, npts * sizeof(float), s));
-    MD_CUDA_TRY(cudaMemsetAsync(p->d_complex, 0, ncplx * sizeof(float2), s));
-    r = backward ? cufftExecC2R(p->fft_backward, (cufftComplex *)p->d_complex, (cufftReal *)p->d_real)
-                 : cufftExecR2C(p->fft_forward, (cufftReal *)p->d_real, (cufftComplex *)p->d_complex);
-    if (r != CUFFT_SUCCESS) return md__cufft_error(r, backward ? "cufftExecC2R" : "cufftExecR2C", __LINE__);
+    MD_CUDA_TRY(cudaMemsetAsync(p->d_real, 0, (size_t)p->params.grid[0] * p->params.grid[1] * p->params.grid[2] *
+                                                  sizeof(float), s));
+    MD_CUDA_TRY(cudaMemsetAsync(p->d_complex, 0, (size_t)p->params.grid[0] * p->params.grid[1] * p->nh * sizeof(float2), s));
+    if ((r = md__pme_fft_exec(p, backward)) != CUFFT_SUCCESS) return md__cufft_error(r, what, __LINE__);
     MD_CUDA_TRY(cudaStreamSynchronize(s));
     MD_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    r = backward ? cufftExecC2R(p->fft_backward, (cufftComplex *)p->d_complex, (cufftReal *)p->d_real)
-                 : cufftExecR2C(p->fft_forward, (cufftReal *)p->d_real, (cufftComplex *)p->d_complex);
+    r = md__pme_fft_exec(p, backward);
     e = cudaStreamEndCapture(s, &g); /* ended whatever cuFFT answered */
     if (r != CUFFT_SUCCESS) {
         if (g) (void)cudaGraphDestroy(g);
-        return md__cufft_error(r, backward ? "cufftExecC2R (captured)" : "cufftExecR2C (captured)", __LINE__);
+        return md__cufft_error(r, what, __LINE__);
     }
     if (e != cudaSuccess) return md_cuda_error(e, "cudaStreamEndCapture (cuFFT)", __FILE__, __LINE__);
     e = cudaGraphInstantiate(&p->fft_exec[backward], g, 0);
@@ -8180,16 +8173,20 @@ static md_status md__pme_fft_graph(md_cuda_pme_plan *p, int backward) {
     return MD_OK;
 }
 
-/* A transform's captured graph on the plan's stream, unless that stream is being captured (then
- * *launched = 0 and the caller calls cuFFT). */
-static md_status md__pme_fft_launch(md_cuda_pme_plan *p, int backward, int *launched) {
+/* Enqueue a transform: its captured graph, or the cuFFT call when there is none or the plan's
+ * stream is being captured (then the caller's graph gets cuFFT's kernels). */
+static md_status md__pme_fft(md_cuda_pme_plan *p, int backward) {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    *launched = 0;
-    if (!p->fft_exec[backward]) return MD_OK;
-    MD_CUDA_TRY(cudaStreamIsCapturing(p->queue.stream, &cs));
-    if (cs != cudaStreamCaptureStatusNone) return MD_OK;
-    MD_CUDA_TRY(cudaGraphLaunch(p->fft_exec[backward], p->queue.stream));
-    *launched = 1;
+    cufftResult r;
+    if (p->fft_exec[backward]) {
+        MD_CUDA_TRY(cudaStreamIsCapturing(p->queue.stream, &cs));
+        if (cs == cudaStreamCaptureStatusNone) {
+            MD_CUDA_TRY(cudaGraphLaunch(p->fft_exec[backward], p->queue.stream));
+            return MD_OK;
+        }
+    }
+    if ((r = md__pme_fft_exec(p, backward)) != CUFFT_SUCCESS)
+        return md__cufft_error(r, backward ? "cufftExecC2R" : "cufftExecR2C", __LINE__);
     return MD_OK;
 }
 
@@ -8376,21 +8373,13 @@ md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spr
 md_status md_cuda_pme_enqueue_forward(md_cuda_pme_plan *p) {
     if (!p || !p->have_forward)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme_enqueue_forward", 0, "p", "is not a plan");
-    int launched;
-    md_status st = md__pme_fft_launch(p, 0, &launched);
-    if (st != MD_OK || launched) return st;
-    MD__CUFFT_TRY(cufftExecR2C(p->fft_forward, (cufftReal *)p->d_real, (cufftComplex *)p->d_complex));
-    return MD_OK;
+    return md__pme_fft(p, 0);
 }
 
 md_status md_cuda_pme_enqueue_backward(md_cuda_pme_plan *p) {
     if (!p || !p->have_backward)
         return md_set_error(MD_ERR_INVALID_ARGUMENT, "md_cuda_pme_enqueue_backward", 0, "p", "is not a plan");
-    int launched;
-    md_status st = md__pme_fft_launch(p, 1, &launched);
-    if (st != MD_OK || launched) return st;
-    MD__CUFFT_TRY(cufftExecC2R(p->fft_backward, (cufftComplex *)p->d_complex, (cufftReal *)p->d_real));
-    return MD_OK;
+    return md__pme_fft(p, 1);
 }
 
 md_status md_cuda_pme_enqueue_solve(md_cuda_pme_plan *p, const double *d_box, md_fixed *d_energy, md_fixed *d_virial) {
