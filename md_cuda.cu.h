@@ -4677,6 +4677,14 @@ void md_cuda_energy_from_fixed(const md_fixed *t, md_energy *e) {
     for (k = 0; k < 9; k++) e->virial[k] = md_fixed_to_double(t[MD_CUDA_E_VIRIAL_XX + k], sc);
 }
 
+/* atomicAdd of a fixed-point force whose old value nobody reads, as a reduction (PTX red): nvcc
+ * 13 compiled the pair, bonded and PME kernels' force atomicAdds as returning atomics (ATOMG
+ * with a discarded result; a one-line kernel gets REDG), and in the cluster kernel a warp waited
+ * on them at its next entry (see md__nb_cluster_kernel). */
+static __device__ __forceinline__ void md__red_add(md_fixed *p, md_fixed v) {
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 /* The (virtual) warp of W lanes a thread belongs to: its lanes in the hardware warp. */
 template <int W>
 static __device__ __forceinline__ unsigned md__vmask(void) {
@@ -6287,11 +6295,11 @@ __global__ void __launch_bounds__(MD_CUDA_NB_BLOCK) md__nb_list_kernel(md__nb_ex
         f[2] += q[2];
         if (HALF && mk)
             for (int x = 0; x < 3; x++)
-                if (q[x]) atomicAdd(&a.force[(size_t)x * a.stride + j], (md_fixed)0 - q[x]);
+                if (q[x]) md__red_add(&a.force[(size_t)x * a.stride + j], (md_fixed)0 - q[x]);
     }
     if (act)
         for (int x = 0; x < 3; x++) {
-            if (HALF) atomicAdd(&a.force[(size_t)x * a.stride + i], f[x]);
+            if (HALF) md__red_add(&a.force[(size_t)x * a.stride + i], f[x]);
             else a.force[(size_t)x * a.stride + i] += f[x];
         }
     md__exact_flush<FLAGS>(a.energy, e, w, bad, MD_CUDA_E_LJ, MD_CUDA_E_COUL_REAL, a.ctl, a.flags);
@@ -6353,8 +6361,8 @@ static __device__ __forceinline__ void md__nb_bonded_body(const md__nb_bonded_ar
             f[x] = md__fmul(fs, d[x]);
             q = md_fixed_from_float(f[x], fsc);
             bad |= q == MD_FIXED_INVALID;
-            atomicAdd(&a.force[(size_t)x * a.stride + ia], q);
-            atomicAdd(&a.force[(size_t)x * a.stride + ib], (md_fixed)0 - q);
+            md__red_add(&a.force[(size_t)x * a.stride + ia], q);
+            md__red_add(&a.force[(size_t)x * a.stride + ib], (md_fixed)0 - q);
         }
         if (FLAGS & 2)
             for (int x = 0; x < 3; x++)
@@ -6432,7 +6440,7 @@ template <int W, int FLAGS, int SMEM, int PRUNE, int MI>
 static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_args &a, long long item, int wib,
                                                            float4 (*s_xi)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
                                                            int (*s_ti)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
-                                                           const float2 *s_lj, const float4 *s_shift) {
+                                                           const float2 *s_lj, const float4 *s_shift, float4 *s_fi) {
     constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, S = MD_CUDA_NB_SUPER;
     constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
     const int lane = threadIdx.x % W, ii = lane % CI, jj = lane / CI;
@@ -6444,7 +6452,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
     const md_cuda_nb_fast &c = a.c;
     const float L0 = (float)a.box[0], L1 = (float)a.box[1], L2 = (float)a.box[2];
     const float iL0 = (float)(1.0 / a.box[0]), iL1 = (float)(1.0 / a.box[1]), iL2 = (float)(1.0 / a.box[2]);
-    float fix[S], fiy[S], fiz[S], elj = 0.0f, ecl = 0.0f, vir[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    float elj = 0.0f, ecl = 0.0f, vir[6] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     unsigned ivalid = 0; /* bit s: atom ii of i-cluster s is real */
     int bad = 0, npc = 0;
     long long kept = 0; /* PRUNE: i-cluster steps kept */
@@ -6467,7 +6475,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
     }
 #pragma unroll
     for (int s = 0; s < S; s++) {
-        fix[s] = fiy[s] = fiz[s] = 0.0f;
+        s_fi[s * W + lane] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (s < sc.y && ii < a.ci[sc.x + s].y) ivalid |= 1u << s;
     }
     __syncwarp(vm);
@@ -6501,46 +6509,48 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                     pj.y += sv.y;
                     pj.z += sv.z;
                 }
-#pragma unroll
-                for (int s = 0; s < S; s++) {
-                    if (imask & (1u << s)) { /* uniform over the warp */
-                        const float4 pi = s_xi[wib][s * CI + ii];
-                        const int ti = s_ti[wib][s * CI + ii];
-                        const float2 lj = SMEM ? s_lj[ti + tj] : __ldg(ljrow + ti);
-                        float dx = pi.x - pj.x, dy = pi.y - pj.y, dz = pi.z - pj.z, r2, fs, el = 0.0f, ec = 0.0f;
-                        int ok;
-                        if (mi) { /* small boxes: minimum image per pair (uniform branch) */
-                            dx = fmaf(-L0, rintf(dx * iL0), dx);
-                            dy = fmaf(-L1, rintf(dy * iL1), dy);
-                            dz = fmaf(-L2, rintf(dz * iL2), dz);
-                        }
-                        r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
-                        ok = (int)((okb >> s) & 1u) & (r2 < c.rc2);
-                        if (PRUNE) /* keep i-cluster s if any real pair is within cutoff + buffer */
-                            inner |= ((__ballot_sync(vm, ((okb >> s) & 1u) && r2 < c.rl2) >> lane_base) & WMASK) ? 1u << s : 0u;
-                        fs = md_cuda_nb_pair_fast(&c, r2, md_cuda_rsqrt_mufu(r2), pi.w * pj.w, lj.x, lj.y, FLAGS & 1, &el, &ec);
-                        fs = ok ? fs : 0.0f;
-                        fix[s] = fmaf(fs, dx, fix[s]);
-                        fiy[s] = fmaf(fs, dy, fiy[s]);
-                        fiz[s] = fmaf(fs, dz, fiz[s]);
-                        fjx = fmaf(-fs, dx, fjx);
-                        fjy = fmaf(-fs, dy, fjy);
-                        fjz = fmaf(-fs, dz, fjz);
-                        if (FLAGS & 1) {
-                            elj += ok ? el : 0.0f;
-                            ecl += ok ? ec : 0.0f;
-                        }
-                        if (FLAGS & 2) {
-                            const float gx = fs * dx, gy = fs * dy, gz = fs * dz;
-                            vir[0] = fmaf(gx, dx, vir[0]);
-                            vir[1] = fmaf(gy, dx, vir[1]);
-                            vir[2] = fmaf(gz, dx, vir[2]);
-                            vir[3] = fmaf(gy, dy, vir[3]);
-                            vir[4] = fmaf(gz, dy, vir[4]);
-                            vir[5] = fmaf(gz, dz, vir[5]);
-                        }
-                        if (FLAGS & 4) npc += ok;
+                /* the i-cluster steps: the set bits of the mask, each lane's i forces in shared
+                 * memory (see md__nb_cluster_kernel) */
+                for (unsigned m = imask; m; m &= m - 1u) { /* uniform over the warp */
+                    const int s = __ffs(m) - 1;
+                    float4 f = s_fi[s * W + lane];
+                    const float4 pi = s_xi[wib][s * CI + ii];
+                    const int ti = s_ti[wib][s * CI + ii];
+                    const float2 lj = SMEM ? s_lj[ti + tj] : __ldg(ljrow + ti);
+                    float dx = pi.x - pj.x, dy = pi.y - pj.y, dz = pi.z - pj.z, r2, fs, el = 0.0f, ec = 0.0f;
+                    int ok;
+                    if (mi) { /* small boxes: minimum image per pair (uniform branch) */
+                        dx = fmaf(-L0, rintf(dx * iL0), dx);
+                        dy = fmaf(-L1, rintf(dy * iL1), dy);
+                        dz = fmaf(-L2, rintf(dz * iL2), dz);
                     }
+                    r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
+                    ok = (int)((okb >> s) & 1u) & (r2 < c.rc2);
+                    if (PRUNE) /* keep i-cluster s if any real pair is within cutoff + buffer */
+                        inner |= ((__ballot_sync(vm, ((okb >> s) & 1u) && r2 < c.rl2) >> lane_base) & WMASK) ? 1u << s : 0u;
+                    fs = md_cuda_nb_pair_fast(&c, r2, md_cuda_rsqrt_mufu(r2), pi.w * pj.w, lj.x, lj.y, FLAGS & 1, &el, &ec);
+                    fs = ok ? fs : 0.0f;
+                    f.x = fmaf(fs, dx, f.x);
+                    f.y = fmaf(fs, dy, f.y);
+                    f.z = fmaf(fs, dz, f.z);
+                    fjx = fmaf(-fs, dx, fjx);
+                    fjy = fmaf(-fs, dy, fjy);
+                    fjz = fmaf(-fs, dz, fjz);
+                    if (FLAGS & 1) {
+                        elj += ok ? el : 0.0f;
+                        ecl += ok ? ec : 0.0f;
+                    }
+                    if (FLAGS & 2) {
+                        const float gx = fs * dx, gy = fs * dy, gz = fs * dz;
+                        vir[0] = fmaf(gx, dx, vir[0]);
+                        vir[1] = fmaf(gy, dx, vir[1]);
+                        vir[2] = fmaf(gz, dx, vir[2]);
+                        vir[3] = fmaf(gy, dy, vir[3]);
+                        vir[4] = fmaf(gz, dy, vir[4]);
+                        vir[5] = fmaf(gz, dz, vir[5]);
+                    }
+                    if (FLAGS & 4) npc += ok;
+                    s_fi[s * W + lane] = f;
                 }
                 if (PRUNE && lane == 0) { /* this warp owns the entry: rewrite its inner mask */
                     int4 *ent = (int4 *)&a.entries[e0 + k];
@@ -6558,7 +6568,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                     if (ii < 3 && vj) {
                         const md_fixed q = md_fixed_from_float(c2, fsc);
                         bad |= q == MD_FIXED_INVALID;
-                        if (q) atomicAdd(&a.force[(size_t)ii * a.stride + aj], q);
+                        if (q) md__red_add(&a.force[(size_t)ii * a.stride + aj], q);
                     }
                 }
             }
@@ -6568,7 +6578,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
      * jj = 1 % CJ, z by jj = 2 % CJ */
 #pragma unroll
     for (int s = 0; s < S; s++) {
-        float v[3] = {fix[s], fiy[s], fiz[s]};
+        const float4 f = s_fi[s * W + lane];
+        float v[3] = {f.x, f.y, f.z};
 #pragma unroll
         for (int o = CI; o < W; o <<= 1) {
             v[0] += __shfl_xor_sync(vm, v[0], o, W);
@@ -6582,7 +6593,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                 if (jj == x % CJ) {
                     const md_fixed q = md_fixed_from_float(v[x], fsc);
                     bad |= q == MD_FIXED_INVALID;
-                    if (q) atomicAdd(&a.force[(size_t)x * a.stride + ai], q);
+                    if (q) md__red_add(&a.force[(size_t)x * a.stride + ai], q);
                 }
         }
     }
@@ -6626,14 +6637,28 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * pairs it with atom ii of every i-cluster the entry's mask names. Padding, the pairs a < b rule
  * on the diagonal and exclusions are masks; r^2 >= rc^2 is a mask; no lane branches. The j force
  * is reduced over the CI lanes of its atom with 4 shuffles (transposed: each lane ends with one
- * component) and written by 3 lanes as fixed point, once per entry; the i forces stay in
- * registers (one per i-cluster) until the item ends. FLAGS: 1 energy, 2 virial, 4 count pairs in
+ * component) and written by 3 lanes as fixed point, once per entry; each lane's i forces stay in
+ * shared memory (s_fi, one float4 per i-cluster, its own slot) until the item ends, and an entry
+ * steps through the set bits of its mask. FLAGS: 1 energy, 2 virial, 4 count pairs in
  * the cutoff. SMEM: LJ table in shared memory (else read through L1). The first launch after a
  * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. At least
  * 1024 threads per SM: 64 registers instead of the 80 nvcc picks on its own, 32 warps per SM
- * instead of 24 for a latency-bound kernel, at the price of a few spills (ptxas -v, W 32: 68 bytes
- * stored and 252 loaded per thread force-only, 292 / 584 with energy and virial). Measured on an
- * H100: pair kernel 96.7 -> 95.4 us, chapter-08 step 204-206 -> 200 us (23,568 atoms) and 644 -> 626 us (95,766).
+ * instead of 24 for a latency-bound kernel. Measured on an H100: pair kernel 96.7 -> 95.4 us,
+ * chapter-08 step 204-206 -> 200 us (23,568 atoms) and 644 -> 626 us (95,766).
+ * The i forces were held in registers (three per i-cluster, 24 in all) with a test of each of
+ * the mask's 8 bits; at 64 registers that spilled (ptxas -v, W 32: 76 bytes stored and 340 loaded
+ * per thread force-only, 172 / 468 with energy). In shared memory (8 KiB per block of 64) there
+ * are no spills, the same sums in the same order (the same bits: the race's potential energy
+ * agrees to the last printed digit) and a loop over the set bits instead of 8 tests. Measured
+ * side by side on an H200 (2026-11-28, two calls of two runs each): chapter 08's race step 128.5 / 129.0 /
+ * 128.5 / 128.9 -> 127.1 / 127.2 / 127.1 / 127.5 us at 23,568 atoms and 384.4 / 384.2 / 383.4 /
+ * 383.1 -> 381.2 / 381.0 / 380.5 / 379.9 us at 95,766; bench/nb_cluster's gpu_cluster_smem (with
+ * energies) unchanged (89.5 / 90.0 / 92.4 / 90.2 -> 90.1 / 89.2 / 90.3 / 91.8 us at 23,568 atoms).
+ * Two steps per loop iteration (two independent chains) spilled again (296 / 516 bytes) and was
+ * slower (90.4 / 91.9 and 284.3 / 283.3 us). Persistent item blocks (as many as fit at once, each
+ * warp taking items from a counter, the last warp resetting it) were slower at both sizes:
+ * 106.8-117.2 us at 23,568 atoms and 295-317 us at 95,766, the race 140-146 and 378-395 us
+ * (not investigated further).
  * Blocks of MD_CUDA_NB_CLUSTER_BLOCK threads (a block retires when its last warp ends, so smaller
  * blocks free their slots sooner) and blocks past the list's items skipping the set-up: measured
  * side by side on an H100 (bench/nb_cluster, 23,568 atoms, gpu_cluster_smem, two runs each):
@@ -6651,6 +6676,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
     __shared__ float4 s_xi[NW][S * CI];
     __shared__ int s_ti[NW][S * CI];
     __shared__ float4 s_shift[27]; /* shift code sh (0..26) -> ((sh % 3 - 1) L0, (sh / 3 % 3 - 1) L1, (sh / 9 - 1) L2) */
+    __shared__ float4 s_fi[NW][S * W]; /* lane l's i force for i-cluster s at [s * W + l] */
     const int wib = threadIdx.x / W;
     const long long item = (long long)blockIdx.x * NW + wib;
     const int prune = a.ctl[MD__NB_CTL_PRUNE] != 0; /* the same for every block: cleared only after all */
@@ -6681,10 +6707,10 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
          * by side on an H200 (Nsight Compute, race boxes): the prune evaluation 131.6-136.4 ->
          * 123.3-129.0 us at 23,568 atoms, 459-492 -> 427-456 us at 95,766; the step 142.7 / 142.7
          * / 141.7 -> 141.0 / 140.6 / 141.5 us and 416.2 / 418.3 / 416.5 -> 412.5 / 412.9 / 412.6 us */
-        if (prune && minimg) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
-        else if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
-        else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
-        else md__nb_cluster_item<W, FLAGS, SMEM, 0, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift);
+        if (prune && minimg) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
+        else if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
+        else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
+        else md__nb_cluster_item<W, FLAGS, SMEM, 0, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
     }
     if (prune) {
         __syncthreads();
@@ -8100,10 +8126,10 @@ __global__ void __launch_bounds__(MD__PME_GATHER_BLOCK) md__pme_gather_kernel(co
             sz += __shfl_down_sync(0xffffffffu, fz, k);
         }
         if (iz == 0 && q != 0.0f) {
-            atomicAdd(force + i, md_fixed_from_float(-q * sx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
-            atomicAdd(force + stride + i, md_fixed_from_float(-q * sy * (float)K1 * il[1], (float)MD_FORCE_FIXED_SCALE));
-            atomicAdd(force + 2 * (size_t)stride + i,
-                      md_fixed_from_float(-q * sz * (float)K2 * il[2], (float)MD_FORCE_FIXED_SCALE));
+            md__red_add(force + i, md_fixed_from_float(-q * sx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
+            md__red_add(force + stride + i, md_fixed_from_float(-q * sy * (float)K1 * il[1], (float)MD_FORCE_FIXED_SCALE));
+            md__red_add(force + 2 * (size_t)stride + i,
+                        md_fixed_from_float(-q * sz * (float)K2 * il[2], (float)MD_FORCE_FIXED_SCALE));
         }
     }
 }
@@ -8587,8 +8613,8 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK)
             md_fixed q;
             f[k] = fs * d[k];
             q = md_fixed_from_float(f[k], FS);
-            atomicAdd(&force[(size_t)k * stride + i], q);
-            atomicAdd(&force[(size_t)k * stride + j], (md_fixed)0 - q);
+            md__red_add(&force[(size_t)k * stride + i], q);
+            md__red_add(&force[(size_t)k * stride + j], (md_fixed)0 - q);
         }
         for (k = 0; k < 9; k++) w[k] = d[k / 3] * f[k % 3];
     } else if (t < nbond + nangle) {
@@ -8601,9 +8627,9 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK)
         md_angle_f32(a, c, anglep[t - nbond].x, anglep[t - nbond].y, fi, fk, &e);
         for (k = 0; k < 3; k++) {
             const md_fixed qi = md_fixed_from_float(fi[k], FS), qk = md_fixed_from_float(fk[k], FS);
-            atomicAdd(&force[(size_t)k * stride + i], qi);
-            atomicAdd(&force[(size_t)k * stride + l], qk);
-            atomicAdd(&force[(size_t)k * stride + j], (md_fixed)0 - qi - qk);
+            md__red_add(&force[(size_t)k * stride + i], qi);
+            md__red_add(&force[(size_t)k * stride + l], qk);
+            md__red_add(&force[(size_t)k * stride + j], (md_fixed)0 - qi - qk);
         }
         for (k = 0; k < 9; k++) w[k] = a[k / 3] * fi[k % 3] + c[k / 3] * fk[k % 3];
     }
