@@ -4677,10 +4677,11 @@ void md_cuda_energy_from_fixed(const md_fixed *t, md_energy *e) {
     for (k = 0; k < 9; k++) e->virial[k] = md_fixed_to_double(t[MD_CUDA_E_VIRIAL_XX + k], sc);
 }
 
-/* atomicAdd of a fixed-point force whose old value nobody reads, as a reduction (PTX red): nvcc
- * 13 compiled the pair, bonded and PME kernels' force atomicAdds as returning atomics (ATOMG
- * with a discarded result; a one-line kernel gets REDG), and in the cluster kernel a warp waited
- * on them at its next entry (see md__nb_cluster_kernel). */
+/* atomicAdd of a fixed-point force whose old value nobody reads, as a reduction (PTX red). nvcc
+ * 13 compiled the cluster kernel's force atomicAdds as returning atomics (ATOMG with a discarded
+ * result), and a warp waited on them at its next entry (see md__nb_cluster_kernel); in the list,
+ * bonded and PME gather kernels it made REDG of the same call. Every fixed-point force
+ * accumulation goes through this helper, so none depends on that choice. */
 static __device__ __forceinline__ void md__red_add(md_fixed *p, md_fixed v) {
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -6577,8 +6578,10 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
     /* i forces: each (i-cluster s, atom q) of the super-cluster summed over the CJ slots of its
      * lanes in shared memory by one lane, in the order of a butterfly over jj ((f0 + f1) + (f2 +
      * f3) for CJ 4), and its three components added by that lane: consecutive lanes take
-     * consecutive atoms. (A butterfly of shuffles per i-cluster, with one lane per component
-     * adding, gave the same sums in about twice the instructions.) */
+     * consecutive atoms. A butterfly of shuffles per i-cluster, with one lane per component
+     * adding, gave the same sums more slowly: side by side on an H200 (2026-11-28, two runs each)
+     * bench/nb_cluster 87.62 / 85.23 -> 81.02 / 80.96 us at 23,568 atoms, chapter 08's race step
+     * 123.8 / 124.5 -> 120.1 / 120.5 us and 369.9 / 370.0 -> 362.0 / 362.9 us at 95,766. */
     __syncwarp(vm);
     for (int p = lane; p < S * CI; p += W) {
         const int s = p / CI, q = p % CI;
