@@ -1267,6 +1267,10 @@ typedef struct md_cuda_nb_plan {
     int cap_sc;                /**< most super-clusters */
     long long cap_entries;     /**< cluster-pair entries */
     long long cap_items;       /**< work items */
+    long long grid_items;      /**< work items the pair kernel's grid covers, one warp each: cap_items until
+                                    md_cuda_nb_plan_poll sees a build, then its count and a quarter more,
+                                    set again only when a build's count leaves [grid_items / 2, grid_items];
+                                    the warps take the items past it in turn (md__nb_cluster_kernel) */
     long long cap_excl;        /**< exclusion-mask entries */
     int max_nb;                /**< Verlet rungs: list width */
     int excl_width;            /**< columns of d_exl: the most exclusions of one atom when the plan was made */
@@ -6429,6 +6433,7 @@ struct md__nb_cluster_args {
     unsigned long long *flags;
     md_cuda_nb_fast c;
     long long item_blocks; /* blocks of work items; the blocks after them run the exact pairs */
+    long long item_stride; /* item_blocks x warps per block: a warp takes items item, item + stride, ... */
     md__nb_bonded_args exact;
 };
 
@@ -6461,6 +6466,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
      * passes during the staging (Nsight Compute, 23,568 atoms: the warps stalled on this load,
      * made after the staging, in 9.3% of the kernel's stall samples) */
     int4 my = it.y + lane < it.z ? a.entries[it.y + lane] : make_int4(0, 0, -1, 0);
+    __syncwarp(vm); /* a warp's previous item read s_xi and every lane's s_fi */
     for (int k = lane; k < S * CI; k += W) {
         const int s = k / CI, q = k % CI;
         float4 p = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -6510,10 +6516,12 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                     pj.y += sv.y;
                     pj.z += sv.z;
                 }
-                /* the i-cluster steps: the set bits of the mask, each lane's i forces in shared
-                 * memory (see md__nb_cluster_kernel) */
-                for (unsigned m = imask; m; m &= m - 1u) { /* uniform over the warp */
-                    const int s = __ffs(m) - 1;
+                /* the i-cluster steps: the mask's 8 bits tested in turn, unrolled (uniform
+                 * branches; each step's shared-memory offsets are constants), each lane's i forces
+                 * in shared memory (see md__nb_cluster_kernel) */
+#pragma unroll
+                for (int s = 0; s < S; s++) { /* uniform over the warp */
+                    if (!((imask >> s) & 1u)) continue;
                     float4 f = s_fi[s * W + lane];
                     const float4 pi = s_xi[wib][s * CI + ii];
                     const int ti = s_ti[wib][s * CI + ii];
@@ -6651,7 +6659,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * is reduced over the CI lanes of its atom with 4 shuffles (transposed: each lane ends with one
  * component) and written by 3 lanes as fixed point, once per entry; each lane's i forces stay in
  * shared memory (s_fi, one float4 per i-cluster, its own slot) until the item ends, and an entry
- * steps through the set bits of its mask. FLAGS: 1 energy, 2 virial, 4 count pairs in
+ * tests the bits of its mask in an unrolled loop. FLAGS: 1 energy, 2 virial, 4 count pairs in
  * the cutoff. SMEM: LJ table in shared memory (else read through L1). The first launch after a
  * build prunes the list (md__nb_cluster_item); its last block clears the prune flag. At least
  * 1024 threads per SM: 64 registers instead of the 80 nvcc picks on its own, 32 warps per SM
@@ -6661,13 +6669,27 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * the mask's 8 bits; at 64 registers that spilled (ptxas -v, W 32: 76 bytes stored and 340 loaded
  * per thread force-only, 172 / 468 with energy). In shared memory (8 KiB per block of 64) there
  * are no spills, the same sums in the same order (the same bits: the race's potential energy
- * agrees to the last printed digit) and a loop over the set bits instead of 8 tests. Measured
+ * agrees to the last printed digit) and a loop over the set bits (__ffs) instead of 8 tests. Measured
  * side by side on an H200 (2026-11-28, two calls of two runs each): chapter 08's race step 128.5 / 129.0 /
  * 128.5 / 128.9 -> 127.1 / 127.2 / 127.1 / 127.5 us at 23,568 atoms and 384.4 / 384.2 / 383.4 /
  * 383.1 -> 381.2 / 381.0 / 380.5 / 379.9 us at 95,766; bench/nb_cluster's gpu_cluster_smem (with
  * energies) unchanged (89.5 / 90.0 / 92.4 / 90.2 -> 90.1 / 89.2 / 90.3 / 91.8 us at 23,568 atoms).
  * Two steps per loop iteration (two independent chains) spilled again (296 / 516 bytes) and was
- * slower (90.4 / 91.9 and 284.3 / 283.3 us). Persistent item blocks (as many as fit at once, each
+ * slower (90.4 / 91.9 and 284.3 / 283.3 us).
+ * The grid covered the items' capacity (5.5 times the 5,204 items of the 23,568-atom list): the
+ * blocks past the items started, read the item count and ended, after the last items' blocks and
+ * before the exact pairs' (Nsight Compute: 28,408 warps launched, 6% of the stall samples on their
+ * instructions). It now covers the last polled build's items and a quarter more
+ * (md_cuda_nb_plan::grid_items), each warp taking item, item + grid's warps, ...; and the loop over
+ * the mask's set bits is 8 unrolled tests, so each step's shared-memory offsets are constants (no
+ * spills, where the set-bit loop spilled 16 / 128 and 24 / 208 bytes stored / loaded per thread
+ * with energy and virial). Side by side on an H200 (2026-11-28, chapter 08's race, 1,000 steps, two
+ * calls): the grid alone 120.5 / 119.9 -> 118.6 / 119.3 us at 23,568 atoms but 362.4 / 361.8 ->
+ * 364.0 / 364.6 us at 95,766; the tests alone 120.2 / 120.4 / 120.7 -> 120.4 / 119.6 / 120.1 and
+ * 362.9 / 363.2 / 363.1 -> 363.5 / 363.4 / 362.2 us; both 117.5 / 117.1 and 117.1 / 117.2 / 117.8
+ * us, 360.3 / 359.7 and 361.2 / 360.6 / 360.6 us (kept); bench/nb_cluster's gpu_cluster_smem 81.2 /
+ * 80.8 -> 80.6 / 78.7 us.
+ * Persistent item blocks (as many as fit at once, each
  * warp taking items from a counter, the last warp resetting it) were slower at both sizes:
  * 106.8-117.2 us at 23,568 atoms and 295-317 us at 95,766, the race 140-146 and 378-395 us
  * (not investigated further).
@@ -6704,7 +6726,7 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
         md__nb_bonded_body<FLAGS & 3>(a.exact, (int)(((long long)blockIdx.x - a.item_blocks) * blockDim.x) +
                                                    (int)threadIdx.x);
         nitems = 0;
-    } else if ((long long)blockIdx.x * NW < nitems) { /* the grid covers the capacity: a block past the items skips the set-up */
+    } else if ((long long)blockIdx.x * NW < nitems) { /* a block past the items skips the set-up */
         if (SMEM)
             for (int k = threadIdx.x; k < a.ntypes * a.ntypes; k += blockDim.x) md__nb_lj_smem[k] = a.lj[k];
         for (int k = threadIdx.x; k < 27; k += blockDim.x) /* each product exact: (-1, 0 or 1) x L */
@@ -6712,17 +6734,17 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
                                      (float)(k / 9 - 1) * (float)a.box[2], 0.0f);
         __syncthreads();
     }
-    if (item < nitems) {
+    for (int it = (int)item; it < (int)nitems; it += (int)a.item_stride) {
         /* the prune too has a body without the minimum-image branch: the first evaluation after a
          * build computes the fresh list's every pair, and the branch costs instructions per pair
          * step whether taken or not (SASS, force-only: 73 -> 68 per i-cluster step). Measured side
          * by side on an H200 (Nsight Compute, race boxes): the prune evaluation 131.6-136.4 ->
          * 123.3-129.0 us at 23,568 atoms, 459-492 -> 427-456 us at 95,766; the step 142.7 / 142.7
          * / 141.7 -> 141.0 / 140.6 / 141.5 us and 416.2 / 418.3 / 416.5 -> 412.5 / 412.9 / 412.6 us */
-        if (prune && minimg) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
-        else if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
-        else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
-        else md__nb_cluster_item<W, FLAGS, SMEM, 0, 0>(a, item, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
+        if (prune && minimg) md__nb_cluster_item<W, FLAGS, SMEM, 1, 1>(a, it, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
+        else if (prune) md__nb_cluster_item<W, FLAGS, SMEM, 1, 0>(a, it, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
+        else if (minimg) md__nb_cluster_item<W, FLAGS, SMEM, 0, 1>(a, it, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
+        else md__nb_cluster_item<W, FLAGS, SMEM, 0, 0>(a, it, wib, s_xi, s_ti, md__nb_lj_smem, s_shift, s_fi[wib]);
     }
     if (prune) {
         __syncthreads();
@@ -7004,6 +7026,7 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
         t.search_slices = (int)fmax(1.0, fmin(most, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS / nsc)));
     }
     t.cap_items = t.cap_entries / t.chunk + (long long)t.cap_sc * t.search_slices + 64;
+    t.grid_items = t.cap_items;
     t.cap_excl = t.opts.excl_capacity > 0 ? t.opts.excl_capacity : (long long)t.cap_ic * 4 * (4 / t.cj) + 1024;
     t.max_nb = t.opts.max_neighbors > 0
                    ? t.opts.max_neighbors
@@ -7299,12 +7322,14 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
     if (cluster) {
         md__nb_cluster_args a;
         const int nw = MD_CUDA_NB_CLUSTER_BLOCK / p->warp, smem = p->variant == MD_NB_GPU_CLUSTER_SMEM;
-        const long long iblocks = (p->cap_items + nw - 1) / nw;
+        const long long gi = p->grid_items >= 1 && p->grid_items < p->cap_items ? p->grid_items : p->cap_items;
+        const long long iblocks = (gi + nw - 1) / nw;
         const int exact = md__nb_exact_pairs_args(p, s, &a.exact);
         const unsigned blocks = (unsigned)(iblocks + (exact + MD_CUDA_NB_CLUSTER_BLOCK) / MD_CUDA_NB_CLUSTER_BLOCK);
         const size_t sbytes = smem ? (size_t)s->ntypes * s->ntypes * sizeof(float2) : 0;
         md__nb_cluster_fn k;
         a.item_blocks = iblocks;
+        a.item_stride = iblocks * nw;
         a.xyzq = s->d_xyzq;
         a.type = s->d_type;
         a.ci = p->d_ci;
@@ -7397,6 +7422,12 @@ md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *
     p->stats.rebuilds = h[MD__NB_CTL_REBUILDS];
     p->stats.entries = h[MD__NB_CTL_NENTRIES];
     p->stats.work_items = h[MD__NB_CTL_NITEMS];
+    { /* the pair kernel's grid: the last build's items and a quarter more, kept while they fit
+       * (a graph captured after a poll keeps its launch shape across builds) */
+        const long long w = h[MD__NB_CTL_NITEMS];
+        if (w > 0 && w <= p->cap_items && (w > p->grid_items || 2 * w < p->grid_items))
+            p->grid_items = w + w / 4 + 64 < p->cap_items ? w + w / 4 + 64 : p->cap_items;
+    }
     p->stats.masked_entries = h[MD__NB_CTL_NEXCL];
     p->stats.computed_pairs = !md__nb_is_cluster(p->variant) ? h[MD__NB_CTL_NENTRIES]
                               : h[MD__NB_CTL_PRUNED] ? h[MD__NB_CTL_PRUNED] : h[MD__NB_CTL_COMPUTED];
@@ -7466,6 +7497,7 @@ md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown)
         long long want = p->cap_entries / p->chunk + (long long)p->cap_sc * p->search_slices + 64;
         long long need = h[MD__NB_CTL_NEED_ITEMS] + h[MD__NB_CTL_NEED_ITEMS] / 4 + 64;
         p->cap_items = want > need ? want : need;
+        p->grid_items = p->cap_items;
         g = 1;
     }
     if (h[MD__NB_CTL_NEED_EXCL] > p->cap_excl) {

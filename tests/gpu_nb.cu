@@ -976,7 +976,8 @@ static void cluster_rungs_vs_cpu(void) {
     }
 }
 
-/* Every rung twice, after a forced rebuild and after a re-sort: the same bits. */
+/* Every rung twice, after a forced rebuild, after a re-sort and (cluster rungs) with a pair
+ * kernel grid smaller than the list's work items: the same bits. */
 static void repeatable(void) {
     static const md_nb_variant all[5] = {MD_NB_GPU_TILES, MD_NB_GPU_FULL_LIST, MD_NB_GPU_HALF_LIST, MD_NB_GPU_CLUSTER,
                                          MD_NB_GPU_CLUSTER_SMEM};
@@ -992,18 +993,25 @@ static void repeatable(void) {
         md_energy e;
         std::vector<md_fixed> f0(3 * (size_t)s.n), f1(3 * (size_t)s.n);
         md_fixed e0[MD_CUDA_E_COUNT];
-        static const unsigned extra[3] = {0u, MD_CUDA_NB_REBUILD, MD_CUDA_NB_SORT};
+        static const unsigned extra[4] = {0u, MD_CUDA_NB_REBUILD, MD_CUDA_NB_SORT, 0u};
         MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, all[v], NULL, NULL));
         MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e));
         MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e)); /* after the prune */
         MD_CHECK_OK(md_cuda_state_download(&st, NULL, NULL, f0.data()));
         memcpy(e0, st.h_energy, sizeof e0);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 4; k++) {
+            if (k == 3) { /* the grid covers 64 items (md_cuda_nb_plan::grid_items): each warp takes several */
+                if (pl.variant == MD_NB_GPU_CLUSTER || pl.variant == MD_NB_GPU_CLUSTER_SMEM)
+                    MD_CHECKF(pl.stats.work_items > 2 * 64, "%s: %lld work items, too few for the small grid",
+                              md_nb_variant_name(all[v]), pl.stats.work_items);
+                pl.grid_items = 64;
+            }
             MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL | extra[k], &e));
             if (extra[k]) MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY | MD_CUDA_NB_VIRIAL, &e));
             MD_CHECK_OK(md_cuda_state_download(&st, NULL, NULL, f1.data()));
             MD_CHECKF(f0 == f1 && memcmp(e0, st.h_energy, sizeof e0) == 0, "%s: run %d (%s) differs from the first",
-                      md_nb_variant_name(all[v]), k, k == 0 ? "again" : k == 1 ? "rebuilt" : "re-sorted");
+                      md_nb_variant_name(all[v]), k,
+                      k == 0 ? "again" : k == 1 ? "rebuilt" : k == 2 ? "re-sorted" : "a small grid");
         }
         md_cuda_nb_plan_destroy(&pl);
     }
