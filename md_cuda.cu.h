@@ -6681,9 +6681,10 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * before the exact pairs' (Nsight Compute: 28,408 warps launched, 6% of the stall samples on their
  * instructions). It now covers the last polled build's items and a quarter more
  * (md_cuda_nb_plan::grid_items), each warp taking item, item + grid's warps, ...; and the loop over
- * the mask's set bits is 8 unrolled tests, so each step's shared-memory offsets are constants (no
- * spills, where the set-bit loop spilled 16 / 128 and 24 / 208 bytes stored / loaded per thread
- * with energy and virial). Side by side on an H200 (2026-11-28, chapter 08's race, 1,000 steps, two
+ * the mask's set bits is 8 unrolled tests, so each step's shared-memory offsets are constants
+ * (ptxas, W 32: no spill force-only or with energy, as before; with energy and virial 20 / 116
+ * bytes stored / loaded per thread, against 16 / 128 and 24 / 208 before; the counting kernel
+ * 4 / 4, against none). Side by side on an H200 (2026-11-28, chapter 08's race, 1,000 steps, two
  * calls): the grid alone 120.5 / 119.9 -> 118.6 / 119.3 us at 23,568 atoms but 362.4 / 361.8 ->
  * 364.0 / 364.6 us at 95,766; the tests alone 120.2 / 120.4 / 120.7 -> 120.4 / 119.6 / 120.1 and
  * 362.9 / 363.2 / 363.1 -> 363.5 / 363.4 / 362.2 us; both 117.5 / 117.1 and 117.1 / 117.2 / 117.8
