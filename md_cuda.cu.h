@@ -7166,6 +7166,25 @@ static md__nb_cluster_fn md__nb_cluster_pick(int warp, int flags, int smem) {
                                                                      : md__nb_cluster_kernel<32, 3, 0>;
 }
 
+/* The cluster kernel's comparator rules (md_cuda_graph_register), registered at its first launch:
+ * its argument block and launch shape may differ between two captures. The grid and the item
+ * stride follow md_cuda_nb_plan::grid_items, another split of the same work, and the pointers
+ * follow the buffers, so a graph comparison updates the node (cudaGraphExecUpdate changes both)
+ * instead of instantiating the graph anew; unregistered, every byte and the shape must match. */
+static md_status md__nb_cluster_rules(md__nb_cluster_fn k) {
+    static std::atomic<const void *> done[8]; /* the kernels md__nb_cluster_pick returns */
+    for (int i = 0; i < 8; i++) {
+        const void *d = done[i].load(std::memory_order_relaxed);
+        if (d == (const void *)k) return MD_OK;
+        if (!d) {
+            const md_status st = md_cuda_graph_register((const void *)k, "D", MD_CUDA_PARAM_MAY_DIFFER);
+            if (st == MD_OK) done[i].store((const void *)k, std::memory_order_relaxed);
+            return st;
+        }
+    }
+    return md_cuda_graph_register((const void *)k, "D", MD_CUDA_PARAM_MAY_DIFFER);
+}
+
 /* The list build of the cluster and list rungs, on stream `st`: bounding boxes and reference
  * positions, then the search; both kernels return at once unless the rebuild word is set.
  * md_cuda_nb_enqueue runs it through md_cuda_graph_run_if (an IF node when captured). */
@@ -7354,7 +7373,9 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         } else if (p->warp != 32) {
             flags = 3;
         }
+        md_status rr;
         k = md__nb_cluster_pick(p->warp, flags, smem);
+        if ((rr = md__nb_cluster_rules(k)) != MD_OK) return rr;
         if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_cluster_kernel", p->warp, flags, smem), blocks,
                              MD_CUDA_NB_CLUSTER_BLOCK, sbytes, st, a);

@@ -1021,6 +1021,68 @@ static void repeatable(void) {
     md_lj_table_free(&lj);
 }
 
+/* The cluster kernel's grid (md_cuda_nb_plan::grid_items) changes after a poll: a graph captured
+ * before compares with one captured after as updatable (its rules, md__nb_cluster_rules), not as
+ * a graph to instantiate anew, and the updated executable computes the same bits. */
+struct nb_capture {
+    md_cuda_nb_plan *p;
+    md_cuda_state *s;
+};
+static md_status nb_capture_enqueue(void *ctx, cudaStream_t) {
+    nb_capture *c = (nb_capture *)ctx;
+    return md_cuda_nb_enqueue(c->p, c->s, MD_CUDA_NB_ENERGY);
+}
+static void cluster_grid_in_graphs(void) {
+    md_system s;
+    md_topology t;
+    md_lj_table lj;
+    md_cuda_state st;
+    md_cuda_nb_plan pl;
+    md_energy e;
+    cudaGraph_t ga = NULL, gb = NULL;
+    cudaGraphExec_t x = NULL;
+    cudaGraphExecUpdateResultInfo info;
+    md_cuda_graph_verdict v;
+    std::vector<md_fixed> f0, f1;
+    NEED_GPU();
+    MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 300 : 2000, 47));
+    MD_CHECK_OK(make_state(&st, &s, &t, &lj));
+    f0.resize(3 * (size_t)s.n);
+    f1.resize(3 * (size_t)s.n);
+    MD_CHECK_OK(md_cuda_nb_plan_create(&pl, &st, MD_NB_GPU_CLUSTER_SMEM, NULL, NULL));
+    MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY, &e));
+    MD_CHECK_OK(evaluate(&pl, &st, MD_CUDA_NB_ENERGY, &e)); /* after the prune */
+    MD_CHECK_OK(md_cuda_state_download(&st, NULL, NULL, f0.data()));
+    MD_CHECKF(pl.grid_items < pl.cap_items && pl.stats.work_items > 2 * 64,
+              "grid %lld items, capacity %lld, the list's %lld", pl.grid_items, pl.cap_items, pl.stats.work_items);
+    nb_capture c = {&pl, &st};
+    const long long grid = pl.grid_items;
+    pl.grid_items = 64; /* as a poll of a list with far fewer items would leave it */
+    MD_CHECK_OK(md_cuda_graph_capture(st.q.stream, nb_capture_enqueue, &c, &ga));
+    pl.grid_items = grid;
+    MD_CHECK_OK(md_cuda_graph_capture(st.q.stream, nb_capture_enqueue, &c, &gb));
+    MD_CHECK_OK(md_cuda_graph_compare(ga, gb, &v));
+    MD_CHECKF(v.match == MD_CUDA_GRAPH_UPDATABLE, "verdict %s: %s", md_cuda_graph_match_name(v.match), v.reason);
+    MD_CHECK(cudaGraphInstantiate(&x, ga, 0) == cudaSuccess);
+    MD_CHECK(x && cudaGraphExecUpdate(x, gb, &info) == cudaSuccess);
+    if (x) { /* the updated executable: the grid of the last build's items, the same bits */
+        MD_CHECK(poison(st.d_force, 3 * (size_t)st.stride * sizeof(md_fixed), st.q.stream));
+        MD_CHECK_OK(md_cuda_state_zero(&st));
+        MD_CHECK(cudaGraphLaunch(x, st.q.stream) == cudaSuccess);
+        MD_CHECK_OK(md_cuda_nb_plan_poll(&pl, &st, &e));
+        MD_CHECK_OK(md_cuda_state_download(&st, NULL, NULL, f1.data()));
+        MD_CHECKF(f0 == f1, "the updated graph's forces differ from the stream's");
+        cudaGraphExecDestroy(x);
+    }
+    if (ga) cudaGraphDestroy(ga);
+    if (gb) cudaGraphDestroy(gb);
+    md_cuda_nb_plan_destroy(&pl);
+    md_cuda_state_destroy(&st);
+    md_system_free(&s);
+    md_topology_free(&t);
+    md_lj_table_free(&lj);
+}
+
 /* Move caller atom c by dx (nm) along x on the device. */
 static int move_atom(md_cuda_state *st, int c, float dx) {
     int slot;
@@ -1351,6 +1413,7 @@ int main(void) {
     MD_RUN(exact_rungs_bitwise);
     MD_RUN(cluster_rungs_vs_cpu);
     MD_RUN(repeatable);
+    MD_RUN(cluster_grid_in_graphs);
     MD_RUN(rebuild_rule);
     MD_RUN(capacity_overflow);
     MD_RUN(bad_input);
