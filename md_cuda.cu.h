@@ -6947,6 +6947,21 @@ static md_status md__nb_alloc_lists(md_cuda_nb_plan *p, cudaStream_t st) {
     return MD_OK;
 }
 
+typedef void (*md__nb_cluster_fn)(md__nb_cluster_args);
+
+/* The cluster kernel for a warp, `what` flags (0 forces, 1 + energy, 3 + virial) and table
+ * placement. Only these are instantiated: 32 lanes (the hardware warp) for every flag and
+ * both tables, plus counting; the virtual warps of 8 and 16 lanes (tests) with energy and virial. */
+static md__nb_cluster_fn md__nb_cluster_pick(int warp, int flags, int smem) {
+    if (warp == 8) return md__nb_cluster_kernel<8, 3, 0>;
+    if (warp == 16) return md__nb_cluster_kernel<16, 3, 0>;
+    if (flags == 5) return md__nb_cluster_kernel<32, 5, 0>;
+    if (smem) return flags == 0 ? md__nb_cluster_kernel<32, 0, 1> : flags == 1 ? md__nb_cluster_kernel<32, 1, 1>
+                                                                               : md__nb_cluster_kernel<32, 3, 1>;
+    return flags == 0 ? md__nb_cluster_kernel<32, 0, 0> : flags == 1 ? md__nb_cluster_kernel<32, 1, 0>
+                                                                     : md__nb_cluster_kernel<32, 3, 0>;
+}
+
 md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_variant variant,
                                  const md_nb_params *params, const md_cuda_nb_opts *opts) {
     const char *fn = "md_cuda_nb_plan_create";
@@ -6988,6 +7003,17 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
             return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "ntypes", "%d LJ types do not fit shared memory (at most %d)",
                                 s->ntypes, MD_CUDA_NB_SMEM_TYPES);
         md__nb_fast_make(&t.params, &t.fast, &t.fit_error);
+        /* the comparator's rules for the pair kernels this plan may launch: argument block and
+         * launch shape may differ between two captures. The grid and the item stride follow
+         * grid_items (another split of the same work) and the pointers follow the buffers, so a
+         * graph comparison updates the node (cudaGraphExecUpdate changes both) instead of
+         * instantiating the graph anew; unregistered, every byte and the shape must match */
+        for (d = 0; d < 4; d++) {
+            static const int fl[4] = {0, 1, 3, 5};
+            if ((st = md_cuda_graph_register((const void *)md__nb_cluster_pick(t.warp, fl[d], variant == MD_NB_GPU_CLUSTER_SMEM),
+                                             "D", MD_CUDA_PARAM_MAY_DIFFER)) != MD_OK)
+                return st;
+        }
         if (t.fit_error > MD_CUDA_NB_EWALD_MAX_FIT_ERROR)
             return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "ewald_tolerance",
                                 "beta rc = %g: the degree-%d Ewald polynomials fit to %.1e only (limit %.0e); use a "
@@ -7142,7 +7168,6 @@ static md_status md__nb_sort(md_cuda_nb_plan *p, md_cuda_state *s) {
 }
 
 typedef void (*md__nb_exact_fn)(md__nb_exact_args);
-typedef void (*md__nb_cluster_fn)(md__nb_cluster_args);
 typedef void (*md__nb_bonded_fn)(md__nb_bonded_args);
 
 /* A kernel's registry name with its template arguments written out (evaluated at registration only). */
@@ -7151,38 +7176,6 @@ static const char *md__nb_kname(char *buf, size_t cap, const char *base, int a, 
     else if (c == -2) snprintf(buf, cap, "%s<%d, %d>", base, a, b);
     else snprintf(buf, cap, "%s<%d>", base, a);
     return buf;
-}
-
-/* The cluster kernel for a warp, `what` flags (0 forces, 1 + energy, 3 + virial) and table
- * placement. Only these are instantiated: 32 lanes (the hardware warp) for every flag and
- * both tables, plus counting; the virtual warps of 8 and 16 lanes (tests) with energy and virial. */
-static md__nb_cluster_fn md__nb_cluster_pick(int warp, int flags, int smem) {
-    if (warp == 8) return md__nb_cluster_kernel<8, 3, 0>;
-    if (warp == 16) return md__nb_cluster_kernel<16, 3, 0>;
-    if (flags == 5) return md__nb_cluster_kernel<32, 5, 0>;
-    if (smem) return flags == 0 ? md__nb_cluster_kernel<32, 0, 1> : flags == 1 ? md__nb_cluster_kernel<32, 1, 1>
-                                                                               : md__nb_cluster_kernel<32, 3, 1>;
-    return flags == 0 ? md__nb_cluster_kernel<32, 0, 0> : flags == 1 ? md__nb_cluster_kernel<32, 1, 0>
-                                                                     : md__nb_cluster_kernel<32, 3, 0>;
-}
-
-/* The cluster kernel's comparator rules (md_cuda_graph_register), registered at its first launch:
- * its argument block and launch shape may differ between two captures. The grid and the item
- * stride follow md_cuda_nb_plan::grid_items, another split of the same work, and the pointers
- * follow the buffers, so a graph comparison updates the node (cudaGraphExecUpdate changes both)
- * instead of instantiating the graph anew; unregistered, every byte and the shape must match. */
-static md_status md__nb_cluster_rules(md__nb_cluster_fn k) {
-    static std::atomic<const void *> done[8]; /* the kernels md__nb_cluster_pick returns */
-    for (int i = 0; i < 8; i++) {
-        const void *d = done[i].load(std::memory_order_relaxed);
-        if (d == (const void *)k) return MD_OK;
-        if (!d) {
-            const md_status st = md_cuda_graph_register((const void *)k, "D", MD_CUDA_PARAM_MAY_DIFFER);
-            if (st == MD_OK) done[i].store((const void *)k, std::memory_order_relaxed);
-            return st;
-        }
-    }
-    return md_cuda_graph_register((const void *)k, "D", MD_CUDA_PARAM_MAY_DIFFER);
 }
 
 /* The list build of the cluster and list rungs, on stream `st`: bounding boxes and reference
@@ -7373,9 +7366,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
         } else if (p->warp != 32) {
             flags = 3;
         }
-        md_status rr;
         k = md__nb_cluster_pick(p->warp, flags, smem);
-        if ((rr = md__nb_cluster_rules(k)) != MD_OK) return rr;
         if (p->ev[0]) MD_CUDA_TRY(cudaEventRecord(p->ev[0], st));
         MD_CUDA_LAUNCH_NAMED(k, md__nb_kname(nm, sizeof nm, "md__nb_cluster_kernel", p->warp, flags, smem), blocks,
                              MD_CUDA_NB_CLUSTER_BLOCK, sbytes, st, a);

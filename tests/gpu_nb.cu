@@ -1022,7 +1022,7 @@ static void repeatable(void) {
 }
 
 /* The cluster kernel's grid (md_cuda_nb_plan::grid_items) changes after a poll: a graph captured
- * before compares with one captured after as updatable (its rules, md__nb_cluster_rules), not as
+ * before compares with one captured after as updatable (its rules, registered by md_cuda_nb_plan_create), not as
  * a graph to instantiate anew, and the updated executable computes the same bits. */
 struct nb_capture {
     md_cuda_nb_plan *p;
