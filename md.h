@@ -2488,19 +2488,16 @@ MD_HOSTDEV static inline int md_settle_water(const double ref[9], double x[9], d
     return 0;
 }
 
-/** @brief The velocity part of a rigid triangle (SETTLE's velocity correction, RATTLE's second
- *  half for three constraints at once), in double: remove from @p v (O, H1, H2: 9 doubles) the
- *  relative velocities along the three bonds of positions @p x (9 doubles, one frame), by the
- *  impulses along the bonds that make (v_j - v_i) . e_ij = 0 for the three pairs. The 3 x 3
- *  linear system for the impulses is solved by Cramer's rule; masses @p m (3 values) may
- *  differ. Momentum is conserved. Returns 0, or 1 for a degenerate (collinear) triangle, with
- *  @p v left as it was. Host and device share this code. */
-MD_HOSTDEV static inline int md_settle_velocities(const double x[9], double v[9], const double m[3]) {
+/** @brief md_settle_velocities() with the inverse masses @p w (3 values, 1/amu) given instead of
+ *  the masses: the integrate kernel passes 1 / m made once on the host, where each call would
+ *  divide again (a double division is a long inlined sequence on the device, in a kernel that is
+ *  a latency-bound chain). The same bits as md_settle_velocities() with m = 1 / w's masses.
+ *  Returns 0, or 1 for a degenerate (collinear) triangle, with @p v left as it was. */
+MD_HOSTDEV static inline int md_settle_velocities_inv(const double x[9], double v[9], const double w[3]) {
     /* bonds 0: (0,1), 1: (1,2), 2: (2,0); e = unit vector from the first atom to the second */
     const int ia[3] = {0, 1, 2}, ib[3] = {1, 2, 0};
-    double e[3][3], r[3], A[3][3], det, lam[3], w[3];
+    double e[3][3], r[3], A[3][3], det, lam[3];
     int p, q, k;
-    for (k = 0; k < 3; k++) w[k] = 1.0 / m[k];
     for (p = 0; p < 3; p++) {
         double s = 0.0;
         for (k = 0; k < 3; k++) {
@@ -2542,6 +2539,18 @@ MD_HOSTDEV static inline int md_settle_velocities(const double x[9], double v[9]
             v[3 * ib[q] + k] += lam[q] * e[q][k] * w[ib[q]];
         }
     return 0;
+}
+
+/** @brief The velocity part of a rigid triangle (SETTLE's velocity correction, RATTLE's second
+ *  half for three constraints at once), in double: remove from @p v (O, H1, H2: 9 doubles) the
+ *  relative velocities along the three bonds of positions @p x (9 doubles, one frame), by the
+ *  impulses along the bonds that make (v_j - v_i) . e_ij = 0 for the three pairs. The 3 x 3
+ *  linear system for the impulses is solved by Cramer's rule; masses @p m (3 values) may
+ *  differ. Momentum is conserved. Returns 0, or 1 for a degenerate (collinear) triangle, with
+ *  @p v left as it was. Host and device share this code. */
+MD_HOSTDEV static inline int md_settle_velocities(const double x[9], double v[9], const double m[3]) {
+    const double w[3] = {1.0 / m[0], 1.0 / m[1], 1.0 / m[2]};
+    return md_settle_velocities_inv(x, v, w);
 }
 
 /** @brief How md_constraints_create() sets up; a zero field takes its default. */
@@ -2641,8 +2650,9 @@ MD_HOSTDEV static inline void md_philox4x32_10(const uint32_t ctr[4], const uint
 /** @brief Three standard normal deviates for atom @p atom at step @p step of the stream @p seed:
  *  one Philox block of counter (atom, step low 32 bits, step high 32 bits, 0x4C414E47) and key
  *  (seed low, seed high), four uniforms u = (word + 0.5) / 2^32 in (0, 1), two Box-Muller pairs
- *  in double (the fourth deviate is dropped). Host and device agree to the rounding of their
- *  log, sqrt, cos and sin. */
+ *  in double (the fourth deviate is dropped). The host takes cos and sin of 2 pi u, the device
+ *  sincospi and cospi of 2 u (the same angles, without an argument reduction): host and device
+ *  agree to a few units in the last place, the rounding of their log, sqrt, cos and sin. */
 MD_HOSTDEV static inline void md_langevin_normals(uint64_t seed, long long step, int atom, double out[3]) {
     uint32_t ctr[4], key[2], w[4];
     double u[4], r0, r1;
@@ -2657,9 +2667,20 @@ MD_HOSTDEV static inline void md_langevin_normals(uint64_t seed, long long step,
     for (k = 0; k < 4; k++) u[k] = ((double)w[k] + 0.5) * 2.3283064365386963e-10;
     r0 = sqrt(-2.0 * log(u[0]));
     r1 = sqrt(-2.0 * log(u[2]));
+#if defined(__CUDA_ARCH__)
+    { /* the angle as a fraction of a turn: no argument reduction (cos and sin of 2 pi u carry a
+       * Payne-Hanek path, local memory and a hundred instructions into a latency-bound kernel) */
+        double sn, cs;
+        sincospi(2.0 * u[1], &sn, &cs);
+        out[0] = r0 * cs;
+        out[1] = r0 * sn;
+        out[2] = r1 * cospi(2.0 * u[3]);
+    }
+#else
     out[0] = r0 * cos(6.283185307179586 * u[1]);
     out[1] = r0 * sin(6.283185307179586 * u[1]);
     out[2] = r1 * cos(6.283185307179586 * u[3]);
+#endif
 }
 
 /* ======================================================================== */

@@ -8792,6 +8792,7 @@ typedef struct md__step_args {
     int nwater, ncluster, nsingle;
     int water3; /* 1: a water on three lanes (md__step_water3), 0: on one thread */
     double mo, mh, doh, dhh;
+    double wo, wh; /* 1 / mo, 1 / mh: md_settle_velocities_inv */
     double *x, *v;
     const double *inv_mass;
     const float *charge;
@@ -8890,11 +8891,47 @@ template <int K, int KIND>
 static __device__ __forceinline__ int md__step_vconstrain(const md__step_args &A, int c, const double *x, double *v,
                                                           const double *w) {
     if (KIND == 0) {
-        const double m[3] = {A.mo, A.mh, A.mh};
-        return md_settle_velocities(x, v, m);
+        const double w3[3] = {A.wo, A.wh, A.wh};
+        return md_settle_velocities_inv(x, v, w3);
     }
     if (KIND == 1) return md__step_rattle<K>(A, c, x, v, w);
     return 0;
+}
+
+/* The box as the integrate kernel uses it, made once per thread at its start: the edges, their
+ * reciprocals (one double division per axis, where each minimum image and mirror update
+ * divided again) and the float box of the displacement check. */
+typedef struct md__step_box {
+    double l[3], inv[3];
+    md_nb_box_f32 f;
+} md__step_box;
+
+static __device__ __forceinline__ md__step_box md__step_box_make(const double *box) {
+    md__step_box B;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        B.l[a] = box[a];
+        B.inv[a] = 1.0 / B.l[a];
+    }
+    B.f = md_nb_box_f32_make(B.l);
+    return B;
+}
+
+/* What md__step_store reads of an atom besides its new state: its mirror as it was, its list
+ * reference position and its charge. The water paths load them with the atom's other inputs, so
+ * their latency overlaps the step's arithmetic instead of stalling its end (Nsight Compute,
+ * 23,568 atoms, H200: the mirror's load waited at 5% of the kernel's stall samples). */
+typedef struct md__step_pre {
+    float4 prev, ref;
+    float charge;
+} md__step_pre;
+
+static __device__ __forceinline__ md__step_pre md__step_preload(const md__step_args &A, int at, int slot) {
+    md__step_pre p;
+    p.prev = A.xyzq[slot];
+    p.ref = A.nb_ref ? A.nb_ref[slot] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    p.charge = A.charge[at];
+    return p;
 }
 
 /* The end of one atom's step, in both water layouts and md__step_unit: store the new position
@@ -8904,7 +8941,8 @@ static __device__ __forceinline__ int md__step_vconstrain(const md__step_args &A
  * zero the atom's forces for the next evaluation; returns the error bits of its displacement m2
  * (1 runaway) and velocity (2 non-finite). */
 static __device__ __forceinline__ int md__step_store(const md__step_args &A, int at, int slot, const double wr[3],
-                                                     const double v[3], double w, double m2, const double box[3]) {
+                                                     const double v[3], double w, double m2, const md__step_box &B,
+                                                     const md__step_pre &pre) {
     int bad = 0;
     float4 q;
 #pragma unroll
@@ -8914,13 +8952,13 @@ static __device__ __forceinline__ int md__step_store(const md__step_args &A, int
     }
     if (!(m2 <= A.maxd2)) bad |= 1;
     if (!isfinite(m2) || !isfinite(v[0] + v[1] + v[2])) bad |= 2;
-    q = A.xyzq[slot]; /* the previous mirror: move it continuously (md_cuda_mirror_coord) */
-    q.x = md__mirror_coord(wr[0], q.x, box[0], 1.0 / box[0]);
-    q.y = md__mirror_coord(wr[1], q.y, box[1], 1.0 / box[1]);
-    q.z = md__mirror_coord(wr[2], q.z, box[2], 1.0 / box[2]);
-    q.w = A.charge[at];
+    /* the previous mirror: move it continuously (md_cuda_mirror_coord) */
+    q.x = md__mirror_coord(wr[0], pre.prev.x, B.l[0], B.inv[0]);
+    q.y = md__mirror_coord(wr[1], pre.prev.y, B.l[1], B.inv[1]);
+    q.z = md__mirror_coord(wr[2], pre.prev.z, B.l[2], B.inv[2]);
+    q.w = pre.charge;
     A.xyzq[slot] = q;
-    if (A.nb_ref && md__nb_moved(q, A.nb_ref[slot], md__box_f32(box), A.nb_half2)) A.nb_ctl[MD__NB_CTL_REBUILD] = 1;
+    if (A.nb_ref && md__nb_moved(q, pre.ref, B.f, A.nb_half2)) A.nb_ctl[MD__NB_CTL_REBUILD] = 1;
     A.vel[slot] = make_float4((float)v[0], (float)v[1], (float)v[2], (float)w);
 #pragma unroll
     for (int a = 0; a < 3; a++) A.force[(size_t)a * A.stride + slot] = 0;
@@ -8933,7 +8971,7 @@ static __device__ __forceinline__ int md__step_store(const md__step_args &A, int
  * returns the error bits (1 runaway, 2 non-finite, 4 constraints failed). */
 template <int K, int KIND>
 static __device__ __forceinline__ int md__step_unit(const md__step_args &A, const int *atoms, int k, int c, long long step,
-                                                    const double box[3], const double vc[3], double P[3], double *ke) {
+                                                    const md__step_box &B, const double vc[3], double P[3], double *ke) {
     double x[3 * K], v[3 * K], f[3 * K], w[K], org[3];
     int slot[K], bad = 0;
 #pragma unroll
@@ -8957,7 +8995,7 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
 #pragma unroll
         for (int a = 0; a < 3; a++) {
             double d = x[3 * i + a] - org[a];
-            x[3 * i + a] = d - box[a] * rint(d / box[a]);
+            x[3 * i + a] = d - B.l[a] * rint(d * B.inv[a]);
         }
     }
     if (A.ekin) { /* kinetic energy at time t: v + dt/2 F/m, constrained */
@@ -9021,7 +9059,7 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
                 wr[a] = org[a] + xn[j];
                 P[a] += v[j] / w[i];
             }
-            bad |= md__step_store(A, atoms[i], slot[i], wr, v + 3 * i, w[i], m2, box);
+            bad |= md__step_store(A, atoms[i], slot[i], wr, v + 3 * i, w[i], m2, B, md__step_preload(A, atoms[i], slot[i]));
         }
     }
     return bad;
@@ -9062,12 +9100,15 @@ static __device__ __forceinline__ void md__step_gather9(const double a[3], int b
  * which still takes part in the shuffles. Every lane of the warp calls it. Returns the error
  * bits of md__step_unit, for this lane's atom and the water. */
 static __device__ int md__step_water3(const md__step_args &A, int act, int at, int r, int base, long long step,
-                                      const double box[3], const double vc[3], double P[3], double *ke) {
-    const double m[3] = {A.mo, A.mh, A.mh};
-    double xo[3], vo[3], fo[3], org[3], x[9], y[9], D[3], w = 1.0;
+                                      const md__step_box &B, const double vc[3], double P[3], double *ke) {
+    const double wm[3] = {A.wo, A.wh, A.wh};
+    double xo[3], vo[3], fo[3], org[3], x[9], y[9], D[3], R[3], w = 1.0;
+    md__step_pre pre;
     int slot = 0, bad = 0, a;
 #pragma unroll
     for (a = 0; a < 3; a++) xo[a] = vo[a] = fo[a] = 0.0;
+    pre.prev = pre.ref = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    pre.charge = 0.0f;
     if (act) {
         slot = A.rank ? A.rank[at] : at;
         w = A.inv_mass[at];
@@ -9077,13 +9118,16 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
             fo[a] = md_fixed_to_double(A.force[(size_t)a * A.stride + slot], MD_FORCE_FIXED_SCALE);
             xo[a] = A.x[3 * (size_t)at + a];
         }
+        if (!A.kinetic_only) pre = md__step_preload(A, at, slot);
     }
+    /* The normals while the loads above are in flight: they need only (seed, step, atom). */
+    if (A.langevin && !A.kinetic_only) md_langevin_normals(A.seed, step, act ? at : 0, R);
 #pragma unroll
     for (a = 0; a < 3; a++) { /* relative to the oxygen, minimum image */
         double d;
         org[a] = __shfl_sync(0xffffffffu, xo[a], base);
         d = xo[a] - org[a];
-        xo[a] = d - box[a] * rint(d / box[a]);
+        xo[a] = d - B.l[a] * rint(d * B.inv[a]);
     }
     md__step_gather9(xo, base, x);
     if (A.ekin) { /* kinetic energy at time t: v + dt/2 F/m, constrained */
@@ -9091,7 +9135,7 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
 #pragma unroll
         for (a = 0; a < 3; a++) u[a] = vo[a] + 0.5 * A.dt * fo[a] * w;
         md__step_gather9(u, base, y);
-        bad |= md_settle_velocities(x, y, m) ? 4 : 0;
+        bad |= md_settle_velocities_inv(x, y, wm) ? 4 : 0;
         { /* the water's nine terms on its first lane, in md__step_unit's order: the same bits */
             double wv[3];
 #pragma unroll
@@ -9105,11 +9149,9 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
 #pragma unroll
     for (a = 0; a < 3; a++) vo[a] += A.dt * fo[a] * w;
     if (A.langevin) {
-        double R[3];
         const double sd = sqrt((1.0 - A.vscale * A.vscale) * A.kT * w);
         md__step_gather9(vo, base, y);
-        bad |= md_settle_velocities(x, y, m) ? 4 : 0;
-        md_langevin_normals(A.seed, step, act ? at : 0, R);
+        bad |= md_settle_velocities_inv(x, y, wm) ? 4 : 0;
 #pragma unroll
         for (a = 0; a < 3; a++) {
             vo[a] = y[3 * r + a];
@@ -9148,43 +9190,47 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
             }
         }
         if (!act) return 0;
-        bad |= md__step_store(A, at, slot, wr, vo, w, m2, box);
+        bad |= md__step_store(A, at, slot, wr, vo, w, m2, B, pre);
     }
     return bad;
 }
 
 /* Waters first, then one thread per other unit (clusters, then free atoms); see the section's
  * manual. A.water3: warps [0, ceil(nwater / MD__STEP_WPW)) take the waters, three lanes each
- * (md__step_water3); else one thread per water (md__step_unit). WATERS 1: only waters (no
- * clusters, no free atoms; md__step_kernel picks it), the other units' code compiled out: the
- * general kernel holds SHAKE clusters of up to MD_CUDA_STEP_MAX_CLUSTER atoms in registers, and
- * a kernel's registers are those of its largest path (ptxas: 234 registers and 720 bytes of
- * stack, 187 and 200 without). */
+ * (md__step_water3); else one thread per water (md__step_unit). WATERS 1 and 2: only waters
+ * (no clusters, no free atoms; md__step_kernel picks them), on three lanes (1, A.water3 set) or
+ * one thread (2) each, every other path's code compiled out. The general kernel holds SHAKE
+ * clusters of up to MD_CUDA_STEP_MAX_CLUSTER atoms in registers, and a kernel's registers are
+ * those of its largest path (ptxas: 234 registers and 720 bytes of stack, 187 and 200 without);
+ * and the kernel is a latency-bound chain that waits on instruction fetch (Nsight Compute,
+ * 23,568 atoms, H200: 45% of its stall samples), so the code of a path it does not run is not
+ * carried either. */
 template <int WATERS>
 __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(md__step_args A) {
     const int g = blockIdx.x * blockDim.x + threadIdx.x, warp = g >> 5, lane = g & 31;
-    const int wwarps = A.water3 ? (A.nwater + MD__STEP_WPW - 1) / MD__STEP_WPW : 0;
-    const int u = A.water3 ? A.nwater + (g - 32 * wwarps) : g; /* a unit on one thread */
+    const int w3 = WATERS == 1 || (WATERS == 0 && A.water3);
+    const int wwarps = w3 ? (A.nwater + MD__STEP_WPW - 1) / MD__STEP_WPW : 0;
+    const int u = w3 ? A.nwater + (g - 32 * wwarps) : g; /* a unit on one thread */
     const long long step = *A.step;
-    double box[3], vc[3] = {0.0, 0.0, 0.0}, P[3] = {0.0, 0.0, 0.0}, ke = 0.0;
+    const md__step_box B = md__step_box_make(A.box);
+    double vc[3] = {0.0, 0.0, 0.0}, P[3] = {0.0, 0.0, 0.0}, ke = 0.0;
     int bad = 0, first = 0;
-    for (int a = 0; a < 3; a++) box[a] = A.box[a];
     if (A.com)
         for (int a = 0; a < 3; a++) vc[a] = A.vcom[a];
-    if (warp < wwarps) { /* uniform over the warp: the shuffles need every lane */
+    if (WATERS != 2 && warp < wwarps) { /* uniform over the warp: the shuffles need every lane */
         const int q = lane / 3, r = lane - 3 * q, wi = warp * MD__STEP_WPW + q;
         const int act = q < MD__STEP_WPW && wi < A.nwater;
         const int4 w4 = act ? A.water[wi] : make_int4(0, 0, 0, 0);
-        bad = md__step_water3(A, act, r == 0 ? w4.x : (r == 1 ? w4.y : w4.z), r, 3 * q, step, box, vc, P, &ke);
+        bad = md__step_water3(A, act, r == 0 ? w4.x : (r == 1 ? w4.y : w4.z), r, 3 * q, step, B, vc, P, &ke);
         /* the water's error bits to its first lane, which reports them as one thread per water did */
         bad |= __shfl_down_sync(0xffffffffu, bad, 1) | __shfl_down_sync(0xffffffffu, bad, 2);
         if (r != 0) bad = 0;
         first = w4.x;
-    } else if (!A.water3 && u < A.nwater) {
+    } else if (WATERS != 1 && !w3 && u < A.nwater) {
         const int4 w4 = A.water[u];
         const int atoms[3] = {w4.x, w4.y, w4.z};
         first = w4.x;
-        bad = md__step_unit<3, 0>(A, atoms, 3, 0, step, box, vc, P, &ke);
+        bad = md__step_unit<3, 0>(A, atoms, 3, 0, step, B, vc, P, &ke);
     } else if (WATERS) {
         /* no other units: the last block's spare threads */
     } else if (u < A.nwater + A.ncluster) {
@@ -9192,11 +9238,11 @@ __global__ void __launch_bounds__(MD_CUDA_STEP_BLOCK) md__step_integrate_kernel(
         int atoms[MD_CUDA_STEP_MAX_CLUSTER];
         for (int i = 0; i < k; i++) atoms[i] = A.catom[A.cstart[c] + i];
         first = atoms[0];
-        bad = md__step_unit<MD_CUDA_STEP_MAX_CLUSTER, 1>(A, atoms, k, c, step, box, vc, P, &ke);
+        bad = md__step_unit<MD_CUDA_STEP_MAX_CLUSTER, 1>(A, atoms, k, c, step, B, vc, P, &ke);
     } else if (u < A.nwater + A.ncluster + A.nsingle) {
         const int atoms[1] = {A.single[u - A.nwater - A.ncluster]};
         first = atoms[0];
-        bad = md__step_unit<1, 2>(A, atoms, 1, 0, step, box, vc, P, &ke);
+        bad = md__step_unit<1, 2>(A, atoms, 1, 0, step, B, vc, P, &ke);
     }
     if (bad & 1) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_RANGE, (unsigned long long)first);
     if (bad & 2) md_cuda_flag_raise(A.flags, MD_CUDA_FLAG_NONFINITE, (unsigned long long)first);
@@ -9471,6 +9517,8 @@ static md__step_args md__step_args_make(md_cuda_sim *s) {
     A.water3 = p->water_lanes == 3;
     A.mo = p->mass_o;
     A.mh = p->mass_h;
+    A.wo = 1.0 / p->mass_o;
+    A.wh = 1.0 / p->mass_h;
     A.doh = p->doh;
     A.dhh = p->dhh;
     A.x = p->d_x;
@@ -9602,9 +9650,10 @@ static int md__step_blocks(const md_cuda_step_plan *p) {
 /* The integrate kernel for the plan's units, and its name in the kernel registry. */
 typedef void (*md__step_kernel_fn)(md__step_args);
 static md__step_kernel_fn md__step_kernel(const md_cuda_step_plan *p, const char **name) {
-    const int waters = p->ncluster == 0 && p->nsingle == 0;
-    *name = waters ? "md__step_integrate_kernel<1>" : "md__step_integrate_kernel<0>";
-    return waters ? md__step_integrate_kernel<1> : md__step_integrate_kernel<0>;
+    const int waters = p->ncluster == 0 && p->nsingle == 0, lanes3 = p->water_lanes == 3;
+    *name = !waters ? "md__step_integrate_kernel<0>"
+                    : (lanes3 ? "md__step_integrate_kernel<1>" : "md__step_integrate_kernel<2>");
+    return !waters ? md__step_integrate_kernel<0> : (lanes3 ? md__step_integrate_kernel<1> : md__step_integrate_kernel<2>);
 }
 
 /* The kinetic energy of the current state (the integrate kernel in kinetic mode). */

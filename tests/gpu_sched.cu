@@ -198,8 +198,10 @@ static void every_mode_same_results_and_counts(void) {
 }
 
 /* Equal tasks without barriers under the coroutine scheduler: round robin resumes every ready
- * task once per pass, so none falls more than a batch or two behind (a starved task's lag would
- * grow with the run). */
+ * task once per pass, so none falls more than a few batches behind, however long the run; a
+ * starved task's lag would grow with the run, to its length (60 batches here). The bound is
+ * 2 + batches / 12 (7 of 60): the GPU does not finish eight streams' equal kernels in the order
+ * they were launched, so a task's lag is not 1 or 2 every time (3 on an H200, 2026-11-28). */
 static void round_robin_does_not_starve(void) {
     int batches = sanitize ? 5 : 60, i;
     shared sh;
@@ -216,9 +218,10 @@ static void round_robin_does_not_starve(void) {
     fixture_free(&f);
     for (i = 0; i < NT; i++) {
         MD_CHECK(ts[i].waits == batches);
-        MD_CHECKF(ts[i].max_lag <= 2, "task %d fell %lld batches behind", i, ts[i].max_lag);
+        MD_CHECKF(ts[i].max_lag <= 2 + batches / 12, "task %d fell %lld of %d batches behind", i, ts[i].max_lag,
+                  batches);
     }
-    MD_CHECK(s.max_lag <= 2);
+    MD_CHECK(s.max_lag <= 2 + batches / 12);
 }
 
 /* The busy measure against a duty cycle known in advance: one task, each batch G us of GPU work
