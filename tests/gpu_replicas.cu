@@ -179,6 +179,10 @@ static void every_rung_same_trajectories_and_decisions(void) {
         d.mode = rungs[k].mode;
         d.graphs = rungs[k].graphs;
         d.transfer = rungs[k].transfer;
+        if (sanitize) { /* which rung a sanitizer's dying process was in (stdout is a pipe there) */
+            printf("  %s: starts\n", rungs[k].name);
+            fflush(stdout);
+        }
         MD_CHECK_OK(run_rung(&f, &d, k == 0 ? &ref : &o));
         if (k == 0) {
             for (r = 0; r < ref.rounds * (ref.n - 1); r++) {
