@@ -87,8 +87,8 @@
  *            md_fft_plan, md_fft3d: the compact FFT it uses
  *   bonded   md_bonded (harmonic bonds and angles), md_bonded_compute; md_ff_table,
  *            md_read_ff_table, md_topology_from_psf: parameters for a PSF
- *   constraints md_settle_water, md_settle_velocities, md_constraints: SETTLE,
- *            SHAKE and RATTLE
+ *   constraints md_settle_water, md_settle_velocities(_inv), md_constraints:
+ *            SETTLE, SHAKE and RATTLE
  *   thermostat md_philox4x32_10, md_langevin_normals: counter-based noise
  *   sim      md_sim_create/step/energy/free: the MD step on the CPU (leapfrog,
  *            Langevin middle, Monte Carlo barostat); energies CSV, progress line
@@ -2491,8 +2491,9 @@ MD_HOSTDEV static inline int md_settle_water(const double ref[9], double x[9], d
 /** @brief md_settle_velocities() with the inverse masses @p w (3 values, 1/amu) given instead of
  *  the masses: the integrate kernel passes 1 / m made once on the host, where each call would
  *  divide again (a double division is a long inlined sequence on the device, in a kernel that is
- *  a latency-bound chain). The same bits as md_settle_velocities() with m = 1 / w's masses.
- *  Returns 0, or 1 for a degenerate (collinear) triangle, with @p v left as it was. */
+ *  a latency-bound chain). md_settle_velocities(x, v, m) is this function with w[k] = 1.0 / m[k],
+ *  so the two give the same bits. Returns 0, or 1 for a degenerate (collinear) triangle, with
+ *  @p v left as it was. */
 MD_HOSTDEV static inline int md_settle_velocities_inv(const double x[9], double v[9], const double w[3]) {
     /* bonds 0: (0,1), 1: (1,2), 2: (2,0); e = unit vector from the first atom to the second */
     const int ia[3] = {0, 1, 2}, ib[3] = {1, 2, 0};
