@@ -596,7 +596,8 @@ static void registry_names_step_kernels(void) {
         if (md_cuda_kernel_at(k, NULL, &nm) != MD_OK || !nm) continue;
         /* the general integrate kernel and the waters-only ones, three lanes or one thread per
          * water (md__step_kernel), each once */
-        integrate += strncmp(nm, "md__step_integrate_kernel<", 26) == 0;
+        integrate += strcmp(nm, "md__step_integrate_kernel<0>") == 0 || strcmp(nm, "md__step_integrate_kernel<1>") == 0 ||
+                     strcmp(nm, "md__step_integrate_kernel<2>") == 0;
         bonded += strcmp(nm, "md__bonded_kernel") == 0;
     }
     MD_CHECKF(integrate >= 1 && integrate <= 3 && bonded == 1, "integrate kernels %d (1 to 3), bonded kernels %d (1)",
