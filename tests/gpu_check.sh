@@ -219,6 +219,10 @@ if [ "$BENCH_ONLY" -eq 0 ] && [ "$SANITIZE" -eq 1 ]; then
   fi
   SAN_API=()
   [ -n "$SAN" ] && "$SAN" --help 2>/dev/null | grep -q -- '--report-api-errors' && SAN_API=(--report-api-errors no)
+  # GNU time, where there is one, records each sanitized run's peak host memory: racecheck's grows
+  # with the steps a test runs, and a run the host's out-of-memory killer ends exits 9 or 137
+  SAN_TIME=()
+  [ -x /usr/bin/time ] && /usr/bin/time -f x true > /dev/null 2>&1 && SAN_TIME=(/usr/bin/time -f "gpu-check: peak host memory %M KB")
   SAN_TESTS=$([ -n "$SAN" ] && ls build/tests/gpu_* 2>/dev/null)
   [ -n "${MD_SANITIZE_TESTS:-}" ] && SAN_TESTS=$(for n in $MD_SANITIZE_TESTS; do echo "build/tests/$n"; done)
   for t in $SAN_TESTS; do
@@ -228,9 +232,12 @@ if [ "$BENCH_ONLY" -eq 0 ] && [ "$SANITIZE" -eq 1 ]; then
     fi
     for tool in memcheck racecheck; do
       n="$tool $(basename "$t")"
-      run_step "$n" 300 "$OUT/sanitizer.log" env MD_SANITIZE=1 MD_SANITIZE_TOOL="$tool" MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" \
-        --error-exitcode 1 ${SAN_API[@]+"${SAN_API[@]}"} "$t" || continue
+      run_step "$n" 300 "$OUT/sanitizer.log" ${SAN_TIME[@]+"${SAN_TIME[@]}"} env MD_SANITIZE=1 MD_SANITIZE_TOOL="$tool" \
+        MD_REQUIRE_GPU=1 "$SAN" --tool "$tool" --error-exitcode 1 ${SAN_API[@]+"${SAN_API[@]}"} "$t" || continue
       summ=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMPD/step.out" | tail -n 1 | sed 's/=* *//')
+      kb=$(grep -o 'gpu-check: peak host memory [0-9]* KB' "$TMPD/step.out" | grep -o '[0-9][0-9]*' | tail -n 1)
+      [ -n "$kb" ] && summ="$summ; peak host memory $(awk -v k="$kb" 'BEGIN { printf "%.1f GB", k / 1048576 }')"
+      case "$STEP_RC" in 9 | 137) STEP_NOTE="$STEP_NOTE (killed: SIGKILL, e.g. the host's out-of-memory killer)" ;; esac
       if [ "$STEP_RC" -eq 0 ]; then record PASS "$n" "$STEP_T" "$summ; $(last_count)"
       else record FAIL "$n" "$STEP_T" "$STEP_NOTE; $summ; $(last_count)"
         grep -m3 -E '^========= (Invalid|Race|Error|.*hazard)' "$TMPD/step.out" | cut -c1-200 | sed 's/^/        /'; fi

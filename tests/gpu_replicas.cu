@@ -8,8 +8,8 @@
  * md_cuda_sim_opts reach every replica (water_lanes 1 and 3; the sort interval stays the run's
  * -1); argument errors.
  * System: 6 replicas of 300 TIP3P waters (900 atoms), 290-340 K, exchanges every 20 steps
- * (MD_SANITIZE=1: 3 replicas, fewer rounds). Seeds used: 51 (the exchanges), 61 (the waters),
- * 71 (the Langevin noise, + 1000 r per replica).
+ * (MD_SANITIZE=1: 3 replicas, fewer rounds; racecheck: 6 steps an exchange). Seeds used: 51
+ * (the exchanges), 61 (the waters), 71 (the Langevin noise, + 1000 r per replica).
  *
  * Without a GPU every test prints SKIP. */
 #define MD_IMPLEMENTATION
@@ -21,7 +21,14 @@ static int sanitize;
 /* MD_SANITIZE_TOOL=racecheck (tests/gpu_check.sh): the replicas' graphs keep the list build
  * device-gated (md_cuda_nb_opts::gated_build), because racecheck's process dies (SIGSEGV, 0
  * hazards; CUDA 13.0, H100, 2026-11-24) on graphs whose list build is an IF node; memcheck and
- * the plain run test the IF node (tests/gpu_step.cu's captured_steps_match_stream too). */
+ * the plain run test the IF node (tests/gpu_step.cu's captured_steps_match_stream too).
+ * Racecheck's host memory grows while the steps run: on an H200 machine with 128 GB
+ * (2026-11-28, this program under racecheck alone, the first 20 s) it grew 2.5-3.4 GB/s on the
+ * code of 2026-11-27/28 up to the PME transforms as graphs, 4.6 GB/s after the pair kernel's i
+ * forces moved to shared memory and 5.9-6.1 GB/s after its grid of the last build's items (why
+ * was not profiled), and the process was killed (exit 9, SIGKILL from the host's out-of-memory
+ * killer) at 122 GB, within the first rung. Under racecheck each rung runs 6 steps per exchange
+ * instead of 20 (3 exchanges, two reads each): the same kernels, under a third of the launches. */
 static int racecheck;
 
 #define NEED_GPU()                                                                                 \
@@ -175,6 +182,10 @@ static void every_rung_same_trajectories_and_decisions(void) {
     d.steps_per_exchange = 20;
     d.steps_per_read = 5; /* four reads per exchange: the waits the scheduler overlaps */
     d.exchanges = sanitize ? 3 : 12;
+    if (racecheck) { /* two reads per exchange of 6 steps: see racecheck's comment at the top */
+        d.steps_per_exchange = 6;
+        d.steps_per_read = 3;
+    }
     for (k = 0; k < (int)(sizeof rungs / sizeof rungs[0]); k++) {
         d.mode = rungs[k].mode;
         d.graphs = rungs[k].graphs;

@@ -27,6 +27,8 @@
  *                       print {"schema":"md_race/1",...} with s_per_step, ns_per_day and the
  *                       potential energy of the PDB's configuration (for bench/peers.py
  *                       openmm-energy)
+ *   --water-lanes N     with --race: the integrate kernel's lanes per water, 1 or 3, instead of
+ *                       the library's rule (md_cuda_sim_opts::water_lanes), to time both layouts
  *   --drift PS          NVE energy drift of PS ps (after 20 ps of Langevin) on --race's box
  *                       (default: the 23,568-atom box), leapfrog with rigid water as OpenMM's
  *                       VerletIntegrator: JSON with the slope in kJ/mol/ns per degree of freedom
@@ -36,7 +38,8 @@
  *                       (see VALIDATE_* below), JSON and PASS/FAIL lines
  *
  *   build/chapters/08_md_step [--quick] [--json FILE] [--reps N] [--steps N]
- *                             [--write-pdb PREFIX] [--race FILE.pdb] [--drift PS] [--validate PS] */
+ *                             [--write-pdb PREFIX] [--race FILE.pdb [--water-lanes N]] [--drift PS]
+ *                             [--validate PS] */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #ifdef __CUDACC__
@@ -312,7 +315,7 @@ static int write_pdbs(const char *prefix) {
 
 #ifdef __CUDACC__
 /* The race: md.h's step on the PDB's box with OpenMM's settings; one JSON line. */
-static int race(const char *pdb, int steps, int reps) {
+static int race(const char *pdb, int steps, int reps, int water_lanes) {
     md_system s;
     md_topology t;
     md_lj_table lj;
@@ -321,13 +324,16 @@ static int race(const char *pdb, int steps, int reps) {
     md_energy e;
     md_sim ref;
     md_cuda_device_info info;
+    md_cuda_sim_opts go;
     double sps = 0.0;
     if (!md_cuda_available()) {
         printf("SKIP --race: %s\n", md_last_error());
         return 0;
     }
     md_cuda_get_device_info(0, &info);
-    if (read_box(pdb, &s, &t, &lj) != MD_OK || md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK) {
+    memset(&go, 0, sizeof go);
+    go.water_lanes = water_lanes; /* 0: the library's rule */
+    if (read_box(pdb, &s, &t, &lj) != MD_OK || md_cuda_sim_create(&g, &s, &t, &lj, &d, &go) != MD_OK) {
         printf("FAIL --race %s: %s\n", pdb, md_last_error());
         return 1;
     }
@@ -353,11 +359,11 @@ static int race(const char *pdb, int steps, int reps) {
     printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"step\", \"device\": \"%s\", \"atoms\": %d, "
            "\"steps\": %d, \"s_per_step\": %.9g, \"ns_per_day\": %.6g, \"pme_grid\": [%d, %d, %d], \"cutoff_nm\": %g, "
            "\"ewald_tolerance\": %g, \"potential_kj_mol\": %.10g, \"recip_kj_mol\": %.10g, \"nb_variant\": \"%s\", "
-           "\"list_builds_per_1000_steps\": %.4g}\n",
+           "\"list_builds_per_1000_steps\": %.4g, \"water_lanes\": %d}\n",
            info.name, s.n, steps, sps, ns_per_day(0.002, sps), g.pme.params.grid[0], g.pme.params.grid[1],
            g.pme.params.grid[2], g.desc.nb.cutoff, g.desc.nb.ewald_tolerance, md_energy_potential(&ref.energy),
            ref.energy.coul_recip, md_nb_variant_name(g.opts.nb_variant),
-           1000.0 * (double)g.nb.stats.rebuilds / (double)g.steps);
+           1000.0 * (double)g.nb.stats.rebuilds / (double)g.steps, g.opts.water_lanes);
     md_sim_free(&ref);
     md_cuda_sim_destroy(&g);
     md_system_free(&s);
@@ -509,7 +515,7 @@ int main(int argc, char **argv) {
     ladder_opts o;
     const char *pdb_prefix = NULL, *race_pdb = NULL;
     double drift_ps = 0.0, validate_ps = 0.0;
-    int steps = 0, i, rc, n = 1;
+    int steps = 0, water_lanes = 0, i, rc, n = 1;
     char **rest = (char **)malloc((size_t)argc * sizeof(char *));
     if (!rest) return 1;
     rest[0] = argv[0];
@@ -520,12 +526,14 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--drift") == 0 && more) drift_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--validate") == 0 && more) validate_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--water-lanes") == 0 && more) water_lanes = atoi(argv[++i]);
         else rest[n++] = argv[i];
     }
     if ((rc = ladder_parse(&o, n, rest,
                            "  --steps N           GPU steps per timed run (default 500; --quick 100)\n"
                            "  --write-pdb PREFIX  write the benchmark boxes as PDB files for OpenMM (bench/race.sh)\n"
                            "  --race FILE.pdb     md.h's step time on the PDB's box, OpenMM's settings (JSON)\n"
+                           "  --water-lanes N     --race: lanes per water in the integrate kernel, 1 or 3 (default: the library's rule)\n"
                            "  --drift PS          NVE energy drift over PS ps (JSON; with --race's PDB if given)\n"
                            "  --validate PS       SPC/E density and O-O g(r) after PS ps of NPT at 298 K")) != 0) {
         free(rest);
@@ -536,12 +544,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: --drift, --validate and --steps want positive numbers\n", argv[0]);
         return 2;
     }
+    if (water_lanes != 0 && water_lanes != 1 && water_lanes != 3) {
+        fprintf(stderr, "%s: --water-lanes wants 1 or 3 (got %d)\n", argv[0], water_lanes);
+        return 2;
+    }
     if (steps == 0) steps = o.quick ? 100 : 500;
     if (pdb_prefix) return write_pdbs(pdb_prefix);
 #ifdef __CUDACC__
     if (drift_ps > 0) return drift(race_pdb, drift_ps);
     if (validate_ps > 0) return validate(validate_ps);
-    if (race_pdb) return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5);
+    if (race_pdb) return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5, water_lanes);
 #else
     if (drift_ps > 0 || validate_ps > 0 || race_pdb) {
         printf("SKIP --race, --drift, --validate: nvcc not found (GPU modes)\n");
