@@ -9621,7 +9621,10 @@ static md_status md__sim_forces(md_cuda_sim *s, int energy, int checked) {
  * resident at once (one wave), else 1. Three lanes shorten the chain a warp runs (the kernel is
  * latency bound, a few warps per SM) but triple the warps: measured on an H100 (chapter 08's
  * --race, 1000 steps, with the one-reciprocal SETTLE), 23,568 atoms 178.0 -> 174.0 us per step
- * (786 warps, one wave), 95,766 atoms 522.0 -> 539.1 us (3,193 warps, three waves). */
+ * (786 warps, one wave), 95,766 atoms 522.0 -> 539.1 us (3,193 warps, three waves). Again with
+ * one kernel per layout (md__step_integrate_kernel<1>, <2>; H200, 2026-11-28, --water-lanes 1 /
+ * 3, two rounds): 23,568 atoms 114.5 / 114.5 -> 113.5 / 113.5 us, 95,766 atoms 356.2 / 357.1 ->
+ * 365.1 / 364.6 us: the rule still picks the faster layout at both sizes. */
 static md_status md__step_water_lanes(md_cuda_step_plan *p, int want, int sm_count) {
     int per_sm = 0;
     if (want) {

@@ -15,7 +15,9 @@
 #                   (freud's RDF of chapter 05's frame, bench/peers.py)
 #   profile.txt     Nsight Compute: the warp stall reasons of chapter 03's gpu_gather and gpu_const
 #                   (tests/gpu_profile.sh), then ncu's section text of both kernels
-#   sanitizer.log   every GPU test under compute-sanitizer memcheck and racecheck (MD_SANITIZE=1)
+#   sanitizer.log   every GPU test under compute-sanitizer memcheck and racecheck (MD_SANITIZE=1),
+#                   with each run's peak host memory (GNU time; racecheck's grows with the steps a
+#                   test runs: 62.6 GB for gpu_replicas on an H200 machine of 128 GB, 2026-11-28)
 #   summary.txt     per step PASS/FAIL/SKIP, the ceilings, the stall table, the condensed bench
 #                   lines (also printed last)
 # Order: device, build, tests, ceilings, chapters, profile, sanitizer (slowest last, so the
