@@ -7,6 +7,11 @@
 #                                     build/chapters/08_md_step (built here if missing)
 # Results: ${OUT:-build/step-kernels}/ncu_<atoms>.csv, the table on stdout.
 set -u
+case "${1:-}" in
+  -h | --help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "usage: $0 [--help]   (results in \${OUT:-build/step-kernels})" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/step-kernels}
 B=build/chapters/08_md_step
