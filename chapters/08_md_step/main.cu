@@ -526,7 +526,11 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--drift") == 0 && more) drift_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--validate") == 0 && more) validate_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--water-lanes") == 0 && more) water_lanes = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--water-lanes") == 0 && more) {
+            char *end;
+            water_lanes = (int)strtol(argv[++i], &end, 10);
+            if (*end != '\0' || end == argv[i]) water_lanes = -1; /* not a number: refused below */
+        }
         else rest[n++] = argv[i];
     }
     if ((rc = ladder_parse(&o, n, rest,
@@ -545,7 +549,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (water_lanes != 0 && water_lanes != 1 && water_lanes != 3) {
-        fprintf(stderr, "%s: --water-lanes wants 1 or 3 (got %d)\n", argv[0], water_lanes);
+        fprintf(stderr, "%s: --water-lanes wants 1 or 3\n", argv[0]);
         return 2;
     }
     if (steps == 0) steps = o.quick ? 100 : 500;
