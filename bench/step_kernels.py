@@ -41,8 +41,10 @@ def short(name):
 
 def table(path):
     seq = launches(path)
-    search = [v for k, v in seq if "md__nb_search_kernel" in k]
-    lo = min(search) if search else 0.0
+    def shortest(kernel):
+        return min((v for k, v in seq if kernel in k), default=0.0)
+
+    lo, lo_box = shortest("md__nb_search_kernel"), shortest("md__nb_bbox_kernel")
     groups, build = {}, False
     for k, v in seq:
         s = short(k)
@@ -50,7 +52,7 @@ def table(path):
             build = v > 2.0 * lo
             s += " (a build)" if build else " (no build)"
         elif "md__nb_bbox_kernel" in k:
-            s += " (a build)" if v > 2.0 * min(x for kk, x in seq if "md__nb_bbox_kernel" in kk) else " (no build)"
+            s += " (a build)" if v > 2.0 * lo_box else " (no build)"
         elif "md__nb_cluster_kernel" in k:
             s += " (after a build: prunes)" if build else " (no build)"
         elif "regular_fft" in k or "vector_fft" in k:
