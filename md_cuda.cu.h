@@ -6437,6 +6437,21 @@ struct md__nb_cluster_args {
     md__nb_bonded_args exact;
 };
 
+/* A float2 from a 32-bit shared-memory address (__cvta_generic_to_shared). The pair kernel's LJ
+ * lookup with it: s_ti holds row ti's byte offset and an entry computes column tj's address once,
+ * so an i-cluster step adds one register to another (SASS, force-only: 6 instructions for the
+ * lookup before, 3 now: nvcc rebuilt the table's address from the block's shared window,
+ * S2R SR_CgaCtaId, at every step). Side by side on an H200 (2026-11-28, one call, two runs each,
+ * with the mask test written as one predicate): bench/nb_cluster's gpu_cluster_smem (energies)
+ * 81.2 -> 74.6 / 77.3 us at 23,568 atoms and 255.9 -> 244.4 / 246.6 us at 95,766 (one run of
+ * the code before came back whole); chapter 08's race step 113.4 / 113.4 -> 112.0 / 112.2 us
+ * and 356.7 / 356.8 -> 350.9 / 350.0 us, the same potential energy to the last digit. */
+static __device__ __forceinline__ float2 md__lds_float2(unsigned addr) {
+    float2 v;
+    asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+
 /* The body of the cluster kernel for one work item (see md__nb_cluster_kernel). PRUNE: the first
  * evaluation after a build: the entry's outer i-cluster mask (bits 17-24) is computed and each
  * entry's inner mask (bits 0-7) is rewritten to the i-clusters with an atom pair within
@@ -6478,7 +6493,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
             p.w = q < at.y ? p.w * c.kc : 0.0f;
         }
         s_xi[wib][k] = p;
-        s_ti[wib][k] = t * a.ntypes;
+        s_ti[wib][k] = SMEM ? t * a.ntypes * (int)sizeof(float2) : t * a.ntypes; /* SMEM: a byte offset */
     }
 #pragma unroll
     for (int s = 0; s < S; s++) {
@@ -6502,6 +6517,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                 float4 pj = a.xyzq[aj];
                 const int tj = a.type[aj];
                 const float2 *ljrow = a.lj + tj;
+                /* SMEM: the 32-bit shared-memory address of column tj of the table (see md__lds_float2) */
+                const unsigned ljj = SMEM ? (unsigned)__cvta_generic_to_shared(s_lj + tj) : 0u;
                 unsigned okb = vj ? ivalid : 0u, inner = 0; /* okb bit s: this lane's pair with i-cluster s may count */
                 float fjx = 0.0f, fjy = 0.0f, fjz = 0.0f;
                 if (slot >= 0) { /* an entry with exclusions or the diagonal: this lane's bit of each mask */
@@ -6525,7 +6542,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                     float4 f = s_fi[s * W + lane];
                     const float4 pi = s_xi[wib][s * CI + ii];
                     const int ti = s_ti[wib][s * CI + ii];
-                    const float2 lj = SMEM ? s_lj[ti + tj] : __ldg(ljrow + ti);
+                    const float2 lj = SMEM ? md__lds_float2(ljj + (unsigned)ti) : __ldg(ljrow + ti);
                     float dx = pi.x - pj.x, dy = pi.y - pj.y, dz = pi.z - pj.z, r2, fs, el = 0.0f, ec = 0.0f;
                     int ok;
                     if (mi) { /* small boxes: minimum image per pair (uniform branch) */
@@ -6534,7 +6551,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                         dz = fmaf(-L2, rintf(dz * iL2), dz);
                     }
                     r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
-                    ok = (int)((okb >> s) & 1u) & (r2 < c.rc2);
+                    ok = (okb & (1u << s)) != 0u && r2 < c.rc2;
                     if (PRUNE) /* keep i-cluster s if any real pair is within cutoff + buffer */
                         inner |= ((__ballot_sync(vm, ((okb >> s) & 1u) && r2 < c.rl2) >> lane_base) & WMASK) ? 1u << s : 0u;
                     fs = md_cuda_nb_pair_fast(&c, r2, md_cuda_rsqrt_mufu(r2), pi.w * pj.w, lj.x, lj.y, FLAGS & 1, &el, &ec);
