@@ -6076,7 +6076,16 @@ __global__ void __launch_bounds__(MD__NB_SEARCH_BLOCK) md__nb_search_kernel(md__
                     }
                 } else {
                     for (int k = lane; k < nit; k += W) {
-                        const long long e0 = base + (long long)k * a.chunk, e1 = min(base + total, e0 + a.chunk);
+                        /* the unit's entries cut into nit items of equal size (+-1), not chunk-sized
+                         * items and a remainder: a unit's items are consecutive, so mostly the two
+                         * warps of one block of the pair kernel, which retires when the longer one
+                         * ends. Side by side on an H200 (2026-11-28, one call, two runs each):
+                         * bench/nb_cluster's gpu_cluster_smem 75.0 / 74.3 -> 71.8 / 70.2 us at
+                         * 23,568 atoms and 246.8 / 247.2 -> 220.4 / 221.2 us at 95,766 (Nsight
+                         * Compute: warps active 28.2 -> 31.9% and 30.6 -> 37.1% of the SM's 64);
+                         * chapter 08's race step 111.5 / 111.9 -> 109.8 / 109.6 us and 351.0 /
+                         * 350.8 -> 337.4 / 338.1 us, the same potential energy */
+                        const long long e0 = base + (long long)total * k / nit, e1 = base + (long long)total * (k + 1) / nit;
                         a.items[ib + k] = make_int4(vw, (int)e0, (int)e1, 0);
                     }
                 }
