@@ -1098,7 +1098,7 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 #ifndef MD_CUDA_NB_CLUSTER_BLOCK
 /** @brief Threads per block of the cluster rungs' pair kernel: 32, 64, 128, 256 or 512 (the
  *  launch bound keeps 1024 threads per SM, 64 registers); measured at md__nb_cluster_kernel. */
-#define MD_CUDA_NB_CLUSTER_BLOCK 64
+#define MD_CUDA_NB_CLUSTER_BLOCK 32
 #endif
 #ifndef MD_CUDA_NB_ITEM_WARPS
 /** @brief Work items per SM the default md_cuda_nb_opts::chunk aims at (entries per item =
@@ -1297,7 +1297,8 @@ typedef struct md_cuda_nb_plan {
     int *d_exl;                /**< max_excl x stride exclusion partners (internal slots, ascending, column-major) */
     int4 *d_entries;           /**< cap_entries (first j atom, imask | shift << 8 | minimg << 13 | j atoms << 14, mask slot
                                     or -1, j-cluster) */
-    int4 *d_items;             /**< cap_items (super-cluster, first entry, end entry, 0) */
+    int4 *d_items;             /**< cap_items (super-cluster, first entry, end entry, 0): a build's long items
+                                    from index 0 up, its short ones from cap_items - 1 down */
     unsigned int *d_masks;     /**< cap_excl x MD_CUDA_NB_SUPER exclusion masks (bit jj * CI + ii: pair computed) */
     int *d_nb;                 /**< Verlet rungs: max_nb x stride neighbours (column-major) */
     int *d_nbn;                /**< Verlet rungs: capacity neighbour counts */
@@ -5324,7 +5325,17 @@ enum {
     MD__NB_CTL_PRUNED,      /* lanes x steps of the list after the prune (cluster rungs) */
     MD__NB_CTL_MINIMG,      /* nonzero: an entry of this build needs the minimum image per pair (small boxes) */
     MD__NB_CTL_WORK,        /* units of the cluster search handed out (the last block resets) */
-    MD__NB_CTL_WORDS = 24
+    MD__NB_CTL_ICLASS,      /* work items of this build by class: long ones, a unit's items of half a
+                               chunk or more (low 32 bits, placed from index 0 up), and short ones
+                               (high 32 bits, from cap_items - 1 down); one atomic for both, so every
+                               unit's place is tested against the capacity with the counts of its
+                               moment. The pair kernel takes the long ones first (longest-first
+                               order, two classes). Side by side on an H200 (2026-11-28, one call,
+                               two runs each): bench/nb_cluster's gpu_cluster_smem 221.4 / 219.6 ->
+                               215.5 / 213.9 us at 95,766 atoms (71.7 / 70.5 -> 69.7 / 70.1 at
+                               23,568); chapter 08's race 336.3 / 336.2 -> 335.1 / 335.0 us (110.2 /
+                               110.1 -> 109.4 / 110.0) */
+    MD__NB_CTL_WORDS = 25
 };
 
 /* The float minimum-image box of a device box (md.h's md_nb_box_f32_make). */
@@ -5507,6 +5518,7 @@ __global__ void md__nb_bbox_kernel(const float4 *__restrict__ xyzq, const int2 *
         if (box[2] < shortest) shortest = box[2];
         ctl[MD__NB_CTL_NENTRIES] = 0;
         ctl[MD__NB_CTL_NITEMS] = 0;
+        ctl[MD__NB_CTL_ICLASS] = 0;
         ctl[MD__NB_CTL_NEXCL] = 0;
         ctl[MD__NB_CTL_COMPUTED] = 0;
         ctl[MD__NB_CTL_PRUNED] = 0;
@@ -6066,6 +6078,14 @@ __global__ void __launch_bounds__(MD__NB_SEARCH_BLOCK) md__nb_search_kernel(md__
                 if (lane == 0) {
                     atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_COMPUTED], (unsigned long long)computed);
                     ib = nit ? (long long)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NITEMS], (unsigned long long)nit) : 0;
+                    if (nit) { /* placed by class: see MD__NB_CTL_ICLASS and md__nb_cluster_kernel */
+                        const int longer = 2 * total >= nit * a.chunk; /* items of at least half a chunk */
+                        const unsigned long long o = atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_ICLASS],
+                                                               longer ? (unsigned long long)nit : (unsigned long long)nit << 32);
+                        const long long h = (long long)(o & 0xffffffffull), l = (long long)(o >> 32);
+                        ib = h + l; /* the count before: the capacity test below */
+                        if (ib + nit <= a.cap_items) ib = longer ? h : a.cap_items - l - nit;
+                    }
                 }
                 ib = __shfl_sync(vm, ib, 0, W);
                 if (ib + nit > a.cap_items) {
@@ -6726,7 +6746,11 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
  * 128 threads 92.1 / 92.4 us, 64 threads 90.3 / 90.3, 32 threads 90.5 / 90.9; chapter 08's race
  * at 95,766 atoms 501.8 (128) / 499.7 (64) / 495.3 (32) us, at 23,568 atoms within the runs'
  * spread (155.3-159.1 us), so 64. Computing two i-clusters per mask branch (two independent
- * chains) spilled more (212 / 468 bytes) and was slower (94.8 us). */
+ * chains) spilled more (212 / 468 bytes) and was slower (94.8 us). Measured again with work items
+ * of equal size and the long ones first (H200, 2026-11-28, one call, two runs each, 64 -> 32
+ * threads): bench/nb_cluster 69.7 / 70.1 -> 69.7 / 69.4 us and 215.5 / 213.9 -> 215.7 / 214.1
+ * us; chapter 08's race 109.4 / 110.0 -> 109.9 / 109.3 us and 335.1 / 335.0 -> 333.8 / 333.8
+ * us, so 32 (a block is one warp: nothing waits for a sibling's longer item). */
 static_assert(MD_CUDA_NB_CLUSTER_BLOCK % 32 == 0 && 1024 % MD_CUDA_NB_CLUSTER_BLOCK == 0 && MD_CUDA_NB_CLUSTER_BLOCK <= 512,
               "MD_CUDA_NB_CLUSTER_BLOCK: 32, 64, 128, 256 or 512");
 template <int W, int FLAGS, int SMEM>
@@ -6761,7 +6785,11 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
                                      (float)(k / 9 - 1) * (float)a.box[2], 0.0f);
         __syncthreads();
     }
-    for (int it = (int)item; it < (int)nitems; it += (int)a.item_stride) {
+    /* the build's long items first, then its short ones (MD__NB_CTL_ICLASS), so the grid's last
+     * warps, which run while the device empties, take the short work */
+    const long long nlong = a.ctl[MD__NB_CTL_ICLASS] & 0xffffffffll;
+    for (int it0 = (int)item; it0 < (int)nitems; it0 += (int)a.item_stride) {
+        const int it = it0 < nlong ? it0 : (int)(a.cap_items - 1 - (it0 - nlong));
         /* the prune too has a body without the minimum-image branch: the first evaluation after a
          * build computes the fresh list's every pair, and the branch costs instructions per pair
          * step whether taken or not (SASS, force-only: 73 -> 68 per i-cluster step). Measured side
@@ -7550,7 +7578,7 @@ md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown)
     if (!g) return MD_OK;
     if ((st = md__nb_alloc_lists(p, s->q.stream)) != MD_OK) return st;
     h[MD__NB_CTL_NEED_ENTRIES] = h[MD__NB_CTL_NEED_ITEMS] = h[MD__NB_CTL_NEED_EXCL] = h[MD__NB_CTL_NEED_NB] = 0;
-    h[MD__NB_CTL_NENTRIES] = h[MD__NB_CTL_NITEMS] = h[MD__NB_CTL_NEXCL] = 0;
+    h[MD__NB_CTL_NENTRIES] = h[MD__NB_CTL_NITEMS] = h[MD__NB_CTL_NEXCL] = h[MD__NB_CTL_ICLASS] = 0;
     h[MD__NB_CTL_REBUILD] = 1;
     MD_CUDA_TRY(cudaMemcpyAsync(p->d_ctl, h, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice, s->q.stream));
     MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
