@@ -1115,8 +1115,11 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  435.3 / 457.8 us. So 96: 23 entries at 23,568 atoms, 64 (the clamp) at 95,766; 8 (the clamp)
  *  for the 4,050- and 5,100-atom boxes either way. Chapter 06's timing of the pair kernel alone
  *  (repeated evaluations of one list, no builds or prunes) is 2% slower with it at both sizes
- *  (H200, side by side: 90.9 / 92.3 -> 92.5 / 94.0 us and 297.6 / 297.2 -> 302.7 / 303.5 us): a
- *  target that keeps 62 entries at 95,766 atoms is still to be measured. */
+ *  (H200, side by side: 90.9 / 92.3 -> 92.5 / 94.0 us and 297.6 / 297.2 -> 302.7 / 303.5 us).
+ *  With work items of equal size and the long ones first (2026-11-28, H200, one call, two runs
+ *  each), a larger clamp at 95,766 atoms (7,737 items instead of 9,124): clamp 64 / 96 / 128, the
+ *  pair kernel alone (bench/nb_cluster) 215.3 / 216.2, 223.9 / 225.6, 225.1 / 226.2 us; the race
+ *  335.1 / 333.8, 335.6 / 335.5, 335.9 / 335.8 us; so the clamp stays 64. */
 #define MD_CUDA_NB_ITEM_WARPS 96
 #endif
 #ifndef MD_CUDA_NB_SEARCH_WARPS
@@ -5307,7 +5310,16 @@ enum {
     MD__NB_CTL_ESCAPE,      /* float bits: largest distance an atom is outside its cell (this build) */
     MD__NB_CTL_DONE,        /* blocks of the search kernel that finished (the last one resets) */
     MD__NB_CTL_NENTRIES,    /* entries (cluster) or list pairs (Verlet) of this build */
-    MD__NB_CTL_NITEMS,      /* work items of this build */
+    MD__NB_CTL_NITEMS,      /* work items of this build by class (md__nb_nitems: their count): long ones,
+                               a unit's items of half a chunk or more (low 32 bits, placed from index
+                               0 up), and short ones (high 32 bits, from cap_items - 1 down); one
+                               atomic counts both, so every unit's place is tested against the
+                               capacity with the counts of its moment. The pair kernel takes the
+                               long ones first (longest-first order, two classes). Side by side on an
+                               H200 (2026-11-28, one call, two runs each): bench/nb_cluster's
+                               gpu_cluster_smem 221.4 / 219.6 -> 215.5 / 213.9 us at 95,766 atoms
+                               (71.7 / 70.5 -> 69.7 / 70.1 at 23,568); chapter 08's race 336.3 /
+                               336.2 -> 335.1 / 335.0 us (110.2 / 110.1 -> 109.4 / 110.0) */
     MD__NB_CTL_NEXCL,       /* exclusion-mask entries of this build */
     MD__NB_CTL_COMPUTED,    /* lanes x steps (cluster) of this build */
     MD__NB_CTL_REBUILDS,    /* builds so far */
@@ -5325,18 +5337,13 @@ enum {
     MD__NB_CTL_PRUNED,      /* lanes x steps of the list after the prune (cluster rungs) */
     MD__NB_CTL_MINIMG,      /* nonzero: an entry of this build needs the minimum image per pair (small boxes) */
     MD__NB_CTL_WORK,        /* units of the cluster search handed out (the last block resets) */
-    MD__NB_CTL_ICLASS,      /* work items of this build by class: long ones, a unit's items of half a
-                               chunk or more (low 32 bits, placed from index 0 up), and short ones
-                               (high 32 bits, from cap_items - 1 down); one atomic for both, so every
-                               unit's place is tested against the capacity with the counts of its
-                               moment. The pair kernel takes the long ones first (longest-first
-                               order, two classes). Side by side on an H200 (2026-11-28, one call,
-                               two runs each): bench/nb_cluster's gpu_cluster_smem 221.4 / 219.6 ->
-                               215.5 / 213.9 us at 95,766 atoms (71.7 / 70.5 -> 69.7 / 70.1 at
-                               23,568); chapter 08's race 336.3 / 336.2 -> 335.1 / 335.0 us (110.2 /
-                               110.1 -> 109.4 / 110.0) */
-    MD__NB_CTL_WORDS = 25
+    MD__NB_CTL_WORDS = 24
 };
+
+/* Work items of a build from its MD__NB_CTL_NITEMS word: long ones plus short ones. */
+static __host__ __device__ inline long long md__nb_nitems(long long w) {
+    return (w & 0xffffffffll) + (long long)((unsigned long long)w >> 32);
+}
 
 /* The float minimum-image box of a device box (md.h's md_nb_box_f32_make). */
 static __device__ __forceinline__ md_nb_box_f32 md__box_f32(const double *box) { return md_nb_box_f32_make(box); }
@@ -5518,7 +5525,6 @@ __global__ void md__nb_bbox_kernel(const float4 *__restrict__ xyzq, const int2 *
         if (box[2] < shortest) shortest = box[2];
         ctl[MD__NB_CTL_NENTRIES] = 0;
         ctl[MD__NB_CTL_NITEMS] = 0;
-        ctl[MD__NB_CTL_ICLASS] = 0;
         ctl[MD__NB_CTL_NEXCL] = 0;
         ctl[MD__NB_CTL_COMPUTED] = 0;
         ctl[MD__NB_CTL_PRUNED] = 0;
@@ -6077,10 +6083,9 @@ __global__ void __launch_bounds__(MD__NB_SEARCH_BLOCK) md__nb_search_kernel(md__
                 computed = (long long)md__warp_sum_fixed<W>((md_fixed)computed, vm);
                 if (lane == 0) {
                     atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_COMPUTED], (unsigned long long)computed);
-                    ib = nit ? (long long)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NITEMS], (unsigned long long)nit) : 0;
-                    if (nit) { /* placed by class: see MD__NB_CTL_ICLASS and md__nb_cluster_kernel */
+                    if (nit) { /* placed by class: see MD__NB_CTL_NITEMS and md__nb_cluster_kernel */
                         const int longer = 2 * total >= nit * a.chunk; /* items of at least half a chunk */
-                        const unsigned long long o = atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_ICLASS],
+                        const unsigned long long o = atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NITEMS],
                                                                longer ? (unsigned long long)nit : (unsigned long long)nit << 32);
                         const long long h = (long long)(o & 0xffffffffull), l = (long long)(o >> 32);
                         ib = h + l; /* the count before: the capacity test below */
@@ -6766,7 +6771,8 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
     const long long item = (long long)blockIdx.x * NW + wib;
     const int prune = a.ctl[MD__NB_CTL_PRUNE] != 0; /* the same for every block: cleared only after all */
     const int minimg = a.ctl[MD__NB_CTL_MINIMG] != 0; /* set by the build, the same for every block */
-    long long nitems = a.ctl[MD__NB_CTL_NITEMS];
+    const long long iw = a.ctl[MD__NB_CTL_NITEMS];
+    long long nitems = md__nb_nitems(iw);
     if (nitems > a.cap_items) nitems = a.cap_items;
     /* The exact pairs (md__nb_bonded_body) in the blocks after the items': they run in the items'
      * tail instead of as a kernel of their own after this one, on the step's critical path.
@@ -6785,9 +6791,9 @@ __global__ void __launch_bounds__(MD_CUDA_NB_CLUSTER_BLOCK, 1024 / MD_CUDA_NB_CL
                                      (float)(k / 9 - 1) * (float)a.box[2], 0.0f);
         __syncthreads();
     }
-    /* the build's long items first, then its short ones (MD__NB_CTL_ICLASS), so the grid's last
+    /* the build's long items first, then its short ones (MD__NB_CTL_NITEMS), so the grid's last
      * warps, which run while the device empties, take the short work */
-    const long long nlong = a.ctl[MD__NB_CTL_ICLASS] & 0xffffffffll;
+    const long long nlong = iw & 0xffffffffll;
     for (int it0 = (int)item; it0 < (int)nitems; it0 += (int)a.item_stride) {
         const int it = it0 < nlong ? it0 : (int)(a.cap_items - 1 - (it0 - nlong));
         /* the prune too has a body without the minimum-image branch: the first evaluation after a
@@ -7488,10 +7494,10 @@ md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *
     h = p->h_ctl;
     p->stats.rebuilds = h[MD__NB_CTL_REBUILDS];
     p->stats.entries = h[MD__NB_CTL_NENTRIES];
-    p->stats.work_items = h[MD__NB_CTL_NITEMS];
+    p->stats.work_items = md__nb_nitems(h[MD__NB_CTL_NITEMS]);
     { /* the pair kernel's grid: the last build's items and a quarter more, kept while they fit
        * (a graph captured after a poll keeps its launch shape across builds) */
-        const long long w = h[MD__NB_CTL_NITEMS];
+        const long long w = md__nb_nitems(h[MD__NB_CTL_NITEMS]);
         if (w > 0 && w <= p->cap_items && (w > p->grid_items || 2 * w < p->grid_items))
             p->grid_items = w + w / 4 + 64 < p->cap_items ? w + w / 4 + 64 : p->cap_items;
     }
@@ -7578,7 +7584,7 @@ md_status md_cuda_nb_plan_grow(md_cuda_nb_plan *p, md_cuda_state *s, int *grown)
     if (!g) return MD_OK;
     if ((st = md__nb_alloc_lists(p, s->q.stream)) != MD_OK) return st;
     h[MD__NB_CTL_NEED_ENTRIES] = h[MD__NB_CTL_NEED_ITEMS] = h[MD__NB_CTL_NEED_EXCL] = h[MD__NB_CTL_NEED_NB] = 0;
-    h[MD__NB_CTL_NENTRIES] = h[MD__NB_CTL_NITEMS] = h[MD__NB_CTL_NEXCL] = h[MD__NB_CTL_ICLASS] = 0;
+    h[MD__NB_CTL_NENTRIES] = h[MD__NB_CTL_NITEMS] = h[MD__NB_CTL_NEXCL] = 0;
     h[MD__NB_CTL_REBUILD] = 1;
     MD_CUDA_TRY(cudaMemcpyAsync(p->d_ctl, h, MD__NB_CTL_WORDS * sizeof(long long), cudaMemcpyHostToDevice, s->q.stream));
     MD_CUDA_TRY(cudaStreamSynchronize(s->q.stream));
