@@ -431,6 +431,77 @@ static void adds_and_replays(void) {
     md_system_free(&s);
 }
 
+/* MD_CUDA_PME_GRAPH: md_cuda_pme_plan_enqueue keeps one graph with and one without energies,
+ * captured with the call's arguments; a call with other arguments captures again. Into a second
+ * buffer with another stride, then back into the first, then without energies: every call gives
+ * the forces (and energy) of the stages run one by one (the plan's stream captured by the caller,
+ * which makes md_cuda_pme_plan_enqueue enqueue the stages), bit for bit. */
+static void graph_follows_arguments(void) {
+    md_system s;
+    md_cuda_pme_plan g;
+    md_pme_params pp;
+    md_fixed *d_a = NULL, *d_b = NULL, *ref, *ha, *hb;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    int n, sa, sb, i, d, k;
+    size_t na, nb;
+    NEED_GPU();
+    MD_CHECK_OK(salt_system(&s));
+    n = s.n;
+    sa = n;
+    sb = n + 11;
+    na = 3 * (size_t)sa + 10;
+    nb = 3 * (size_t)sb + 10;
+    memset(&pp, 0, sizeof pp);
+    MD_CHECK_OK(md_cuda_pme_plan_create(&g, &pp, s.box, n));
+    ref = (md_fixed *)malloc(na * sizeof(md_fixed));
+    ha = (md_fixed *)malloc(na * sizeof(md_fixed));
+    hb = (md_fixed *)malloc(nb * sizeof(md_fixed));
+    MD_CHECK(ref && ha && hb && cudaMalloc((void **)&d_a, na * sizeof(md_fixed)) == cudaSuccess &&
+             cudaMalloc((void **)&d_b, nb * sizeof(md_fixed)) == cudaSuccess);
+    MD_CHECK_OK(md_cuda_pme_plan_upload(&g, s.xyzq, n, s.box));
+    /* the reference: the stages, captured by the caller and launched */
+    MD_CHECK(cudaMemsetAsync(d_a, 0, na * sizeof(md_fixed), g.queue.stream) == cudaSuccess);
+    MD_CHECK(cudaStreamBeginCapture(g.queue.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    {
+        md_status cs = md_cuda_pme_plan_enqueue(&g, g.d_xyzq, n, g.d_box, d_a, sa, d_a + 3 * sa, NULL);
+        cudaError_t ce = cudaStreamEndCapture(g.queue.stream, &graph);
+        MD_CHECKF(cs == MD_OK, "enqueue under capture: %s", md_last_error());
+        MD_CHECK(ce == cudaSuccess && graph);
+    }
+    MD_CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    MD_CHECK(cudaGraphLaunch(exec, g.queue.stream) == cudaSuccess);
+    MD_CHECK_OK(md_cuda_queue_sync(&g.queue, "stages", NULL));
+    MD_CHECK(cudaMemcpy(ref, d_a, na * sizeof(md_fixed), cudaMemcpyDeviceToHost) == cudaSuccess);
+    MD_CHECK(ref[3 * sa] != 0ull);
+    /* A, B (another pointer and stride), A again, A without energies */
+    for (k = 0; k < 4; k++) {
+        const int into_b = k == 1, energy = k < 3, st = into_b ? sb : sa;
+        md_fixed *out = into_b ? d_b : d_a, *h = into_b ? hb : ha;
+        const size_t nf = into_b ? nb : na;
+        MD_CHECK(cudaMemsetAsync(out, 0, nf * sizeof(md_fixed), g.queue.stream) == cudaSuccess);
+        MD_CHECK_OK(md_cuda_pme_plan_enqueue(&g, g.d_xyzq, n, g.d_box, out, st, energy ? out + 3 * st : NULL, NULL));
+        MD_CHECK_OK(md_cuda_queue_sync(&g.queue, "graph", NULL));
+        MD_CHECK(cudaMemcpy(h, out, nf * sizeof(md_fixed), cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (i = 0; i < n; i++)
+            for (d = 0; d < 3; d++)
+                MD_CHECKF(h[(size_t)d * st + i] == ref[(size_t)d * sa + i], "call %d atom %d axis %d: %llu, stages %llu", k,
+                          i, d, h[(size_t)d * st + i], ref[(size_t)d * sa + i]);
+        MD_CHECKF(h[3 * (size_t)st] == (energy ? ref[3 * sa] : 0ull), "call %d: energy %llu", k, h[3 * (size_t)st]);
+#if MD_CUDA_PME_GRAPH && MD_CUDA_PME_FFT_GRAPH
+        MD_CHECKF(g.graph[energy] != NULL && g.graph_key[energy].force == (const void *)out && g.graph_key[energy].stride == st,
+                  "call %d: the kept graph is not the one of this call's arguments", k);
+#endif
+    }
+    (void)cudaGraphExecDestroy(exec);
+    (void)cudaGraphDestroy(graph);
+    (void)cudaFree(d_a);
+    (void)cudaFree(d_b);
+    free(ref), free(ha), free(hb);
+    md_cuda_pme_plan_destroy(&g);
+    md_system_free(&s);
+}
+
 /* The benchmark-size box (23,568 atoms, OpenMM's 56^3 grid at 5e-4 and 0.9 nm, order 5): GPU
  * against CPU. Under the sanitizer a 300-molecule box with the same defaults (grid from the
  * same tolerance, order 5) takes its place. */
@@ -517,6 +588,7 @@ int main(void) {
     MD_RUN(whole_evaluation);
     MD_RUN(window_spread_sorted_and_crowded);
     MD_RUN(adds_and_replays);
+    MD_RUN(graph_follows_arguments);
     MD_RUN(benchmark_box_matches_cpu);
     MD_RUN(bad_input);
     return md_test_summary();
