@@ -459,7 +459,7 @@ static void batch_argument_errors(void) {
     frames3 fr;
     md_rdf g, other, fewer, ref;
     md_cuda_rdf_plan p;
-    int f, n;
+    int n;
     NEED_GPU();
     MD_CHECK_OK(frames3_make(&fr));
     n = fr.n;
