@@ -1230,9 +1230,16 @@ typedef struct md_cuda_nb_opts {
     int sort_interval;       /**< md_cuda_vv_enqueue: sort every this many steps (default 100; negative: never) */
     int time_kernel;         /**< 1: record CUDA events around the pair kernel; the poll writes its time to
                                   md_cuda_nb_stats::kernel_s (0, default: no events) */
-    int gated_build;         /**< list rungs: 1, the list build stays two device-gated kernels in a stream
-                                  capture too (no IF node), for a graph that is to become a child graph
-                                  (md_cuda_graph_add_child: no conditional nodes); 0 (default): an IF node.
+    int if_node_build;       /**< list rungs: 1, in a stream capture the list build becomes an IF node decided on
+                                  the device (md_cuda_graph_run_if), so a graph launch skips its two kernels
+                                  on the steps that build nothing; 0 (default): the two device-gated kernels
+                                  in a capture too, as on a stream (they return at once unless the rebuild
+                                  word is set). The IF node measured slower: side by side on an H200
+                                  (2026-11-28, two rounds) chapter 09's captured steps 0.91-0.97x the stream
+                                  rung with it, 0.97-1.04x without, and chapter 10's coroutines + graphs
+                                  1.54 / 1.55x the sequential rung with it, 1.66 / 1.70x without (tutorial
+                                  09, section 6). A graph that is to become a child graph
+                                  (md_cuda_graph_add_child) may hold no conditional node: keep 0 there.
                                   Read at every md_cuda_nb_enqueue, so it may be switched between captures */
 } md_cuda_nb_opts;
 
@@ -1314,7 +1321,7 @@ typedef struct md_cuda_nb_plan {
     long long *d_ctl;          /**< device control words (see md_cuda.cu.h: MD__NB_CTL_*) */
     long long *h_ctl;          /**< pinned mirror of d_ctl as of the last poll */
     cudaStream_t build_stream; /**< list rungs: the stream a capture records the list build's IF-node body on
-                                    (md_cuda_graph_run_if); no work runs on it */
+                                    (md_cuda_nb_opts::if_node_build, md_cuda_graph_run_if); no work runs on it */
 } md_cuda_nb_plan;
 
 /** @brief Make a plan of rung @p variant (a GPU rung of md_nb_variant) for state @p s (uploaded:
@@ -1334,9 +1341,10 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
  *  section manual,) the displacement check, the device-gated list rebuild, the pair kernel and
  *  the exact pairs: excluded and 1-4 pairs, self energy and dispersion correction (a kernel of
  *  their own, or for the cluster rungs the pair kernel's last blocks). The
- *  rebuild (bounding boxes and search) goes through md_cuda_graph_run_if: on a stream its
- *  kernels return at once unless the rebuild word is set; in a stream capture it becomes an IF
- *  node decided on the device, so a graph launch skips them. Forces
+ *  rebuild (bounding boxes and search) is two kernels that return at once unless the rebuild
+ *  word is set, on a stream and in a stream capture alike; with md_cuda_nb_opts::if_node_build
+ *  it goes through md_cuda_graph_run_if, which in a capture makes it an IF node decided on the
+ *  device, so a graph launch skips them (measured slower: see that option). Forces
  *  are ADDED into s->d_force and, with MD_CUDA_NB_ENERGY / MD_CUDA_NB_VIRIAL in @p what, energies
  *  and virial into s->d_energy (call md_cuda_state_zero first). Launches only; host errors
  *  (a plan of another state's capacity, no atoms) are returned at once. */
@@ -7276,7 +7284,8 @@ static const char *md__nb_kname(char *buf, size_t cap, const char *base, int a, 
 
 /* The list build of the cluster and list rungs, on stream `st`: bounding boxes and reference
  * positions, then the search; both kernels return at once unless the rebuild word is set.
- * md_cuda_nb_enqueue runs it through md_cuda_graph_run_if (an IF node when captured). */
+ * md_cuda_nb_enqueue enqueues it as it is, or with md_cuda_nb_opts::if_node_build through
+ * md_cuda_graph_run_if (an IF node when captured). */
 typedef struct md__nb_build_ctx {
     md_cuda_nb_plan *p;
     md_cuda_state *s;
@@ -7311,6 +7320,7 @@ static md_status md__nb_build_enqueue(void *ctx, cudaStream_t st) {
         const unsigned blocks = (unsigned)(need < (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM
                                                ? need
                                                : (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM);
+        memset(&a, 0, sizeof a); /* its padding too: two captures of the same search compare equal bytewise */
         a.bb = p->d_bb;
         a.ci = p->d_ci;
         a.sc = p->d_sc;
@@ -7422,7 +7432,7 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
             md__nb_build_ctx bc;
             bc.p = p;
             bc.s = s;
-            r = p->opts.gated_build ? md__nb_build_enqueue(&bc, st)
+            r = !p->opts.if_node_build ? md__nb_build_enqueue(&bc, st)
                                     : md_cuda_graph_run_if(st, p->build_stream, p->d_ctl + MD__NB_CTL_REBUILD,
                                                            md__nb_build_enqueue, &bc);
             if (r != MD_OK) return r;

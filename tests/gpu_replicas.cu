@@ -18,10 +18,12 @@
 #include "md_test.h"
 
 static int sanitize;
-/* MD_SANITIZE_TOOL=racecheck (tests/gpu_check.sh): the replicas' graphs keep the list build
- * device-gated (md_cuda_nb_opts::gated_build), because racecheck's process dies (SIGSEGV, 0
- * hazards; CUDA 13.0, H100, 2026-11-24) on graphs whose list build is an IF node; memcheck and
- * the plain run test the IF node (tests/gpu_step.cu's captured_steps_match_stream too).
+/* The replicas' graphs make their list build an IF node (md_cuda_nb_opts::if_node_build, not
+ * the library's default), so the graph rungs test that path too, except under
+ * MD_SANITIZE_TOOL=racecheck (tests/gpu_check.sh): racecheck's process dies (SIGSEGV, 0 hazards;
+ * CUDA 13.0, H100, 2026-11-24) on graphs whose list build is an IF node, so there the build stays
+ * the default device-gated kernels; memcheck and the plain run test the IF node
+ * (tests/gpu_step.cu's captured_steps_match_stream too).
  * Racecheck's host memory grows while the steps run: on an H200 machine with 128 GB
  * (2026-11-28, this program under racecheck alone, the first 20 s) it grew 2.5-3.4 GB/s on the
  * code of 2026-11-27/28 up to the PME transforms as graphs, 4.6 GB/s after the pair kernel's i
@@ -98,7 +100,7 @@ static md_status run_rung(const fixture *f, const md_cuda_remd_desc *d, outcome 
     int r, natom = f->sys.n;
     memset(o, 0, sizeof *o);
     memset(&so, 0, sizeof so);
-    so.nb.gated_build = racecheck;
+    so.nb.if_node_build = !racecheck;
     if ((st = md_cuda_remd_create(&x, f->n, &f->sys, &f->top, &f->lj, &f->base, f->temps, 51, &so)) != MD_OK) return st;
     /* poison the logs the run must write */
     for (r = 0; r < x.n; r++) x.potential[r] = NAN;

@@ -310,9 +310,9 @@ static md_status one_step(void *ctx, cudaStream_t stream) {
     return md_cuda_sim_enqueue((md_cuda_sim *)ctx, 1, 0);
 }
 
-/* A step captured into a graph and replayed: the list build is then an IF node decided on the
- * device (md_cuda_nb_enqueue through md_cuda_graph_run_if), or with md_cuda_nb_opts::gated_build
- * two device-gated kernels. Both replays give the stream's trajectory bitwise and build the list
+/* A step captured into a graph and replayed: the list build is then two device-gated kernels
+ * (the default), or with md_cuda_nb_opts::if_node_build an IF node decided on the device
+ * (md_cuda_nb_enqueue through md_cuda_graph_run_if). Both replays give the stream's trajectory bitwise and build the list
  * exactly as often, and that is more than once (the IF node ran) and less than every step (it
  * was skipped). No sorts (sort_interval -1): a replayed graph repeats the captured kind of step.
  * Under compute-sanitizer's racecheck the IF-node replay is left out: there the process dies
@@ -339,7 +339,7 @@ static void captured_steps_match_stream(void) {
         const cudaStream_t st = g[k].state.q.stream;
         cudaGraph_t graph = NULL;
         cudaGraphExec_t exec = NULL;
-        g[k].nb.opts.gated_build = k == 2;
+        g[k].nb.opts.if_node_build = k == 1;
         MD_CHECK_OK(md_cuda_graph_capture(st, one_step, &g[k], &graph));
         MD_CHECK_OK(md_cuda_graph_instantiate(graph, st, &exec));
         {
@@ -355,7 +355,7 @@ static void captured_steps_match_stream(void) {
                 conditional += ty == cudaGraphNodeTypeConditional;
             }
             MD_CHECKF(conditional == (k == 1 ? 1 : 0), "%s: %d conditional nodes in the step's graph",
-                      k == 1 ? "IF node" : "gated_build", conditional);
+                      k == 1 ? "IF node" : "gated kernels", conditional);
         }
         for (j = 0; j < steps; j++) MD_CHECK(cudaGraphLaunch(exec, st) == cudaSuccess);
         (void)cudaGraphExecDestroy(exec);
@@ -372,11 +372,12 @@ static void captured_steps_match_stream(void) {
             MD_CHECK_OK(md_cuda_sim_download(&g[k], x.data(), v.data(), NULL));
             MD_CHECKF(memcmp(x0.data(), x.data(), x.size() * sizeof(double)) == 0 &&
                           memcmp(v0.data(), v.data(), v.size() * sizeof(double)) == 0,
-                      "%s: the replayed graph's trajectory differs from the stream's", k == 1 ? "IF node" : "gated_build");
-            MD_CHECKF(builds[k] == builds[0], "%s: %lld list builds, the stream %lld", k == 1 ? "IF node" : "gated_build",
+                      "%s: the replayed graph's trajectory differs from the stream's", k == 1 ? "IF node" : "gated kernels");
+            MD_CHECKF(builds[k] == builds[0], "%s: %lld list builds, the stream %lld", k == 1 ? "IF node" : "gated kernels",
                       builds[k], builds[0]);
         }
-        printf("  %d steps: %lld list builds on the stream, in the IF-node graph and with gated_build\n", steps, builds[0]);
+        printf("  %d steps: %lld list builds on the stream, in the IF-node graph and in the gated kernels' graph\n", steps,
+               builds[0]);
         MD_CHECKF(builds[0] >= 2 && builds[0] < steps, "%lld list builds in %d steps", builds[0], steps);
     }
     for (k = 0; k < 3; k++) md_cuda_sim_destroy(&g[k]);

@@ -16,10 +16,12 @@
  *             plain steps on the device (its body: a plain step captured before, as a child
  *             graph, --unroll times in a row), the energy step: one host launch per interval
  *
- * In every captured step the list build is an IF node decided on the device (md_cuda_nb_enqueue
- * through md_cuda_graph_run_if); the loop rung's child-graph step keeps the two device-gated
- * kernels instead (md_cuda_nb_opts::gated_build), since a child graph may hold no conditional
- * node.
+ * In every step the list build is two kernels gated on the device (they return at once unless
+ * the rebuild word is set). With --if-node the captured steps make it an IF node decided on the
+ * device instead (md_cuda_nb_opts::if_node_build, md_cuda_graph_run_if), which skips the two
+ * kernels on the steps that build nothing and measured slower (tutorial 09, section 6); the loop
+ * rung's child-graph step keeps the kernels either way, since a child graph may hold no
+ * conditional node.
  *
  * The step: chapter 08's GPU-resident step (md_cuda_sim: one integrate kernel with SETTLE and
  * the Langevin thermostat, the cluster-pair nonbonded plan with its device-gated list rebuild,
@@ -49,16 +51,20 @@
  *
  *   build/chapters/09_cuda_graphs [--quick] [--json FILE] [--intervals N] [--interval K]
  *                                 [--sizes A,B,C] [--results FILE.csv] [--timeline FILE.csv] [--unroll U]
+ *                                 [--if-node]
  *   --sizes      water molecules of the systems (default 1350,7856,31922)
  *   --results    one CSV line per rung and system with every number of the tables
  *   --timeline   the host's launch calls and the GPU's step spans of the stamped run (rungs
  *                stream and loop) for tutorials/scripts/plot_graph_timeline.py
  *   --unroll     plain steps per pass of the loop rung's WHILE node (default 4)
+ *   --if-node    the list build of the captured steps as an IF node
  * --quick: the 4,050-atom system, K = 20, 2 intervals, every rung checked. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "exercise.cu"
 #include "ladder.h"
+
+static int if_node; /* --if-node: md_cuda_nb_opts::if_node_build in every captured step but the loop rung's body */
 #include <time.h>
 
 #define NRUNG 5
@@ -142,6 +148,7 @@ static md_status sim_make(sim *m, const md_system *sys, const md_topology *top, 
     d.thermostat = MD_THERMOSTAT_LANGEVIN;
     d.seed = LADDER_SEED;
     o.nb.sort_interval = K;
+    o.nb.if_node_build = if_node;
     m->kind = KIND_PLAIN;
     m->cap = cap;
     MD_CUDA_TRY(cudaStreamCreateWithFlags(&m->body, cudaStreamNonBlocking));
@@ -280,10 +287,10 @@ static md_status runner_setup(runner *r, sim *m, int rung, int K) {
     }
     if (rung == R_LOOP) {
         m->kind = KIND_PLAIN;
-        m->g.nb.opts.gated_build = 1; /* the WHILE body's child graph may hold no IF node */
+        m->g.nb.opts.if_node_build = 0; /* the WHILE body's child graph may hold no IF node */
         st = md_cuda_alloc((void **)&r->d_count, 1, sizeof(long long), "loop count");
         if (st == MD_OK) st = md_cuda_graph_capture(s, sim_step, m, &r->g[KIND_PLAIN]);
-        m->g.nb.opts.gated_build = 0;
+        m->g.nb.opts.if_node_build = if_node;
         if (st != MD_OK || (st = md_cuda_graph_cache_capture(&r->loop, s, loop_interval, r)) != MD_OK) return st;
     }
     return MD_OK;
@@ -673,7 +680,8 @@ out:
 static const char *usage =
     "Chapter 09 options: --intervals N (timed intervals, default 10) --interval K (steps per interval, default 100)\n"
     "  --sizes A,B,C (water molecules, default 1350,7856,31922) --results FILE.csv --timeline FILE.csv\n"
-    "  --unroll U (loop rung: plain steps per pass of its WHILE node, default 4)";
+    "  --unroll U (loop rung: plain steps per pass of its WHILE node, default 4)\n"
+    "  --if-node (captured steps: the list build as an IF node, md_cuda_nb_opts::if_node_build)";
 
 int main(int argc, char **argv) {
     ladder_opts lo;
@@ -694,6 +702,7 @@ int main(int argc, char **argv) {
         else if (i > 0 && more && strcmp(argv[i], "--results") == 0) results_path = argv[++i];
         else if (i > 0 && more && strcmp(argv[i], "--timeline") == 0) timeline_path = argv[++i];
         else if (i > 0 && more && strcmp(argv[i], "--unroll") == 0) loop_unroll = atoi(argv[++i]), unroll_set = 1;
+        else if (i > 0 && strcmp(argv[i], "--if-node") == 0) if_node = 1;
         else rest[nrest++] = argv[i];
     }
     rest[nrest] = NULL;
