@@ -8606,60 +8606,69 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
     return MD_OK;
 }
 
-/* The stages of md_cuda_pme_plan_enqueue, on the plan's stream (arguments checked by the caller). */
-static md_status md__pme_stages(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
-                                md_fixed *d_force, int stride, md_fixed *d_energy_recip, md_fixed *d_virial) {
+/* One call of md_cuda_pme_plan_enqueue (arguments checked by it). */
+typedef struct md__pme_call {
+    md_cuda_pme_plan *p;
+    const float4 *xyzq;
+    int n, stride;
+    const double *box;
+    md_fixed *force, *energy, *virial;
+} md__pme_call;
+
+/* The stages of a call on the plan's stream (an md_cuda_bench_fn, for md_cuda_graph_capture). */
+static md_status md__pme_stages(void *ctx, cudaStream_t) {
+    const md__pme_call *c = (const md__pme_call *)ctx;
+    md_cuda_pme_plan *p = c->p;
     md_status st;
-    if ((st = md_cuda_pme_enqueue_spread(p, p->spread, d_xyzq, n, d_box)) != MD_OK ||
+    if ((st = md_cuda_pme_enqueue_spread(p, p->spread, c->xyzq, c->n, c->box)) != MD_OK ||
         (st = md_cuda_pme_enqueue_forward(p)) != MD_OK ||
-        (st = md_cuda_pme_enqueue_solve(p, d_box, d_energy_recip, d_virial)) != MD_OK ||
+        (st = md_cuda_pme_enqueue_solve(p, c->box, c->energy, c->virial)) != MD_OK ||
         (st = md_cuda_pme_enqueue_backward(p)) != MD_OK)
         return st;
-    return md_cuda_pme_enqueue_gather(p, d_xyzq, n, d_box, d_force, stride);
+    return md_cuda_pme_enqueue_gather(p, c->xyzq, c->n, c->box, c->force, c->stride);
 }
 
 md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
                                    md_fixed *d_force, int stride, md_fixed *d_energy_recip, md_fixed *d_virial) {
     const char *fn = "md_cuda_pme_plan_enqueue";
+    md__pme_call c;
     md_status st;
     if ((st = md__pme_check(fn, p, d_xyzq, n, d_box)) != MD_OK) return st;
     if (!d_force) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_force", "is NULL");
     if (stride < n) return md_set_error(MD_ERR_RANGE, fn, 0, "stride", "%d is below n = %d", stride, n);
+    c.p = p;
+    c.xyzq = d_xyzq;
+    c.n = n;
+    c.stride = stride;
+    c.box = d_box;
+    c.force = d_force;
+    c.energy = d_energy_recip;
+    c.virial = d_virial;
 #if MD_CUDA_PME_GRAPH
     if (p->fft_exec[0] && p->fft_exec[1]) { /* MD_CUDA_PME_GRAPH: one launch, the stages captured once */
         const cudaStream_t s = p->queue.stream;
         const int slot = d_energy_recip != NULL;
         cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-        md_cuda_pme_graph_key key;
-        memset(&key, 0, sizeof key); /* compared bytewise */
-        key.xyzq = d_xyzq;
-        key.box = d_box;
-        key.force = d_force;
-        key.energy = d_energy_recip;
-        key.virial = d_virial;
-        key.n = n;
-        key.stride = stride;
-        key.spread = (long long)p->spread;
         MD_CUDA_TRY(cudaStreamIsCapturing(s, &cs));
         if (cs == cudaStreamCaptureStatusNone) {
+            md_cuda_pme_graph_key key;
+            memset(&key, 0, sizeof key); /* compared bytewise */
+            key.xyzq = d_xyzq;
+            key.box = d_box;
+            key.force = d_force;
+            key.energy = d_energy_recip;
+            key.virial = d_virial;
+            key.n = n;
+            key.stride = stride;
+            key.spread = (long long)p->spread;
             if (!p->graph[slot] || memcmp(&key, &p->graph_key[slot], sizeof key) != 0) {
                 cudaGraph_t g = NULL;
-                cudaError_t e;
                 if (p->graph[slot]) (void)cudaGraphExecDestroy(p->graph[slot]);
                 p->graph[slot] = NULL;
-                MD_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-                st = md__pme_stages(p, d_xyzq, n, d_box, d_force, stride, d_energy_recip, d_virial);
-                e = cudaStreamEndCapture(s, &g); /* ended whatever the stages answered */
-                if (st != MD_OK || e != cudaSuccess) {
-                    if (g) (void)cudaGraphDestroy(g);
-                    return st != MD_OK ? st : md_cuda_error(e, "cudaStreamEndCapture (PME)", __FILE__, __LINE__);
-                }
-                e = cudaGraphInstantiate(&p->graph[slot], g, 0);
+                if ((st = md_cuda_graph_capture(s, md__pme_stages, &c, &g)) != MD_OK) return st;
+                st = md_cuda_graph_instantiate(g, s, &p->graph[slot]);
                 (void)cudaGraphDestroy(g);
-                if (e != cudaSuccess) {
-                    p->graph[slot] = NULL;
-                    return md_cuda_error(e, "cudaGraphInstantiate (PME)", __FILE__, __LINE__);
-                }
+                if (st != MD_OK) return st;
                 p->graph_key[slot] = key;
             }
             MD_CUDA_TRY(cudaGraphLaunch(p->graph[slot], s));
@@ -8667,7 +8676,7 @@ md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, in
         }
     }
 #endif
-    return md__pme_stages(p, d_xyzq, n, d_box, d_force, stride, d_energy_recip, d_virial);
+    return md__pme_stages(&c, p->queue.stream);
 }
 
 md_status md_cuda_pme_plan_upload(md_cuda_pme_plan *p, const md_float4 *xyzq, int n, const double box[3]) {
