@@ -219,7 +219,7 @@ static void runner_free(runner *r) {
  * kernel (the count and the flags) and the node's relaunch of its body: measured side by side
  * (H200, 2026-11-28, two rounds, idle GPU time between steps at 4,050 / 23,568 / 95,766 atoms)
  * 6.0 / 6.0 / 6.4 us with one step a pass, 3.6 / 3.6 / 4.2 with two, 2.4 / 2.4 / 2.9 with four;
- * loop over stream 0.97x -> 1.03x at 4,050 atoms (tutorial 09, section 8). */
+ * loop over stream 0.97x -> 1.03x at 4,050 atoms (tutorial 09, section 6). */
 static int loop_unroll = 4;
 
 /* The loop rung's WHILE body: the plain step captured before (with the streams it forks to), as
