@@ -1473,6 +1473,7 @@ typedef struct md_cuda_pme_graph_key {
     long long n;        /**< the call's atom count */
     long long stride;   /**< the call's force stride */
     long long spread;   /**< the plan's spread rung at the capture */
+    long long window_atoms; /**< the plan's atoms per window at the capture */
 } md_cuda_pme_graph_key;
 
 /** @brief The spread rungs (see the section's introduction). */
@@ -1506,6 +1507,7 @@ typedef struct md_cuda_pme_plan {
     int nh;                       /**< grid[2] / 2 + 1 */
     int nbrick[3];                /**< bricks per axis, ceil(grid / MD_CUDA_PME_BRICK) */
     md_cuda_pme_spread spread;    /**< spread rung of md_cuda_pme_plan_enqueue (default atomic) */
+    int window_atoms;             /**< atoms per block of the windowed spread (md_cuda_pme_plan_set_window_atoms) */
     cufftHandle fft_forward;      /**< cuFFT R2C plan, stream set to queue.stream */
     cufftHandle fft_backward;     /**< cuFFT C2R plan, stream set to queue.stream */
     int have_forward;             /**< 1 once fft_forward exists (internal) */
@@ -1555,6 +1557,15 @@ void md_cuda_pme_plan_destroy(md_cuda_pme_plan *p);
 /** @brief Choose the spread rung md_cuda_pme_plan_enqueue() uses. */
 md_status md_cuda_pme_plan_set_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread);
 
+/** @brief Atoms per block of the windowed spread (MD_CUDA_PME_SPREAD_WINDOW): @p atoms
+ *  consecutive atoms, 32 at a time, share a block's windows; 32, 64, ..., 256, or 0 for the
+ *  default, 32. More atoms per block: fewer blocks and fewer global atomics (a window serves
+ *  more atoms when they lie close together), but each block's batches run one after another.
+ *  The grid is the same bits for every value. Alone, 32 is the fastest at both of chapter 07's
+ *  boxes; beside the pair kernel in md_cuda_sim's step, more than 32 pays for large systems
+ *  (md_cuda_sim_opts::pme_window_atoms). Error MD_ERR_RANGE for another value. */
+md_status md_cuda_pme_plan_set_window_atoms(md_cuda_pme_plan *p, int atoms);
+
 /** @brief Stage 1, spread: enqueue the spreading of @p n atoms at @p d_xyzq (device; x y z nm,
  *  w charge e; positions anywhere, wrapped) for the box @p d_box (device, 3 doubles) into
  *  p->d_real, with rung @p spread; also sums the charges into p->d_charge. A non-finite
@@ -1587,7 +1598,9 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
 /** @brief The five stages with the plan's spread rung: ADDS the reciprocal forces to @p d_force
  *  (SoA, see md_cuda_pme_enqueue_gather), the energy to @p d_energy_recip and the virial to
  *  @p d_virial (NULL: none; @p d_energy_recip NULL: forces only, see
- *  md_cuda_pme_enqueue_solve). Launches, cuFFT executions and memsets on the plan's stream only:
+ *  md_cuda_pme_enqueue_solve; without energies the atomic and windowed spreads skip the charge
+ *  sums, which only the energy's neutralising background reads: p->d_charge is then zero).
+ *  Launches, cuFFT executions and memsets on the plan's stream only:
  *  capturable into a CUDA graph. Outside a capture, one launch of a graph of the five stages that
  *  the plan captured at the first call with these arguments (MD_CUDA_PME_GRAPH; a call with other
  *  pointers, n or stride captures again, about the cost of an instantiation). The caller's
@@ -1858,6 +1871,11 @@ typedef struct md_cuda_sim_opts {
                                      thread) or 3 (an atom per lane, SETTLE solved in all three);
                                      0 (default): 3 when all the waters' warps fit on the GPU at once
                                      (cudaOccupancyMaxActiveBlocksPerMultiprocessor), else 1 */
+    int pme_window_atoms;       /**< atoms per block of the windowed spread (md_cuda_pme_plan_set_window_atoms):
+                                     32, 64, ..., 256; 0 (default): the whole batches of 32 per block that
+                                     bring the spread's blocks nearest to one wave of resident blocks (32 at
+                                     23,568 atoms, 64 at 95,766 on an H200; measured in md_cuda.cu.h at
+                                     md__sim_window_atoms and in tutorial 08) */
 } md_cuda_sim_opts;
 
 /** @brief A GPU MD run (see the section's manual): the state, the force plans, the step plan,
@@ -7775,7 +7793,9 @@ __global__ void md__pme_fixed_to_real_kernel(md_fixed *__restrict__ g, float *__
         real[i] = (float)md_fixed_to_double(g[i], MD_CUDA_PME_GRID_SCALE);
         g[i] = 0ull;
     }
-    if (charge) { /* the same for the whole launch: every thread takes part in the block sum */
+    /* the same for the whole launch: every thread of a block takes part in its block sum; a block
+     * past the atoms has none to add (a large grid: most of the blocks) */
+    if (charge && (long long)blockIdx.x * blockDim.x < n) {
         md_fixed cq[2] = {0ull, 0ull};
         md_fixed *dst[2] = {charge, charge + 1};
         for (long long k = i; k < n; k += (long long)gridDim.x * blockDim.x) {
@@ -7957,7 +7977,8 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
     }
 }
 
-/* Windowed rung: MD__PME_WINDOW_ATOMS consecutive atoms per block, taken 32 at a time. Warp 0
+/* Windowed rung: md_cuda_pme_plan::window_atoms consecutive atoms per block (default
+ * MD__PME_WINDOW_ATOMS), taken 32 at a time. Warp 0
  * locates a batch (weights and bases into shared memory) and measures its stencils' extent
  * along each axis (around its first atom, mod K); the batch adds its terms with 32-bit
  * shared-memory atomics into a window of at most MD__PME_WINDOW_POINTS points when all its
@@ -7977,8 +7998,10 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * atoms) against the atomic rung's 7.4 M (which part took which share was not profiled). Measured side by side on an H100 (chapter 07, two runs each): spread_window 30 -> 23 us
  * (23,568 atoms) and 105 -> 63 us (95,766); pme_graph_sorted 61.8 -> 53.9 us and 150.4 -> 119.3 us;
  * chapter 08's race 155.8 / 155.7 -> 148.7 / 150.4 us and 502.0 / 501.8 -> 473.5 / 471.8 us. */
-#ifndef MD__PME_WINDOW_ATOMS /* 32, 64, 128 measured in chapter 08's race (H100): 156.6 / 157.8 / 160.0 us per step
-                                at 23,568 atoms, 503.7 / 507.3 / 511.0 us at 95,766: one batch per block */
+#ifndef MD__PME_WINDOW_ATOMS /* the plan's default. 32, 64, 128 measured in chapter 08's race (H100, 2026-11-23):
+                                156.6 / 157.8 / 160.0 us per step at 23,568 atoms, 503.7 / 507.3 / 511.0 us at
+                                95,766, so one batch per block; for md_cuda_sim's choice today see
+                                md__sim_window_atoms */
 #define MD__PME_WINDOW_ATOMS 32
 #endif
 #ifndef MD__PME_WINDOW_BLOCK
@@ -8024,14 +8047,14 @@ static __device__ void md__pme_window_flush(unsigned *lo, int *hi, const int *o,
 
 template <int P>
 __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_kernel(
-    const float4 *__restrict__ xyzq, int n, const double *__restrict__ box, int K0, int K1, int K2,
+    const float4 *__restrict__ xyzq, int n, int per_block, const double *__restrict__ box, int K0, int K1, int K2,
     md_fixed *__restrict__ grid, md_fixed *charge, unsigned long long *flags) {
     __shared__ unsigned s_lo[MD__PME_WINDOW_POINTS];
     __shared__ int s_hi[MD__PME_WINDOW_POINTS];
     __shared__ float s_w[32][3 * P], s_q[32];
     __shared__ int s_b[32][3], s_l[32][3], s_o[3], s_e[3], s_no[3], s_ne[3], s_mode; /* mode: 0 add, 1 new window, 2 global */
     const int K[3] = {K0, K1, K2};
-    const int a0 = blockIdx.x * MD__PME_WINDOW_ATOMS, a1 = min(n, a0 + MD__PME_WINDOW_ATOMS);
+    const int a0 = blockIdx.x * per_block, a1 = min(n, a0 + per_block);
     const int lane = threadIdx.x & 31;
     int open = 0; /* the same in every thread: a window holds terms */
     if (blockIdx.x == 0 && threadIdx.x == 0) charge[0] = charge[1] = 0ull; /* md__pme_fixed_to_real_kernel adds them */
@@ -8400,6 +8423,7 @@ md_status md_cuda_pme_plan_create(md_cuda_pme_plan *p, const md_pme_params *para
     t.capacity = capacity;
     t.nh = t.params.grid[2] / 2 + 1;
     t.spread = MD_CUDA_PME_SPREAD_ATOMIC;
+    t.window_atoms = MD__PME_WINDOW_ATOMS;
     for (d = 0; d < 3; d++) t.nbrick[d] = (t.params.grid[d] + MD_CUDA_PME_BRICK - 1) / MD_CUDA_PME_BRICK;
     npts = (size_t)t.params.grid[0] * t.params.grid[1] * t.params.grid[2];
     ncplx = (size_t)t.params.grid[0] * t.params.grid[1] * t.nh;
@@ -8487,6 +8511,17 @@ md_status md_cuda_pme_plan_set_spread(md_cuda_pme_plan *p, md_cuda_pme_spread sp
     return MD_OK;
 }
 
+md_status md_cuda_pme_plan_set_window_atoms(md_cuda_pme_plan *p, int atoms) {
+    const char *fn = "md_cuda_pme_plan_set_window_atoms";
+    if (!p || !p->d_real) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan");
+    if (atoms == 0) atoms = MD__PME_WINDOW_ATOMS;
+    if (atoms < 32 || atoms > 256 || atoms % 32 != 0)
+        return md_set_error(MD_ERR_RANGE, fn, 0, "atoms", "%d: must be 32, 64, ..., 256 (or 0, the default %d)", atoms,
+                            MD__PME_WINDOW_ATOMS);
+    p->window_atoms = atoms;
+    return MD_OK;
+}
+
 static md_status md__pme_check(const char *fn, const md_cuda_pme_plan *p, const void *d_xyzq, int n,
                                const double *d_box) {
     if (!p || !p->d_real) return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "p", "is not a plan (md_cuda_pme_plan_create)");
@@ -8506,8 +8541,10 @@ static md_status md__pme_check(const char *fn, const md_cuda_pme_plan *p, const 
     } while (0)
 /** @endcond */
 
-md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread, const float4 *d_xyzq, int n,
-                                     const double *d_box) {
+/* The spread of md_cuda_pme_enqueue_spread; @p charges 0: the atomic and windowed rungs skip the
+ * charge sums (only the solve's energy reads them: md_cuda_pme_plan_enqueue without energies). */
+static md_status md__pme_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread, const float4 *d_xyzq, int n,
+                                const double *d_box, int charges) {
     const char *fn = "md_cuda_pme_enqueue_spread";
     const int *K;
     md_status st;
@@ -8529,12 +8566,12 @@ md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spr
                                  n, d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge, p->queue.d_flags);
         } else {
             MD__PME_LAUNCH_ORDER(o, md__pme_spread_window_kernel,
-                                 (unsigned)((n + MD__PME_WINDOW_ATOMS - 1) / MD__PME_WINDOW_ATOMS), MD__PME_WINDOW_BLOCK,
-                                 0, s, d_xyzq, n, d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge,
+                                 (unsigned)((n + p->window_atoms - 1) / p->window_atoms), MD__PME_WINDOW_BLOCK, 0, s,
+                                 d_xyzq, n, p->window_atoms, d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge,
                                  p->queue.d_flags);
         }
         MD_CUDA_LAUNCH(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
-                       p->d_real, npts, d_xyzq, n, p->d_charge);
+                       p->d_real, npts, d_xyzq, n, charges ? p->d_charge : (md_fixed *)NULL);
     } else {
         const int nbricks = p->nbrick[0] * p->nbrick[1] * p->nbrick[2];
         MD_CUDA_TRY(cudaMemsetAsync(p->d_charge, 0, 2 * sizeof(md_fixed), s)); /* the weights' kernel adds them */
@@ -8559,6 +8596,11 @@ md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spr
         }
     }
     return MD_OK;
+}
+
+md_status md_cuda_pme_enqueue_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread, const float4 *d_xyzq, int n,
+                                     const double *d_box) {
+    return md__pme_spread(p, spread, d_xyzq, n, d_box, 1);
 }
 
 md_status md_cuda_pme_enqueue_forward(md_cuda_pme_plan *p) {
@@ -8620,7 +8662,7 @@ static md_status md__pme_stages(void *ctx, cudaStream_t) {
     const md__pme_call *c = (const md__pme_call *)ctx;
     md_cuda_pme_plan *p = c->p;
     md_status st;
-    if ((st = md_cuda_pme_enqueue_spread(p, p->spread, c->xyzq, c->n, c->box)) != MD_OK ||
+    if ((st = md__pme_spread(p, p->spread, c->xyzq, c->n, c->box, c->energy != NULL)) != MD_OK ||
         (st = md_cuda_pme_enqueue_forward(p)) != MD_OK ||
         (st = md_cuda_pme_enqueue_solve(p, c->box, c->energy, c->virial)) != MD_OK ||
         (st = md_cuda_pme_enqueue_backward(p)) != MD_OK)
@@ -8661,6 +8703,7 @@ md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, in
             key.n = n;
             key.stride = stride;
             key.spread = (long long)p->spread;
+            key.window_atoms = p->window_atoms;
             if (!p->graph[slot] || memcmp(&key, &p->graph_key[slot], sizeof key) != 0) {
                 cudaGraph_t g = NULL;
                 if (p->graph[slot]) (void)cudaGraphExecDestroy(p->graph[slot]);
@@ -9807,6 +9850,36 @@ static md_status md__step_water_lanes(md_cuda_step_plan *p, int want, int sm_cou
     return MD_OK;
 }
 
+/* Atoms per block of the windowed spread in a simulation: the caller's, else the whole number of
+ * batches of 32 per block that brings the spread's blocks nearest to one wave (as many as are
+ * resident at once, cudaOccupancyMaxActiveBlocksPerMultiprocessor), at least 1 and at most 8.
+ * In the step the spread runs beside the pair kernel (md__sim_enqueue_forces), which holds the
+ * SMs; fewer, longer blocks then cost less than alone, where one batch per block is fastest
+ * (chapter 07). Measured side by side on an H200 (2026-11-29, chapter 08's --race, 1,000 steps,
+ * --pme-window-atoms 32 / 64 / 96 / 128, two rounds): 104.84 / 106.31 / 107.30 / 110.27 and
+ * 104.91 / 106.60 / 107.19 / 110.19 us per step at 23,568 atoms (737 batches: the rule gives 32),
+ * 329.42 / 318.87 / 320.08 / 321.29 and 329.23 / 318.92 / 320.02 / 320.81 us at 95,766 (2,993
+ * batches: 64). On sm_90 the kernel has 48 registers and 19,264 bytes of shared memory per block
+ * of 128 threads (ptxas), so 10 blocks per SM and 1,320 in a wave on 132 SMs. A rule of "the
+ * fewest batches that fit one wave" gave 96 there (320.3 us). */
+static md_status md__sim_window_atoms(md_cuda_pme_plan *p, int want, int n, int sm_count) {
+    int per_sm = 0;
+    long long wave, batches = ((long long)n + 31) / 32, k;
+    if (want) return md_cuda_pme_plan_set_window_atoms(p, want);
+    if (p->params.order == 4)
+        MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__pme_spread_window_kernel<4>,
+                                                                  MD__PME_WINDOW_BLOCK, 0));
+    else if (p->params.order == 5)
+        MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__pme_spread_window_kernel<5>,
+                                                                  MD__PME_WINDOW_BLOCK, 0));
+    else
+        MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__pme_spread_window_kernel<6>,
+                                                                  MD__PME_WINDOW_BLOCK, 0));
+    wave = (long long)(per_sm > 0 ? per_sm : 1) * (sm_count > 0 ? sm_count : 1);
+    k = (batches + wave / 2) / wave;
+    return md_cuda_pme_plan_set_window_atoms(p, 32 * (int)(k < 1 ? 1 : (k > 8 ? 8 : k)));
+}
+
 /* Blocks of the integrate kernel: the water warps (MD__STEP_WPW waters each) or a thread per
  * water, then a thread per other unit. */
 static int md__step_blocks(const md_cuda_step_plan *p) {
@@ -9907,6 +9980,8 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
         MD__SIM_TRY(md_cuda_pme_plan_create(&g.pme, &ref.pme.params, g.box, n));
         if (g.opts.spread == MD_CUDA_PME_SPREAD_ATOMIC) g.opts.spread = MD_CUDA_PME_SPREAD_WINDOW; /* 0: the default */
         MD__SIM_TRY(md_cuda_pme_plan_set_spread(&g.pme, g.opts.spread));
+        MD__SIM_TRY(md__sim_window_atoms(&g.pme, g.opts.pme_window_atoms, n, g.nb.sm_count));
+        g.opts.pme_window_atoms = g.pme.window_atoms;
     }
     MD__SIM_TRY(md_cuda_bonded_plan_create(&g.bonded, &ref.bonded));
     MD__SIM_TRY(md__step_units(&g.step, &ref.cons, n));

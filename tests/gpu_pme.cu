@@ -335,11 +335,15 @@ static void window_spread_sorted_and_crowded(void) {
             MD_CHECK_OK(md_cuda_pme_plan_upload(&g, x, n, s.box));
             MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_ATOMIC, g.d_xyzq, n, g.d_box));
             MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, ha.data()));
-            MD_CHECK_OK(md_cuda_poison(g.d_real, npts, g.queue.stream));
-            MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_WINDOW, g.d_xyzq, n, g.d_box));
-            MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hb.data()));
-            MD_CHECKF(memcmp(ha.data(), hb.data(), npts * sizeof(float)) == 0, "%s atoms, order %d: spread_window differs",
-                      k == 0 ? "sorted" : "crowded", o);
+            for (int wa = 32; wa <= 256; wa *= 2) { /* atoms per block: one batch, two, ..., eight */
+                MD_CHECK_OK(md_cuda_pme_plan_set_window_atoms(&g, wa));
+                MD_CHECK_OK(md_cuda_poison(g.d_real, npts, g.queue.stream));
+                MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_WINDOW, g.d_xyzq, n, g.d_box));
+                MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hb.data()));
+                MD_CHECKF(memcmp(ha.data(), hb.data(), npts * sizeof(float)) == 0,
+                          "%s atoms, order %d, %d atoms per block: spread_window differs", k == 0 ? "sorted" : "crowded",
+                          o, wa);
+            }
             {
                 double q = 0.0, sum = 0.0;
                 for (int i = 0; i < n; i++) q += x[i].w;
@@ -435,7 +439,9 @@ static void adds_and_replays(void) {
  * captured with the call's arguments; a call with other arguments captures again. Into a second
  * buffer with another stride, then back into the first, then without energies: every call gives
  * the forces (and energy) of the stages run one by one (the plan's stream captured by the caller,
- * which makes md_cuda_pme_plan_enqueue enqueue the stages), bit for bit. */
+ * which makes md_cuda_pme_plan_enqueue enqueue the stages), bit for bit. Then the windowed spread
+ * with 64 and with 128 atoms per block: the plan's settings are part of the key too (the same
+ * grid, so the same bits). */
 static void graph_follows_arguments(void) {
     md_system s;
     md_cuda_pme_plan g;
@@ -474,11 +480,15 @@ static void graph_follows_arguments(void) {
     MD_CHECK_OK(md_cuda_queue_sync(&g.queue, "stages", NULL));
     MD_CHECK(cudaMemcpy(ref, d_a, na * sizeof(md_fixed), cudaMemcpyDeviceToHost) == cudaSuccess);
     MD_CHECK(ref[3 * sa] != 0ull);
-    /* A, B (another pointer and stride), A again, A without energies */
-    for (k = 0; k < 4; k++) {
-        const int into_b = k == 1, energy = k < 3, st = into_b ? sb : sa;
+    /* A, B (another pointer and stride), A again, A without energies, A windowed 64 and 128 */
+    for (k = 0; k < 6; k++) {
+        const int into_b = k == 1, energy = k != 3, st = into_b ? sb : sa;
         md_fixed *out = into_b ? d_b : d_a, *h = into_b ? hb : ha;
         const size_t nf = into_b ? nb : na;
+        if (k >= 4) {
+            MD_CHECK_OK(md_cuda_pme_plan_set_spread(&g, MD_CUDA_PME_SPREAD_WINDOW));
+            MD_CHECK_OK(md_cuda_pme_plan_set_window_atoms(&g, k == 4 ? 64 : 128));
+        }
         MD_CHECK(cudaMemsetAsync(out, 0, nf * sizeof(md_fixed), g.queue.stream) == cudaSuccess);
         MD_CHECK_OK(md_cuda_pme_plan_enqueue(&g, g.d_xyzq, n, g.d_box, out, st, energy ? out + 3 * st : NULL, NULL));
         MD_CHECK_OK(md_cuda_queue_sync(&g.queue, "graph", NULL));
@@ -489,7 +499,9 @@ static void graph_follows_arguments(void) {
                           i, d, h[(size_t)d * st + i], ref[(size_t)d * sa + i]);
         MD_CHECKF(h[3 * (size_t)st] == (energy ? ref[3 * sa] : 0ull), "call %d: energy %llu", k, h[3 * (size_t)st]);
 #if MD_CUDA_PME_GRAPH && MD_CUDA_PME_FFT_GRAPH
-        MD_CHECKF(g.graph[energy] != NULL && g.graph_key[energy].force == (const void *)out && g.graph_key[energy].stride == st,
+        MD_CHECKF(g.graph[energy] != NULL && g.graph_key[energy].force == (const void *)out && g.graph_key[energy].stride == st &&
+                      g.graph_key[energy].spread == (long long)g.spread &&
+                      g.graph_key[energy].window_atoms == g.window_atoms,
                   "call %d: the kept graph is not the one of this call's arguments", k);
 #endif
     }
@@ -561,6 +573,12 @@ static void bad_input(void) {
     MD_CHECK_ERROR(md_cuda_pme_plan_enqueue(&g, NULL, 50, g.d_box, g.d_out, 50, g.d_out, NULL), MD_ERR_INVALID_ARGUMENT,
                    "d_xyzq");
     MD_CHECK_ERROR(md_cuda_pme_plan_set_spread(&g, MD_CUDA_PME_SPREAD_COUNT), MD_ERR_INVALID_ARGUMENT, "spread");
+    MD_CHECK_ERROR(md_cuda_pme_plan_set_window_atoms(&g, 48), MD_ERR_RANGE, "atoms");
+    MD_CHECK_ERROR(md_cuda_pme_plan_set_window_atoms(&g, 288), MD_ERR_RANGE, "atoms");
+    MD_CHECK_ERROR(md_cuda_pme_plan_set_window_atoms(&g, -32), MD_ERR_RANGE, "atoms");
+    MD_CHECK(g.window_atoms == 32); /* unchanged by the refusals */
+    MD_CHECK_OK(md_cuda_pme_plan_set_window_atoms(&g, 0)); /* the default */
+    MD_CHECK(g.window_atoms == 32);
     MD_CHECK_ERROR(md_cuda_pme_plan_enqueue_own(&g), MD_ERR_INVALID_ARGUMENT, "n");
     s.xyzq[1].y = NAN;
     MD_CHECK_OK(md_cuda_pme_plan_upload(&g, s.xyzq, 2, box));

@@ -29,6 +29,8 @@
  *                       openmm-energy)
  *   --water-lanes N     with --race: the integrate kernel's lanes per water, 1 or 3, instead of
  *                       the library's rule (md_cuda_sim_opts::water_lanes), to time both layouts
+ *   --pme-window-atoms N  with --race: atoms per block of the windowed PME spread, 32, 64, ...,
+ *                       256, instead of the library's rule (md_cuda_sim_opts::pme_window_atoms)
  *   --drift PS          NVE energy drift of PS ps (after 20 ps of Langevin) on --race's box
  *                       (default: the 23,568-atom box), leapfrog with rigid water as OpenMM's
  *                       VerletIntegrator: JSON with the slope in kJ/mol/ns per degree of freedom
@@ -38,7 +40,8 @@
  *                       (see VALIDATE_* below), JSON and PASS/FAIL lines
  *
  *   build/chapters/08_md_step [--quick] [--json FILE] [--reps N] [--steps N]
- *                             [--write-pdb PREFIX] [--race FILE.pdb [--water-lanes N]] [--drift PS]
+ *                             [--write-pdb PREFIX] [--race FILE.pdb [--water-lanes N]
+ *                             [--pme-window-atoms N]] [--drift PS]
  *                             [--validate PS] */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
@@ -315,7 +318,7 @@ static int write_pdbs(const char *prefix) {
 
 #ifdef __CUDACC__
 /* The race: md.h's step on the PDB's box with OpenMM's settings; one JSON line. */
-static int race(const char *pdb, int steps, int reps, int water_lanes) {
+static int race(const char *pdb, int steps, int reps, int water_lanes, int window_atoms) {
     md_system s;
     md_topology t;
     md_lj_table lj;
@@ -333,6 +336,7 @@ static int race(const char *pdb, int steps, int reps, int water_lanes) {
     md_cuda_get_device_info(0, &info);
     memset(&go, 0, sizeof go);
     go.water_lanes = water_lanes; /* 0: the library's rule */
+    go.pme_window_atoms = window_atoms; /* 0: the library's rule */
     if (read_box(pdb, &s, &t, &lj) != MD_OK || md_cuda_sim_create(&g, &s, &t, &lj, &d, &go) != MD_OK) {
         printf("FAIL --race %s: %s\n", pdb, md_last_error());
         return 1;
@@ -359,11 +363,11 @@ static int race(const char *pdb, int steps, int reps, int water_lanes) {
     printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"step\", \"device\": \"%s\", \"atoms\": %d, "
            "\"steps\": %d, \"s_per_step\": %.9g, \"ns_per_day\": %.6g, \"pme_grid\": [%d, %d, %d], \"cutoff_nm\": %g, "
            "\"ewald_tolerance\": %g, \"potential_kj_mol\": %.10g, \"recip_kj_mol\": %.10g, \"nb_variant\": \"%s\", "
-           "\"list_builds_per_1000_steps\": %.4g, \"water_lanes\": %d}\n",
+           "\"list_builds_per_1000_steps\": %.4g, \"water_lanes\": %d, \"pme_window_atoms\": %d}\n",
            info.name, s.n, steps, sps, ns_per_day(0.002, sps), g.pme.params.grid[0], g.pme.params.grid[1],
            g.pme.params.grid[2], g.desc.nb.cutoff, g.desc.nb.ewald_tolerance, md_energy_potential(&ref.energy),
            ref.energy.coul_recip, md_nb_variant_name(g.opts.nb_variant),
-           1000.0 * (double)g.nb.stats.rebuilds / (double)g.steps, g.opts.water_lanes);
+           1000.0 * (double)g.nb.stats.rebuilds / (double)g.steps, g.opts.water_lanes, g.opts.pme_window_atoms);
     md_sim_free(&ref);
     md_cuda_sim_destroy(&g);
     md_system_free(&s);
@@ -515,7 +519,7 @@ int main(int argc, char **argv) {
     ladder_opts o;
     const char *pdb_prefix = NULL, *race_pdb = NULL;
     double drift_ps = 0.0, validate_ps = 0.0;
-    int steps = 0, water_lanes = 0, i, rc, n = 1;
+    int steps = 0, water_lanes = 0, window_atoms = 0, i, rc, n = 1;
     char **rest = (char **)malloc((size_t)argc * sizeof(char *));
     if (!rest) return 1;
     rest[0] = argv[0];
@@ -526,15 +530,19 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--drift") == 0 && more) drift_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--validate") == 0 && more) validate_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--water-lanes") == 0 && more) {
-            /* the value itself is md_cuda_sim_create's to check (md_cuda_sim_opts::water_lanes) */
+        else if ((strcmp(argv[i], "--water-lanes") == 0 || strcmp(argv[i], "--pme-window-atoms") == 0) && more) {
+            /* the value itself is md_cuda_sim_create's to check (md_cuda_sim_opts::water_lanes,
+             * ::pme_window_atoms) */
+            const char *name = argv[i];
             char *end;
-            water_lanes = (int)strtol(argv[++i], &end, 10);
+            const int v = (int)strtol(argv[++i], &end, 10);
             if (*end != '\0' || end == argv[i]) {
-                fprintf(stderr, "%s: --water-lanes wants a number (got '%s')\n", argv[0], argv[i]);
+                fprintf(stderr, "%s: %s wants a number (got '%s')\n", argv[0], name, argv[i]);
                 free(rest);
                 return 2;
             }
+            if (name[2] == 'w') water_lanes = v;
+            else window_atoms = v;
         }
         else rest[n++] = argv[i];
     }
@@ -543,6 +551,7 @@ int main(int argc, char **argv) {
                            "  --write-pdb PREFIX  write the benchmark boxes as PDB files for OpenMM (bench/race.sh)\n"
                            "  --race FILE.pdb     md.h's step time on the PDB's box, OpenMM's settings (JSON)\n"
                            "  --water-lanes N     --race: lanes per water in the integrate kernel, 1 or 3 (default: the library's rule)\n"
+                           "  --pme-window-atoms N --race: atoms per block of the windowed PME spread, 32..256 (default: the library's rule)\n"
                            "  --drift PS          NVE energy drift over PS ps (JSON; with --race's PDB if given)\n"
                            "  --validate PS       SPC/E density and O-O g(r) after PS ps of NPT at 298 K")) != 0) {
         free(rest);
@@ -558,9 +567,11 @@ int main(int argc, char **argv) {
 #ifdef __CUDACC__
     if (drift_ps > 0) return drift(race_pdb, drift_ps);
     if (validate_ps > 0) return validate(validate_ps);
-    if (race_pdb) return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5, water_lanes);
+    if (race_pdb)
+        return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5, water_lanes, window_atoms);
 #else
-    (void)water_lanes; /* --race's option: GPU only */
+    (void)water_lanes; /* --race's options: GPU only */
+    (void)window_atoms;
     if (drift_ps > 0 || validate_ps > 0 || race_pdb) {
         printf("SKIP --race, --drift, --validate: nvcc not found (GPU modes)\n");
         return 0;
