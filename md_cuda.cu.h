@@ -9853,9 +9853,9 @@ static md_status md__step_water_lanes(md_cuda_step_plan *p, int want, int sm_cou
 /* Atoms per block of the windowed spread in a simulation: the caller's, else the whole number of
  * batches of 32 per block that brings the spread's blocks nearest to one wave (as many as are
  * resident at once, cudaOccupancyMaxActiveBlocksPerMultiprocessor), at least 1 and at most 8.
- * In the step the spread runs beside the pair kernel (md__sim_enqueue_forces), which holds the
- * SMs; fewer, longer blocks then cost less than alone, where one batch per block is fastest
- * (chapter 07). Measured side by side on an H200 (2026-11-29, chapter 08's --race, 1,000 steps,
+ * In the step the spread runs beside the pair kernel (md__sim_enqueue_forces), which at its
+ * launch bound can hold every register of an SM (not profiled); there fewer, longer blocks cost
+ * less, where alone one batch per block is fastest (chapter 07). Measured side by side on an H200 (2026-11-29, chapter 08's --race, 1,000 steps,
  * --pme-window-atoms 32 / 64 / 96 / 128, two rounds): 104.84 / 106.31 / 107.30 / 110.27 and
  * 104.91 / 106.60 / 107.19 / 110.19 us per step at 23,568 atoms (737 batches: the rule gives 32),
  * 329.42 / 318.87 / 320.08 / 321.29 and 329.23 / 318.92 / 320.02 / 320.81 us at 95,766 (2,993
