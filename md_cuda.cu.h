@@ -1447,7 +1447,7 @@ md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, in
 /** @brief 1 (the default): md_cuda_pme_plan_enqueue() launches its whole evaluation (spread,
  *  forward transform, solve, backward transform, gather) as one CUDA graph, captured at the first
  *  call on the plan's stream and launched again while the call's arguments (device pointers,
- *  atom count, stride, the plan's spread rung) stay those of the capture; a call with other
+ *  atom count, stride, the plan's spread rung and atoms per window) stay those of the capture; a call with other
  *  arguments captures again (two graphs are kept, one with and one without energies). While the
  *  plan's stream is being captured by the caller it enqueues the stages, which become nodes of the
  *  caller's graph. The same kernels on the same buffers either way: the same bits. Why: the stages
@@ -1559,8 +1559,9 @@ md_status md_cuda_pme_plan_set_spread(md_cuda_pme_plan *p, md_cuda_pme_spread sp
 
 /** @brief Atoms per block of the windowed spread (MD_CUDA_PME_SPREAD_WINDOW): @p atoms
  *  consecutive atoms, 32 at a time, share a block's windows; 32, 64, ..., 256, or 0 for the
- *  default, 32. More atoms per block: fewer blocks and fewer global atomics (a window serves
- *  more atoms when they lie close together), but each block's batches run one after another.
+ *  default, 32. More atoms per block: fewer blocks, and fewer windows to flush to the grid with
+ *  global atomics when the atoms lie close together (not counted), but each block's batches run
+ *  one after another.
  *  The grid is the same bits for every value. Alone, 32 is the fastest at both of chapter 07's
  *  boxes; beside the pair kernel in md_cuda_sim's step, more than 32 pays for large systems
  *  (md_cuda_sim_opts::pme_window_atoms). Error MD_ERR_RANGE for another value. */
@@ -1603,7 +1604,7 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
  *  Launches, cuFFT executions and memsets on the plan's stream only:
  *  capturable into a CUDA graph. Outside a capture, one launch of a graph of the five stages that
  *  the plan captured at the first call with these arguments (MD_CUDA_PME_GRAPH; a call with other
- *  pointers, n or stride captures again, about the cost of an instantiation). The caller's
+ *  pointers, n, stride or spread settings captures again, about the cost of an instantiation). The caller's
  *  buffers are the MD state's (the nonbonded and PME forces add into one fixed-point array). */
 md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
                                    md_fixed *d_force, int stride, md_fixed *d_energy_recip, md_fixed *d_virial);
@@ -9866,15 +9867,12 @@ static md_status md__sim_window_atoms(md_cuda_pme_plan *p, int want, int n, int 
     int per_sm = 0;
     long long wave, batches = ((long long)n + 31) / 32, k;
     if (want) return md_cuda_pme_plan_set_window_atoms(p, want);
-    if (p->params.order == 4)
-        MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__pme_spread_window_kernel<4>,
-                                                                  MD__PME_WINDOW_BLOCK, 0));
-    else if (p->params.order == 5)
-        MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__pme_spread_window_kernel<5>,
-                                                                  MD__PME_WINDOW_BLOCK, 0));
-    else
-        MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, md__pme_spread_window_kernel<6>,
-                                                                  MD__PME_WINDOW_BLOCK, 0));
+    {
+        const auto kern = p->params.order == 4   ? md__pme_spread_window_kernel<4>
+                          : p->params.order == 5 ? md__pme_spread_window_kernel<5>
+                                                 : md__pme_spread_window_kernel<6>;
+        MD_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, MD__PME_WINDOW_BLOCK, 0));
+    }
     wave = (long long)(per_sm > 0 ? per_sm : 1) * (sm_count > 0 ? sm_count : 1);
     k = (batches + wave / 2) / wave;
     return md_cuda_pme_plan_set_window_atoms(p, 32 * (int)(k < 1 ? 1 : (k > 8 ? 8 : k)));
