@@ -15,7 +15,8 @@ peer's number next to md.h's and print the ratio. Nothing here is a reference fo
                 on the same configuration)
   openmm-drift  NVE energy drift: --equil ps of LangevinMiddle (300 K, 1/ps), then --ps ps with a
                 VerletIntegrator (2 fs, leapfrog, rigid water), the total energy every 0.1 ps and
-                its least-squares slope (chapter 08's --drift does the same with md.h)
+                its least-squares slope (chapter 08's --drift does the same with md.h); --seed
+                draws the starting velocities and the Langevin noise
   freud-rdf     freud's RDF of one frame (XYZ file, cubic box from --box) with --threads threads
 
 Install on a device machine from carried wheels (bench/README.md):
@@ -108,10 +109,10 @@ def openmm_drift(args):
     mm, app, u, top, pos, system = _openmm_system(args)
     plat, props = _platform(mm, args.platform)
     lang = mm.LangevinMiddleIntegrator(300 * u.kelvin, 1.0 / u.picosecond, 0.002 * u.picoseconds)
-    lang.setRandomNumberSeed(2026)
+    lang.setRandomNumberSeed(args.seed)
     ctx = mm.Context(system, lang, plat, props)
     ctx.setPositions(pos)
-    ctx.setVelocitiesToTemperature(300 * u.kelvin, 2026)
+    ctx.setVelocitiesToTemperature(300 * u.kelvin, args.seed)
     lang.step(int(round(args.equil / 0.002)))
     st = ctx.getState(getPositions=True, getVelocities=True)
     verlet = mm.VerletIntegrator(0.002 * u.picoseconds)
@@ -135,7 +136,8 @@ def openmm_drift(args):
     dof = 3 * system.getNumParticles() - system.getNumConstraints()
     dof -= 3 if any(isinstance(f, mm.CMMotionRemover) for f in system.getForces()) else 0
     print(json.dumps({"schema": "md_peer/1", "peer": "openmm " + mm.__version__, "what": "drift",
-                      "platform": args.platform, "atoms": top.getNumAtoms(), "ps": t[-1], "dof": dof,
+                      "platform": args.platform, "atoms": top.getNumAtoms(), "seed": args.seed, "ps": t[-1],
+                      "dof": dof,
                       "drift_kj_mol_ns": 1e3 * slope, "drift_kj_mol_ns_per_dof": 1e3 * slope / dof,
                       "max_excursion_kj_mol": max(abs(x - e[0]) for x in e),
                       "wall_s": time.perf_counter() - t0}), flush=True)
@@ -182,6 +184,8 @@ def main():
         s.add_argument("--warmup", type=int, default=200)
         s.add_argument("--ps", type=float, default=100.0, help="openmm-drift: NVE picoseconds")
         s.add_argument("--equil", type=float, default=20.0, help="openmm-drift: Langevin picoseconds first")
+        s.add_argument("--seed", type=int, default=2026,
+                       help="openmm-drift: seed of the starting velocities and the Langevin noise (1..2^31-1)")
     s = sub.add_parser("freud-rdf")
     s.add_argument("--xyz", required=True)
     s.add_argument("--box", type=float, required=True, help="cubic box edge (nm)")

@@ -7,6 +7,12 @@
 #                               and OpenMM's reciprocal force group alone (chapter 07's peer)
 #   bench/race.sh --drift PS    also the NVE energy drift over PS ps on the 23,568-atom box
 #                               (20 ps of Langevin first), md.h vs OpenMM's VerletIntegrator
+#   bench/race.sh --drift PS --seeds K
+#                               the drift from K starting points (seeds 2026 .. 2026+K-1 draw the
+#                               velocities and the Langevin noise of both codes; default 1): one
+#                               slope moves a lot from start to start, so the comparison is of the
+#                               means over the seeds, with their standard errors
+#   bench/race.sh --drift-only  the drift alone (no step timings)
 #   bench/race.sh --steps N     timed steps per code and box (default 2000)
 #   bench/race.sh --quick       the 23,568-atom box only, 500 steps
 # Settings (both codes): TIP3P (OpenMM's tip3p.xml values), rigid water, PME with Ewald
@@ -20,16 +26,20 @@
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/race}
-STEPS=2000; DRIFT=0; QUICK=0
+STEPS=2000; DRIFT=0; QUICK=0; SEEDS=1; DRIFT_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --drift) DRIFT=$2; shift ;;
+    --seeds) SEEDS=$2; shift ;;
+    --drift-only) DRIFT_ONLY=1 ;;
     --steps) STEPS=$2; shift ;;
     --quick) QUICK=1; STEPS=500 ;;
-    *) echo "usage: $0 [--quick] [--steps N] [--drift PS]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--steps N] [--drift PS [--seeds K] [--drift-only]]" >&2; exit 2 ;;
   esac
   shift
 done
+case "$SEEDS" in ''|*[!0-9]*|0) echo "$0: --seeds wants a positive integer (got '$SEEDS')" >&2; exit 2 ;; esac
+if [ "$DRIFT_ONLY" -eq 1 ] && [ "$DRIFT" = 0 ]; then echo "$0: --drift-only wants --drift PS" >&2; exit 2; fi
 mkdir -p "$OUT"
 J=$OUT/race.jsonl
 : > "$J"
@@ -47,6 +57,7 @@ fi
 build/chapters/08_md_step --write-pdb "$OUT/water" || exit 1
 BOXES="23568 95766"
 [ "$QUICK" -eq 1 ] && BOXES=23568
+[ "$DRIFT_ONLY" -eq 1 ] && BOXES=
 rc=0
 for n in $BOXES; do
   pdb=$OUT/water_$n.pdb
@@ -59,9 +70,12 @@ for n in $BOXES; do
 done
 if [ "$DRIFT" != 0 ]; then
   pdb=$OUT/water_23568.pdb
-  echo "== NVE drift, $DRIFT ps"
-  build/chapters/08_md_step --drift "$DRIFT" --race "$pdb" | grep '"md_race/1"' >> "$J" || rc=1
-  python3 bench/peers.py openmm-drift --pdb "$pdb" --ps "$DRIFT" | grep '"md_peer/1"' >> "$J" || rc=1
+  for k in $(seq 0 $((SEEDS - 1))); do
+    seed=$((2026 + k))
+    echo "== NVE drift, $DRIFT ps, seed $seed"
+    build/chapters/08_md_step --drift "$DRIFT" --seed "$seed" --race "$pdb" | grep '"md_race/1"' >> "$J" || rc=1
+    python3 bench/peers.py openmm-drift --pdb "$pdb" --ps "$DRIFT" --seed "$seed" | grep '"md_peer/1"' >> "$J" || rc=1
+  done
 fi
 python3 - "$J" <<'EOF' || rc=1
 import json, sys
@@ -73,8 +87,9 @@ def pick(code, what, atoms):
             return r
     return None
 bad = 0
-print("\n%-8s %14s %14s %8s %6s %18s %18s %10s" % ("atoms", "md.h us/step", "OpenMM us/step", "ratio", "goal",
-                                                 "E md.h (kJ/mol)", "E OpenMM (kJ/mol)", "rel diff"))
+if any(r.get("what") == "step" for r in rows):
+        print("\n%-8s %14s %14s %8s %6s %18s %18s %10s" % ("atoms", "md.h us/step", "OpenMM us/step", "ratio", "goal",
+                                                     "E md.h (kJ/mol)", "E OpenMM (kJ/mol)", "rel diff"))
 for atoms in sorted({r["atoms"] for r in rows}):
     m, o, e = pick("md.h", "step", atoms), pick("openmm", "step", atoms), pick("openmm", "energy", atoms)
     if not (m and o and e):
@@ -90,11 +105,33 @@ for atoms in sorted({r["atoms"] for r in rows}):
     r = pick("openmm", "recip", atoms)
     if r:
         print("         OpenMM reciprocal force group alone (with its integrator): %.1f us/step" % (1e6 * r["s_per_step"]))
-m, o = pick("md.h", "drift", 23568), pick("openmm", "drift", 23568)
-if m and o:
-    print("\nNVE drift, 23568 atoms: md.h %.4g kJ/mol/ns per dof over %.0f ps, OpenMM %.4g over %.0f ps (%s)" % (
-          m["drift_kj_mol_ns_per_dof"], m["ps"], o["drift_kj_mol_ns_per_dof"], o["ps"],
-          "no worse" if abs(m["drift_kj_mol_ns_per_dof"]) <= abs(o["drift_kj_mol_ns_per_dof"]) else "WORSE"))
+def drifts(code):
+    return [r for r in rows if r.get("what") == "drift" and r.get("atoms") == 23568 and
+            ("md.h" if r.get("schema") == "md_race/1" else "openmm") == code]
+def stats(v):  # mean, standard error of the mean (0 for one value)
+    m = sum(v) / len(v)
+    return m, ((sum((x - m) ** 2 for x in v) / (len(v) - 1) / len(v)) ** 0.5 if len(v) > 1 else 0.0)
+dm, do = drifts("md.h"), drifts("openmm")
+if dm and do:
+    print("\nNVE drift, 23568 atoms, kJ/mol/ns per degree of freedom (%s ps after 20 ps of Langevin):" % dm[0]["ps"])
+    print("  %-6s %12s %12s" % ("seed", "md.h", "OpenMM"))
+    by = {}
+    for code, rs in ((0, dm), (1, do)):
+        for r in rs:
+            by.setdefault(r.get("seed", 2026), ["-", "-"])[code] = "%.5f" % r["drift_kj_mol_ns_per_dof"]
+    for seed in sorted(by):
+        print("  %-6s %12s %12s" % (seed, by[seed][0], by[seed][1]))
+    (mm_, sm), (mo, so) = stats([r["drift_kj_mol_ns_per_dof"] for r in dm]), stats([r["drift_kj_mol_ns_per_dof"] for r in do])
+    (am, _), (ao, _) = stats([abs(r["drift_kj_mol_ns_per_dof"]) for r in dm]), stats([abs(r["drift_kj_mol_ns_per_dof"]) for r in do])
+    print("  mean   %12.5f %12.5f  (standard error %.5f, %.5f; %d and %d seeds)" % (mm_, mo, sm, so, len(dm), len(do)))
+    print("  mean |slope| %6.5f %12.5f" % (am, ao))
+    se = (sm * sm + so * so) ** 0.5
+    if se > 0:  # the goal: md.h's mean drift no worse than OpenMM's, beyond two standard errors
+        print("  md.h - OpenMM = %.5f, %.1f standard errors: %s" % (mm_ - mo, (mm_ - mo) / se,
+              "WORSE" if mm_ - mo > 2 * se else "no worse (within two standard errors)"))
+    else:
+        print("  one seed each: %s by |slope|, which says little (bench/race.sh --seeds K)" % (
+              "no worse" if am <= ao else "worse"))
 sys.exit(0)
 EOF
 echo "results: $J"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a new user meets first: `make help`, the set-up's message when something is missing,
-# --help and bad arguments of every example, `make ceilings` / `make test-gpu` without a GPU,
+# --help and bad arguments of every example (and of chapter 08's own options), `make ceilings` / `make test-gpu` without a GPU,
 # chapter 05's CPU rungs without nvcc, the no-GPU SKIP reason, and check_quotes' contiguity
 # rule. Each check prints PASS/FAIL/SKIP (tests/run.sh counts them). "No GPU" is made on any
 # machine with CUDA_VISIBLE_DEVICES= (the runtime then reports cudaErrorNoDevice), "no nvcc"
@@ -89,6 +89,15 @@ if [ -x build/examples/potential_map_gpu ]; then
 else
   echo "SKIP potential_map_gpu checks: not built (nvcc not found)"
 fi
+
+# ---- chapter 08: its own options' bad values are named (with or without nvcc) ----------------
+if make -s build/chapters/08_md_step > "$t/build8.log" 2>&1; then
+  c=build/chapters/08_md_step
+  if names "--seed wants a non-negative integer (got 'abc')" $c --drift 1 --seed abc &&
+     names "--seed wants a non-negative integer (got '-3')" $c --drift 1 --seed -3 &&
+     names "--water-lanes wants a number (got 'x')" $c --race a.pdb --water-lanes x
+  then ok "chapter 08: a bad --seed or --water-lanes is named with its value"; else bad "chapter 08 options" "a bad value was not named"; fi
+else bad "chapter 08 build" "$(tail -n 3 "$t/build8.log")"; fi
 
 # ---- make ceilings / make test-gpu without a GPU: fail, and leave no JSON ---------------------
 mkdir -p "$t/b1/bench"

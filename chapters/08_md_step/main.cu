@@ -34,6 +34,8 @@
  *   --drift PS          NVE energy drift of PS ps (after 20 ps of Langevin) on --race's box
  *                       (default: the 23,568-atom box), leapfrog with rigid water as OpenMM's
  *                       VerletIntegrator: JSON with the slope in kJ/mol/ns per degree of freedom
+ *   --seed N            with --drift: the seed of the starting velocities and the Langevin noise
+ *                       (default LADDER_SEED, 2026)
  *   --validate PS       SPC/E at 298 K and 1 bar: NPT (Langevin + Monte Carlo barostat, LJ
  *                       dispersion correction) for PS ps, the second half sampled: density and
  *                       the O-O g(r) (md.h's RDF, chapter 05) against the published values
@@ -41,7 +43,7 @@
  *
  *   build/chapters/08_md_step [--quick] [--json FILE] [--reps N] [--steps N]
  *                             [--write-pdb PREFIX] [--race FILE.pdb [--water-lanes N]
- *                             [--pme-window-atoms N]] [--drift PS]
+ *                             [--pme-window-atoms N]] [--drift PS [--seed N]]
  *                             [--validate PS] */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
@@ -69,7 +71,7 @@ static md_status water_box(md_system *s, md_topology *t, md_lj_table *lj, md_wat
 
 #ifdef __CUDACC__
 /* A water box read from a PDB (HOH residues), charges from the model, velocities at 300 K. */
-static md_status read_box(const char *path, md_system *s, md_topology *t, md_lj_table *lj) {
+static md_status read_box(const char *path, md_system *s, md_topology *t, md_lj_table *lj, uint64_t seed) {
     md_status st = md_read_pdb(path, s);
     md_rng r;
     int i;
@@ -79,7 +81,7 @@ static md_status read_box(const char *path, md_system *s, md_topology *t, md_lj_
         md_system_free(s);
         return st;
     }
-    md_rng_seed(&r, LADDER_SEED);
+    md_rng_seed(&r, seed);
     for (i = 0; i < s->n; i++) { /* Maxwell-Boltzmann; the step constrains and removes the drift */
         double sd = sqrt(MD_KB * 300.0 / t->mass[i]);
         s->vel[i].x = (float)(sd * md_rng_normal(&r));
@@ -337,7 +339,7 @@ static int race(const char *pdb, int steps, int reps, int water_lanes, int windo
     memset(&go, 0, sizeof go);
     go.water_lanes = water_lanes; /* 0: the library's rule */
     go.pme_window_atoms = window_atoms; /* 0: the library's rule */
-    if (read_box(pdb, &s, &t, &lj) != MD_OK || md_cuda_sim_create(&g, &s, &t, &lj, &d, &go) != MD_OK) {
+    if (read_box(pdb, &s, &t, &lj, LADDER_SEED) != MD_OK || md_cuda_sim_create(&g, &s, &t, &lj, &d, &go) != MD_OK) {
         printf("FAIL --race %s: %s\n", pdb, md_last_error());
         return 1;
     }
@@ -376,8 +378,10 @@ static int race(const char *pdb, int steps, int reps, int water_lanes, int windo
     return 0;
 }
 
-/* NVE drift over ps picoseconds after 20 ps of Langevin; total energy every 0.1 ps, least squares. */
-static int drift(const char *pdb, double ps) {
+/* NVE drift over ps picoseconds after 20 ps of Langevin; total energy every 0.1 ps, least squares.
+ * The seed draws the starting velocities and the Langevin noise: one slope is one sample of a
+ * quantity that moves a lot from start to start, so bench/race.sh runs several seeds. */
+static int drift(const char *pdb, double ps, uint64_t seed) {
     md_system s;
     md_topology t;
     md_lj_table lj;
@@ -392,7 +396,8 @@ static int drift(const char *pdb, double ps) {
         return 0;
     }
     md_cuda_get_device_info(0, &info);
-    if ((pdb ? read_box(pdb, &s, &t, &lj) : water_box(&s, &t, &lj, MD_WATER_TIP3P, 7856, 6.2)) != MD_OK ||
+    d.seed = seed;
+    if ((pdb ? read_box(pdb, &s, &t, &lj, seed) : water_box(&s, &t, &lj, MD_WATER_TIP3P, 7856, 6.2)) != MD_OK ||
         md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK || md_cuda_sim_enqueue(&g, 10000, 0) != MD_OK ||
         md_cuda_sim_get_system(&g, &s) != MD_OK) {
         printf("FAIL --drift: %s\n", md_last_error());
@@ -419,9 +424,9 @@ static int drift(const char *pdb, double ps) {
     }
     slope = ((nout + 1) * sxy - sx * sy) / ((nout + 1) * sxx - sx * sx); /* kJ/mol/ps */
     printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"drift\", \"device\": \"%s\", \"atoms\": %d, "
-           "\"ps\": %.6g, \"dof\": %d, \"drift_kj_mol_ns\": %.6g, \"drift_kj_mol_ns_per_dof\": %.6g, "
+           "\"seed\": %llu, \"ps\": %.6g, \"dof\": %d, \"drift_kj_mol_ns\": %.6g, \"drift_kj_mol_ns_per_dof\": %.6g, "
            "\"max_excursion_kj_mol\": %.6g, \"wall_s\": %.3f}\n",
-           info.name, s.n, g.time_ps, g.ndof, 1e3 * slope, 1e3 * slope / g.ndof, dev, md_wall_seconds() - w0);
+           info.name, s.n, (unsigned long long)seed, g.time_ps, g.ndof, 1e3 * slope, 1e3 * slope / g.ndof, dev, md_wall_seconds() - w0);
     md_cuda_sim_destroy(&g);
     md_system_free(&s);
     md_topology_free(&t);
@@ -519,6 +524,7 @@ int main(int argc, char **argv) {
     ladder_opts o;
     const char *pdb_prefix = NULL, *race_pdb = NULL;
     double drift_ps = 0.0, validate_ps = 0.0;
+    unsigned long long seed = LADDER_SEED;
     int steps = 0, water_lanes = 0, window_atoms = 0, i, rc, n = 1;
     char **rest = (char **)malloc((size_t)argc * sizeof(char *));
     if (!rest) return 1;
@@ -529,6 +535,15 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--race") == 0 && more) race_pdb = argv[++i];
         else if (strcmp(argv[i], "--drift") == 0 && more) drift_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--validate") == 0 && more) validate_ps = atof(argv[++i]);
+        else if (strcmp(argv[i], "--seed") == 0 && more) {
+            char *end;
+            seed = strtoull(argv[++i], &end, 10);
+            if (*end != '\0' || end == argv[i] || argv[i][0] == '-') {
+                fprintf(stderr, "%s: --seed wants a non-negative integer (got '%s')\n", argv[0], argv[i]);
+                free(rest);
+                return 2;
+            }
+        }
         else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
         else if ((strcmp(argv[i], "--water-lanes") == 0 || strcmp(argv[i], "--pme-window-atoms") == 0) && more) {
             /* the value itself is md_cuda_sim_create's to check (md_cuda_sim_opts::water_lanes,
@@ -553,6 +568,7 @@ int main(int argc, char **argv) {
                            "  --water-lanes N     --race: lanes per water in the integrate kernel, 1 or 3 (default: the library's rule)\n"
                            "  --pme-window-atoms N --race: atoms per block of the windowed PME spread, 32..256 (default: the library's rule)\n"
                            "  --drift PS          NVE energy drift over PS ps (JSON; with --race's PDB if given)\n"
+                           "  --seed N            --drift: seed of the starting velocities and the Langevin noise (default 2026)\n"
                            "  --validate PS       SPC/E density and O-O g(r) after PS ps of NPT at 298 K")) != 0) {
         free(rest);
         return rc > 0 ? 0 : 2;
@@ -565,13 +581,14 @@ int main(int argc, char **argv) {
     if (steps == 0) steps = o.quick ? 100 : 500;
     if (pdb_prefix) return write_pdbs(pdb_prefix);
 #ifdef __CUDACC__
-    if (drift_ps > 0) return drift(race_pdb, drift_ps);
+    if (drift_ps > 0) return drift(race_pdb, drift_ps, (uint64_t)seed);
     if (validate_ps > 0) return validate(validate_ps);
     if (race_pdb)
         return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5, water_lanes, window_atoms);
 #else
     (void)water_lanes; /* --race's options: GPU only */
     (void)window_atoms;
+    (void)seed;
     if (drift_ps > 0 || validate_ps > 0 || race_pdb) {
         printf("SKIP --race, --drift, --validate: nvcc not found (GPU modes)\n");
         return 0;
