@@ -95,8 +95,11 @@ if make -s build/chapters/08_md_step > "$t/build8.log" 2>&1; then
   c=build/chapters/08_md_step
   if names "--seed wants a non-negative integer (got 'abc')" $c --drift 1 --seed abc &&
      names "--seed wants a non-negative integer (got '-3')" $c --drift 1 --seed -3 &&
-     names "--water-lanes wants a number (got 'x')" $c --race a.pdb --water-lanes x
-  then ok "chapter 08: a bad --seed or --water-lanes is named with its value"; else bad "chapter 08 options" "a bad value was not named"; fi
+     names "--water-lanes wants a number (got 'x')" $c --race a.pdb --water-lanes x &&
+     names "--dt wants a positive number (got '0')" $c --drift 1 --dt 0 &&
+     names "--energy-every wants a positive whole number up to 10^6 (got '2.5')" $c --drift 1 --energy-every 2.5 &&
+     names "go with --drift PS" $c --buffer 0.2
+  then ok "chapter 08: a bad --seed, --water-lanes or drift setting is named with its value"; else bad "chapter 08 options" "a bad value was not named"; fi
 else bad "chapter 08 build" "$(tail -n 3 "$t/build8.log")"; fi
 
 # ---- make ceilings / make test-gpu without a GPU: fail, and leave no JSON ---------------------

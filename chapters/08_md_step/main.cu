@@ -36,6 +36,11 @@
  *                       VerletIntegrator: JSON with the slope in kJ/mol/ns per degree of freedom
  *   --seed N            with --drift: the seed of the starting velocities and the Langevin noise
  *                       (default LADDER_SEED, 2026)
+ *   --dt PS, --buffer NM, --ewald-tolerance T, --lj-shift, --energy-every N
+ *                       with --drift: the time step (default 0.002; 20 ps of Langevin whatever
+ *                       it is), the Verlet buffer (0.1), the Ewald tolerance of the real-space
+ *                       cut and the PME grid (5e-4), the LJ potential shift instead of
+ *                       truncation, the steps between energies (50): tutorial 08's drift table
  *   --validate PS       SPC/E at 298 K and 1 bar: NPT (Langevin + Monte Carlo barostat, LJ
  *                       dispersion correction) for PS ps, the second half sampled: density and
  *                       the O-O g(r) (md.h's RDF, chapter 05) against the published values
@@ -43,7 +48,8 @@
  *
  *   build/chapters/08_md_step [--quick] [--json FILE] [--reps N] [--steps N]
  *                             [--write-pdb PREFIX] [--race FILE.pdb [--water-lanes N]
- *                             [--pme-window-atoms N]] [--drift PS [--seed N]]
+ *                             [--pme-window-atoms N]] [--drift PS [--seed N] [--dt PS]
+ *                             [--buffer NM] [--ewald-tolerance T] [--lj-shift] [--energy-every N]]
  *                             [--validate PS] */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
@@ -318,6 +324,19 @@ static int write_pdbs(const char *prefix) {
     return 0;
 }
 
+/* What --drift runs: ps of NVE after 20 ps of Langevin, from a seed, with the race's settings
+ * unless one of --dt, --buffer, --ewald-tolerance, --lj-shift, --energy-every changes them (the
+ * knobs tutorial 08's drift table turns; 0 or unset: the race's value). */
+typedef struct drift_opts {
+    double ps;                /* --drift PS: picoseconds of NVE */
+    unsigned long long seed;  /* --seed N: the starting velocities and the Langevin noise */
+    double dt;                /* --dt PS: time step (0: 0.002) */
+    double buffer;            /* --buffer NM: Verlet buffer (0: the library's, 0.1) */
+    double tolerance;         /* --ewald-tolerance T (0: 5e-4, OpenMM's race setting) */
+    int lj_shift;             /* --lj-shift: LJ potential shift instead of OpenMM's truncation */
+    int every;                /* --energy-every N: steps between energies (0: 50) */
+} drift_opts;
+
 #ifdef __CUDACC__
 /* The race: md.h's step on the PDB's box with OpenMM's settings; one JSON line. */
 static int race(const char *pdb, int steps, int reps, int water_lanes, int window_atoms) {
@@ -378,17 +397,21 @@ static int race(const char *pdb, int steps, int reps, int water_lanes, int windo
     return 0;
 }
 
-/* NVE drift over ps picoseconds after 20 ps of Langevin; total energy every 0.1 ps, least squares.
- * The seed draws the starting velocities and the Langevin noise: one slope is one sample of a
- * quantity that moves a lot from start to start, so bench/race.sh runs several seeds. */
-static int drift(const char *pdb, double ps, uint64_t seed) {
+
+/* NVE drift over o->ps picoseconds after 20 ps of Langevin; the total energy every o->every steps
+ * (0.1 ps at the defaults), least squares. The seed draws the starting velocities and the
+ * Langevin noise: one slope is one sample of a quantity that moves a lot from start to start, so
+ * bench/race.sh runs several seeds. */
+static int drift(const char *pdb, const drift_opts *o) {
     md_system s;
     md_topology t;
     md_lj_table lj;
     md_sim_desc d = race_desc(1);
     md_cuda_sim g;
     md_cuda_device_info info;
-    const int per = 50, nout = (int)(ps / (per * 0.002) + 0.5);
+    const double dt = o->dt > 0 ? o->dt : 0.002;
+    const int per = o->every > 0 ? o->every : 50, nout = (int)(o->ps / (per * dt) + 0.5);
+    const int equil = (int)(20.0 / dt + 0.5);
     double sx = 0, sy = 0, sxx = 0, sxy = 0, e0 = 0, w0, slope, dev = 0;
     int k;
     if (!md_cuda_available()) {
@@ -396,9 +419,13 @@ static int drift(const char *pdb, double ps, uint64_t seed) {
         return 0;
     }
     md_cuda_get_device_info(0, &info);
-    d.seed = seed;
-    if ((pdb ? read_box(pdb, &s, &t, &lj, seed) : water_box(&s, &t, &lj, MD_WATER_TIP3P, 7856, 6.2)) != MD_OK ||
-        md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK || md_cuda_sim_enqueue(&g, 10000, 0) != MD_OK ||
+    d.seed = o->seed;
+    d.dt = dt;
+    if (o->buffer > 0) d.nb.buffer = o->buffer;
+    d.nb.ewald_tolerance = d.pme.tolerance = o->tolerance > 0 ? o->tolerance : MD_NB_DEFAULT_EWALD_TOLERANCE;
+    if (o->lj_shift) d.nb.lj = MD_LJ_POTENTIAL_SHIFT;
+    if ((pdb ? read_box(pdb, &s, &t, &lj, o->seed) : water_box(&s, &t, &lj, MD_WATER_TIP3P, 7856, 6.2)) != MD_OK ||
+        md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK || md_cuda_sim_enqueue(&g, equil, 0) != MD_OK ||
         md_cuda_sim_get_system(&g, &s) != MD_OK) {
         printf("FAIL --drift: %s\n", md_last_error());
         return 1;
@@ -424,9 +451,12 @@ static int drift(const char *pdb, double ps, uint64_t seed) {
     }
     slope = ((nout + 1) * sxy - sx * sy) / ((nout + 1) * sxx - sx * sx); /* kJ/mol/ps */
     printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"drift\", \"device\": \"%s\", \"atoms\": %d, "
-           "\"seed\": %llu, \"ps\": %.6g, \"dof\": %d, \"drift_kj_mol_ns\": %.6g, \"drift_kj_mol_ns_per_dof\": %.6g, "
+           "\"seed\": %llu, \"dt_ps\": %.6g, \"buffer_nm\": %.6g, \"ewald_tolerance\": %.6g, \"lj\": \"%s\", "
+           "\"energy_every\": %d, \"ps\": %.6g, \"dof\": %d, \"drift_kj_mol_ns\": %.6g, \"drift_kj_mol_ns_per_dof\": %.6g, "
            "\"max_excursion_kj_mol\": %.6g, \"wall_s\": %.3f}\n",
-           info.name, s.n, (unsigned long long)seed, g.time_ps, g.ndof, 1e3 * slope, 1e3 * slope / g.ndof, dev, md_wall_seconds() - w0);
+           info.name, s.n, o->seed, dt, o->buffer > 0 ? o->buffer : MD_NB_DEFAULT_BUFFER, d.nb.ewald_tolerance,
+           o->lj_shift ? "shift" : "truncate", per, g.time_ps, g.ndof, 1e3 * slope, 1e3 * slope / g.ndof, dev,
+           md_wall_seconds() - w0);
     md_cuda_sim_destroy(&g);
     md_system_free(&s);
     md_topology_free(&t);
@@ -523,27 +553,49 @@ static int validate(double ps) {
 int main(int argc, char **argv) {
     ladder_opts o;
     const char *pdb_prefix = NULL, *race_pdb = NULL;
-    double drift_ps = 0.0, validate_ps = 0.0;
-    unsigned long long seed = LADDER_SEED;
-    int steps = 0, water_lanes = 0, window_atoms = 0, i, rc, n = 1;
+    double validate_ps = 0.0;
+    drift_opts dr;
+    int drift_knobs = 0, steps = 0, water_lanes = 0, window_atoms = 0, i, rc, n = 1;
     char **rest = (char **)malloc((size_t)argc * sizeof(char *));
     if (!rest) return 1;
     rest[0] = argv[0];
+    memset(&dr, 0, sizeof dr);
+    dr.seed = LADDER_SEED;
     for (i = 1; i < argc; i++) { /* this chapter's options; the rest go to the ladder's parser */
         const int more = i + 1 < argc;
         if (strcmp(argv[i], "--write-pdb") == 0 && more) pdb_prefix = argv[++i];
         else if (strcmp(argv[i], "--race") == 0 && more) race_pdb = argv[++i];
-        else if (strcmp(argv[i], "--drift") == 0 && more) drift_ps = atof(argv[++i]);
+        else if (strcmp(argv[i], "--drift") == 0 && more) dr.ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--validate") == 0 && more) validate_ps = atof(argv[++i]);
         else if (strcmp(argv[i], "--seed") == 0 && more) {
             char *end;
-            seed = strtoull(argv[++i], &end, 10);
+            dr.seed = strtoull(argv[++i], &end, 10);
             if (*end != '\0' || end == argv[i] || argv[i][0] == '-') {
                 fprintf(stderr, "%s: --seed wants a non-negative integer (got '%s')\n", argv[0], argv[i]);
                 free(rest);
                 return 2;
             }
         }
+        else if ((strcmp(argv[i], "--dt") == 0 || strcmp(argv[i], "--buffer") == 0 ||
+                  strcmp(argv[i], "--ewald-tolerance") == 0 || strcmp(argv[i], "--energy-every") == 0) && more) {
+            /* --drift's knobs: a positive number each (the library checks the ranges) */
+            const char *name = argv[i];
+            const int whole = strcmp(name, "--energy-every") == 0;
+            char *end;
+            const double v = strtod(argv[++i], &end);
+            if (*end != '\0' || end == argv[i] || !(v > 0) || (whole && (v > 1e6 || v != (int)v))) {
+                fprintf(stderr, "%s: %s wants a positive %s (got '%s')\n", argv[0], name,
+                        whole ? "whole number up to 10^6" : "number", argv[i]);
+                free(rest);
+                return 2;
+            }
+            if (strcmp(name, "--dt") == 0) dr.dt = v;
+            else if (strcmp(name, "--buffer") == 0) dr.buffer = v;
+            else if (strcmp(name, "--ewald-tolerance") == 0) dr.tolerance = v;
+            else dr.every = (int)v;
+            drift_knobs = 1;
+        }
+        else if (strcmp(argv[i], "--lj-shift") == 0) dr.lj_shift = drift_knobs = 1;
         else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
         else if ((strcmp(argv[i], "--water-lanes") == 0 || strcmp(argv[i], "--pme-window-atoms") == 0) && more) {
             /* the value itself is md_cuda_sim_create's to check (md_cuda_sim_opts::water_lanes,
@@ -569,27 +621,33 @@ int main(int argc, char **argv) {
                            "  --pme-window-atoms N --race: atoms per block of the windowed PME spread, 32..256 (default: the library's rule)\n"
                            "  --drift PS          NVE energy drift over PS ps (JSON; with --race's PDB if given)\n"
                            "  --seed N            --drift: seed of the starting velocities and the Langevin noise (default 2026)\n"
+                           "  --dt PS, --buffer NM, --ewald-tolerance T, --lj-shift, --energy-every N\n"
+                           "                      --drift: time step (0.002), Verlet buffer (0.1), Ewald tolerance (5e-4),\n"
+                           "                      LJ potential shift (truncated), steps between energies (50)\n"
                            "  --validate PS       SPC/E density and O-O g(r) after PS ps of NPT at 298 K")) != 0) {
         free(rest);
         return rc > 0 ? 0 : 2;
     }
     free(rest);
-    if (drift_ps < 0 || validate_ps < 0 || steps < 0) {
+    if (dr.ps < 0 || validate_ps < 0 || steps < 0) {
         fprintf(stderr, "%s: --drift, --validate and --steps want positive numbers\n", argv[0]);
+        return 2;
+    }
+    if (drift_knobs && !(dr.ps > 0)) {
+        fprintf(stderr, "%s: --dt, --buffer, --ewald-tolerance, --lj-shift and --energy-every go with --drift PS\n", argv[0]);
         return 2;
     }
     if (steps == 0) steps = o.quick ? 100 : 500;
     if (pdb_prefix) return write_pdbs(pdb_prefix);
 #ifdef __CUDACC__
-    if (drift_ps > 0) return drift(race_pdb, drift_ps, (uint64_t)seed);
+    if (dr.ps > 0) return drift(race_pdb, &dr);
     if (validate_ps > 0) return validate(validate_ps);
     if (race_pdb)
         return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5, water_lanes, window_atoms);
 #else
     (void)water_lanes; /* --race's options: GPU only */
     (void)window_atoms;
-    (void)seed;
-    if (drift_ps > 0 || validate_ps > 0 || race_pdb) {
+    if (dr.ps > 0 || validate_ps > 0 || race_pdb) {
         printf("SKIP --race, --drift, --validate: nvcc not found (GPU modes)\n");
         return 0;
     }
