@@ -329,7 +329,8 @@ static int write_pdbs(const char *prefix) {
  * knobs tutorial 08's drift table turns; 0 or unset: the race's value). */
 typedef struct drift_opts {
     double ps;                /* --drift PS: picoseconds of NVE */
-    unsigned long long seed;  /* --seed N: the starting velocities and the Langevin noise */
+    unsigned long long seed;  /* --seed N: the Langevin noise, and the starting velocities of a
+                                 --race PDB's box (the built box's come from its builder) */
     double dt;                /* --dt PS: time step (0: 0.002) */
     double buffer;            /* --buffer NM: Verlet buffer (0: the library's, 0.1) */
     double tolerance;         /* --ewald-tolerance T (0: 5e-4, OpenMM's race setting) */
@@ -396,7 +397,6 @@ static int race(const char *pdb, int steps, int reps, int water_lanes, int windo
     md_lj_table_free(&lj);
     return 0;
 }
-
 
 /* NVE drift over o->ps picoseconds after 20 ps of Langevin; the total energy every o->every steps
  * (0.1 ps at the defaults), least squares. The seed draws the starting velocities and the
