@@ -137,7 +137,7 @@ def openmm_drift(args):
     dof -= 3 if any(isinstance(f, mm.CMMotionRemover) for f in system.getForces()) else 0
     print(json.dumps({"schema": "md_peer/1", "peer": "openmm " + mm.__version__, "what": "drift",
                       "platform": args.platform, "atoms": top.getNumAtoms(), "seed": args.seed, "ps": t[-1],
-                      "dof": dof,
+                      "ewald_tolerance": args.tolerance, "dof": dof,
                       "drift_kj_mol_ns": 1e3 * slope, "drift_kj_mol_ns_per_dof": 1e3 * slope / dof,
                       "max_excursion_kj_mol": max(abs(x - e[0]) for x in e),
                       "wall_s": time.perf_counter() - t0}), flush=True)
