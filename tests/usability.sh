@@ -98,7 +98,8 @@ if make -s build/chapters/08_md_step > "$t/build8.log" 2>&1; then
      names "--water-lanes wants a number (got 'x')" $c --race a.pdb --water-lanes x &&
      names "--dt wants a positive number (got '0')" $c --drift 1 --dt 0 &&
      names "--energy-every wants a positive whole number up to 10^6 (got '2.5')" $c --drift 1 --energy-every 2.5 &&
-     names "go with --drift PS" $c --buffer 0.2
+     names "--pme-grid wants a positive whole number up to 10^6 (got '2.5')" $c --drift 1 --pme-grid 2.5 &&
+     names "go with --drift PS" $c --buffer 0.2 && names "go with --drift PS" $c --no-com-removal
   then ok "chapter 08: a bad --seed, --water-lanes or drift setting is named with its value"; else bad "chapter 08 options" "a bad value was not named"; fi
 else bad "chapter 08 build" "$(tail -n 3 "$t/build8.log")"; fi
 

@@ -36,11 +36,13 @@
  *                       VerletIntegrator: JSON with the slope in kJ/mol/ns per degree of freedom
  *   --seed N            with --drift: the seed of the starting velocities and the Langevin noise
  *                       (default LADDER_SEED, 2026)
- *   --dt PS, --buffer NM, --ewald-tolerance T, --lj-shift, --energy-every N
- *                       with --drift: the time step (default 0.002; 20 ps of Langevin whatever
+ *   --dt PS, --buffer NM, --ewald-tolerance T, --lj-shift, --energy-every N, --pme-grid N,
+ *   --no-com-removal    with --drift: the time step (default 0.002; 20 ps of Langevin whatever
  *                       it is), the Verlet buffer (0.1), the Ewald tolerance of the real-space
  *                       cut and the PME grid (5e-4), the LJ potential shift instead of
- *                       truncation, the steps between energies (50): tutorial 08's drift table
+ *                       truncation, the steps between energies (50), N^3 PME points instead of
+ *                       the tolerance's, the centre-of-mass velocity kept instead of removed
+ *                       every step: tutorial 08's drift table and its open question
  *   --validate PS       SPC/E at 298 K and 1 bar: NPT (Langevin + Monte Carlo barostat, LJ
  *                       dispersion correction) for PS ps, the second half sampled: density and
  *                       the O-O g(r) (md.h's RDF, chapter 05) against the published values
@@ -49,7 +51,8 @@
  *   build/chapters/08_md_step [--quick] [--json FILE] [--reps N] [--steps N]
  *                             [--write-pdb PREFIX] [--race FILE.pdb [--water-lanes N]
  *                             [--pme-window-atoms N]] [--drift PS [--seed N] [--dt PS]
- *                             [--buffer NM] [--ewald-tolerance T] [--lj-shift] [--energy-every N]]
+ *                             [--buffer NM] [--ewald-tolerance T] [--lj-shift] [--energy-every N]
+ *                             [--pme-grid N] [--no-com-removal]]
  *                             [--validate PS] */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
@@ -325,8 +328,9 @@ static int write_pdbs(const char *prefix) {
 }
 
 /* What --drift runs: ps of NVE after 20 ps of Langevin, from a seed, with the race's settings
- * unless one of --dt, --buffer, --ewald-tolerance, --lj-shift, --energy-every changes them (the
- * knobs tutorial 08's drift table turns; 0 or unset: the race's value). */
+ * unless one of --dt, --buffer, --ewald-tolerance, --lj-shift, --energy-every, --pme-grid,
+ * --no-com-removal changes them (the knobs tutorial 08's drift table turns; 0 or unset: the
+ * race's value). */
 typedef struct drift_opts {
     double ps;                /* --drift PS: picoseconds of NVE */
     unsigned long long seed;  /* --seed N: the Langevin noise, and the starting velocities of a
@@ -336,6 +340,8 @@ typedef struct drift_opts {
     double tolerance;         /* --ewald-tolerance T (0: 5e-4, OpenMM's race setting) */
     int lj_shift;             /* --lj-shift: LJ potential shift instead of OpenMM's truncation */
     int every;                /* --energy-every N: steps between energies (0: 50) */
+    int pme_grid;             /* --pme-grid N: N^3 PME points (0: the library's rule for the tolerance) */
+    int no_com;               /* --no-com-removal: keep the centre-of-mass velocity (md_sim_desc::com_removal -1) */
 } drift_opts;
 
 #ifdef __CUDACC__
@@ -424,6 +430,8 @@ static int drift(const char *pdb, const drift_opts *o) {
     if (o->buffer > 0) d.nb.buffer = o->buffer;
     d.nb.ewald_tolerance = d.pme.tolerance = o->tolerance > 0 ? o->tolerance : MD_NB_DEFAULT_EWALD_TOLERANCE;
     if (o->lj_shift) d.nb.lj = MD_LJ_POTENTIAL_SHIFT;
+    if (o->pme_grid > 0) d.pme.grid[0] = d.pme.grid[1] = d.pme.grid[2] = o->pme_grid;
+    if (o->no_com) d.com_removal = -1;
     if ((pdb ? read_box(pdb, &s, &t, &lj, o->seed) : water_box(&s, &t, &lj, MD_WATER_TIP3P, 7856, 6.2)) != MD_OK ||
         md_cuda_sim_create(&g, &s, &t, &lj, &d, NULL) != MD_OK || md_cuda_sim_enqueue(&g, equil, 0) != MD_OK ||
         md_cuda_sim_get_system(&g, &s) != MD_OK) {
@@ -452,11 +460,12 @@ static int drift(const char *pdb, const drift_opts *o) {
     slope = ((nout + 1) * sxy - sx * sy) / ((nout + 1) * sxx - sx * sx); /* kJ/mol/ps */
     printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"drift\", \"device\": \"%s\", \"atoms\": %d, "
            "\"seed\": %llu, \"dt_ps\": %.6g, \"buffer_nm\": %.6g, \"ewald_tolerance\": %.6g, \"lj\": \"%s\", "
-           "\"energy_every\": %d, \"ps\": %.6g, \"dof\": %d, \"drift_kj_mol_ns\": %.6g, \"drift_kj_mol_ns_per_dof\": %.6g, "
-           "\"max_excursion_kj_mol\": %.6g, \"wall_s\": %.3f}\n",
+           "\"energy_every\": %d, \"pme_grid\": [%d, %d, %d], \"com_removal\": %d, \"ps\": %.6g, \"dof\": %d, "
+           "\"drift_kj_mol_ns\": %.6g, \"drift_kj_mol_ns_per_dof\": %.6g, \"max_excursion_kj_mol\": %.6g, "
+           "\"wall_s\": %.3f}\n",
            info.name, s.n, o->seed, dt, o->buffer > 0 ? o->buffer : MD_NB_DEFAULT_BUFFER, d.nb.ewald_tolerance,
-           o->lj_shift ? "shift" : "truncate", per, g.time_ps, g.ndof, 1e3 * slope, 1e3 * slope / g.ndof, dev,
-           md_wall_seconds() - w0);
+           o->lj_shift ? "shift" : "truncate", per, g.pme.params.grid[0], g.pme.params.grid[1], g.pme.params.grid[2],
+           !o->no_com, g.time_ps, g.ndof, 1e3 * slope, 1e3 * slope / g.ndof, dev, md_wall_seconds() - w0);
     md_cuda_sim_destroy(&g);
     md_system_free(&s);
     md_topology_free(&t);
@@ -577,10 +586,11 @@ int main(int argc, char **argv) {
             }
         }
         else if ((strcmp(argv[i], "--dt") == 0 || strcmp(argv[i], "--buffer") == 0 ||
-                  strcmp(argv[i], "--ewald-tolerance") == 0 || strcmp(argv[i], "--energy-every") == 0) && more) {
+                  strcmp(argv[i], "--ewald-tolerance") == 0 || strcmp(argv[i], "--energy-every") == 0 ||
+                  strcmp(argv[i], "--pme-grid") == 0) && more) {
             /* --drift's knobs: a positive number each (the library checks the ranges) */
             const char *name = argv[i];
-            const int whole = strcmp(name, "--energy-every") == 0;
+            const int whole = strcmp(name, "--energy-every") == 0 || strcmp(name, "--pme-grid") == 0;
             char *end;
             const double v = strtod(argv[++i], &end);
             if (*end != '\0' || end == argv[i] || !(v > 0) || (whole && (v > 1e6 || v != (int)v))) {
@@ -592,10 +602,12 @@ int main(int argc, char **argv) {
             if (strcmp(name, "--dt") == 0) dr.dt = v;
             else if (strcmp(name, "--buffer") == 0) dr.buffer = v;
             else if (strcmp(name, "--ewald-tolerance") == 0) dr.tolerance = v;
+            else if (strcmp(name, "--pme-grid") == 0) dr.pme_grid = (int)v;
             else dr.every = (int)v;
             drift_knobs = 1;
         }
         else if (strcmp(argv[i], "--lj-shift") == 0) dr.lj_shift = drift_knobs = 1;
+        else if (strcmp(argv[i], "--no-com-removal") == 0) dr.no_com = drift_knobs = 1;
         else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
         else if ((strcmp(argv[i], "--water-lanes") == 0 || strcmp(argv[i], "--pme-window-atoms") == 0) && more) {
             /* the value itself is md_cuda_sim_create's to check (md_cuda_sim_opts::water_lanes,
@@ -621,9 +633,10 @@ int main(int argc, char **argv) {
                            "  --pme-window-atoms N --race: atoms per block of the windowed PME spread, 32..256 (default: the library's rule)\n"
                            "  --drift PS          NVE energy drift over PS ps (JSON; with --race's PDB if given)\n"
                            "  --seed N            --drift: seed of the starting velocities and the Langevin noise (default 2026)\n"
-                           "  --dt PS, --buffer NM, --ewald-tolerance T, --lj-shift, --energy-every N\n"
-                           "                      --drift: time step (0.002), Verlet buffer (0.1), Ewald tolerance (5e-4),\n"
-                           "                      LJ potential shift (truncated), steps between energies (50)\n"
+                           "  --dt PS, --buffer NM, --ewald-tolerance T, --lj-shift, --energy-every N, --pme-grid N,\n"
+                           "  --no-com-removal    --drift: time step (0.002), Verlet buffer (0.1), Ewald tolerance (5e-4),\n"
+                           "                      LJ potential shift (truncated), steps between energies (50), N^3 PME\n"
+                           "                      points (the tolerance's), keep the centre-of-mass velocity (removed)\n"
                            "  --validate PS       SPC/E density and O-O g(r) after PS ps of NPT at 298 K")) != 0) {
         free(rest);
         return rc > 0 ? 0 : 2;
@@ -634,7 +647,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (drift_knobs && !(dr.ps > 0)) {
-        fprintf(stderr, "%s: --dt, --buffer, --ewald-tolerance, --lj-shift and --energy-every go with --drift PS\n", argv[0]);
+        fprintf(stderr, "%s: --dt, --buffer, --ewald-tolerance, --lj-shift, --energy-every, --pme-grid and "
+                        "--no-com-removal go with --drift PS\n", argv[0]);
         return 2;
     }
     if (steps == 0) steps = o.quick ? 100 : 500;
