@@ -1447,8 +1447,8 @@ md_status md_cuda_vv_enqueue(md_cuda_state *s, md_cuda_nb_plan *p, double dt, in
 /** @brief 1 (the default): md_cuda_pme_plan_enqueue() launches its whole evaluation (spread,
  *  forward transform, solve, backward transform, gather) as one CUDA graph, captured at the first
  *  call on the plan's stream and launched again while the call's arguments (device pointers,
- *  atom count, stride, the plan's spread rung and atoms per window) stay those of the capture; a call with other
- *  arguments captures again (two graphs are kept, one with and one without energies). While the
+ *  atom count, stride, the plan's spread rung and atoms per window) stay those of the capture; a
+ *  call with other arguments captures again (two graphs are kept, one with and one without energies). While the
  *  plan's stream is being captured by the caller it enqueues the stages, which become nodes of the
  *  caller's graph. The same kernels on the same buffers either way: the same bits. Why: the stages
  *  cost the launching thread six launches per evaluation, the graph one. Measured side by side on
@@ -1604,8 +1604,8 @@ md_status md_cuda_pme_enqueue_gather(md_cuda_pme_plan *p, const float4 *d_xyzq, 
  *  Launches, cuFFT executions and memsets on the plan's stream only:
  *  capturable into a CUDA graph. Outside a capture, one launch of a graph of the five stages that
  *  the plan captured at the first call with these arguments (MD_CUDA_PME_GRAPH; a call with other
- *  pointers, n, stride or spread settings captures again, about the cost of an instantiation). The caller's
- *  buffers are the MD state's (the nonbonded and PME forces add into one fixed-point array). */
+ *  pointers, n, stride or spread settings captures again, about the cost of an instantiation). The
+ *  caller's buffers are the MD state's (the nonbonded and PME forces add into one fixed-point array). */
 md_status md_cuda_pme_plan_enqueue(md_cuda_pme_plan *p, const float4 *d_xyzq, int n, const double *d_box,
                                    md_fixed *d_force, int stride, md_fixed *d_energy_recip, md_fixed *d_virial);
 
@@ -9856,9 +9856,10 @@ static md_status md__step_water_lanes(md_cuda_step_plan *p, int want, int sm_cou
  * resident at once, cudaOccupancyMaxActiveBlocksPerMultiprocessor), at least 1 and at most 8.
  * In the step the spread runs beside the pair kernel (md__sim_enqueue_forces), which at its
  * launch bound can hold every register of an SM (not profiled); there fewer, longer blocks cost
- * less, where alone one batch per block is fastest (chapter 07). Measured side by side on an H200 (2026-11-29, chapter 08's --race, 1,000 steps,
- * --pme-window-atoms 32 / 64 / 96 / 128, two rounds): 104.84 / 106.31 / 107.30 / 110.27 and
- * 104.91 / 106.60 / 107.19 / 110.19 us per step at 23,568 atoms (737 batches: the rule gives 32),
+ * less, where alone one batch per block is fastest (chapter 07). Measured side by side on an
+ * H200 (2026-11-29, chapter 08's --race, 1,000 steps, --pme-window-atoms 32 / 64 / 96 / 128,
+ * two rounds): 104.84 / 106.31 / 107.30 / 110.27 and 104.91 / 106.60 / 107.19 / 110.19 us per
+ * step at 23,568 atoms (737 batches: the rule gives 32),
  * 329.42 / 318.87 / 320.08 / 321.29 and 329.23 / 318.92 / 320.02 / 320.81 us at 95,766 (2,993
  * batches: 64). On sm_90 the kernel has 48 registers and 19,264 bytes of shared memory per block
  * of 128 threads (ptxas), so 10 blocks per SM and 1,320 in a wave on 132 SMs. A rule of "the

@@ -170,6 +170,13 @@ def freud_rdf(args):
                       "s_per_frame": times[len(times) // 2]}), flush=True)
 
 
+def _seed(text):
+    v = int(text)
+    if not 1 <= v < 2 ** 31:
+        raise argparse.ArgumentTypeError("a seed from 1 to 2^31-1, got %s" % text)
+    return v
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -184,8 +191,9 @@ def main():
         s.add_argument("--warmup", type=int, default=200)
         s.add_argument("--ps", type=float, default=100.0, help="openmm-drift: NVE picoseconds")
         s.add_argument("--equil", type=float, default=20.0, help="openmm-drift: Langevin picoseconds first")
-        s.add_argument("--seed", type=int, default=2026,
-                       help="openmm-drift: seed of the starting velocities and the Langevin noise (1..2^31-1)")
+        s.add_argument("--seed", type=_seed, default=2026,
+                       help="openmm-drift: seed of the starting velocities and the Langevin noise (1..2^31-1; "
+                            "OpenMM takes 0 as 'pick one at random')")
     s = sub.add_parser("freud-rdf")
     s.add_argument("--xyz", required=True)
     s.add_argument("--box", type=float, required=True, help="cubic box edge (nm)")

@@ -96,7 +96,7 @@ def pick(code, what, atoms):
     return None
 bad = 0
 if any(r.get("what") == "step" for r in rows):
-        print("\n%-8s %14s %14s %8s %6s %18s %18s %10s" % ("atoms", "md.h us/step", "OpenMM us/step", "ratio", "goal",
+    print("\n%-8s %14s %14s %8s %6s %18s %18s %10s" % ("atoms", "md.h us/step", "OpenMM us/step", "ratio", "goal",
                                                      "E md.h (kJ/mol)", "E OpenMM (kJ/mol)", "rel diff"))
 for atoms in sorted({r["atoms"] for r in rows}):
     m, o, e = pick("md.h", "step", atoms), pick("openmm", "step", atoms), pick("openmm", "energy", atoms)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a new user meets first: `make help`, the set-up's message when something is missing,
-# --help and bad arguments of every example (and of chapter 08's own options), `make ceilings` / `make test-gpu` without a GPU,
-# chapter 05's CPU rungs without nvcc, the no-GPU SKIP reason, and check_quotes' contiguity
-# rule. Each check prints PASS/FAIL/SKIP (tests/run.sh counts them). "No GPU" is made on any
+# --help and bad arguments of every example and of chapter 08's own options, `make ceilings` /
+# `make test-gpu` without a GPU, chapter 05's CPU rungs without nvcc, the no-GPU SKIP reason,
+# and check_quotes' contiguity rule. Each check prints PASS/FAIL/SKIP (tests/run.sh counts them). "No GPU" is made on any
 # machine with CUDA_VISIBLE_DEVICES= (the runtime then reports cudaErrorNoDevice), "no nvcc"
 # with NVCC=/nonexistent/nvcc, and "no doxygen, no numpy" with a PATH that lacks doxygen and
 # a python3 (a bare virtual environment) that lacks the packages.
