@@ -1,8 +1,10 @@
 /* bench/nb_cluster - the cluster-pair kernel alone on the benchmark water box, for timing and
  * for Nsight Compute.
  *
- *   build/bench/nb_cluster [--molecules N] [--edge NM] [--reps N]
- *     default: 7,856 TIP3P molecules in a 6.2 nm box (23,568 atoms), 50 timed evaluations
+ *   build/bench/nb_cluster [--molecules N] [--edge NM] [--reps N] [--forces-only]
+ *     default: 7,856 TIP3P molecules in a 6.2 nm box (23,568 atoms), 50 timed evaluations, forces
+ *     and energies (chapter 06's measure); --forces-only times the kernel an MD step launches
+ *     between energy outputs (md__nb_cluster_kernel<32, 0, *>)
  *
  * For MD_NB_GPU_CLUSTER and MD_NB_GPU_CLUSTER_SMEM (LJ + Ewald real space, cutoff 0.9 nm, buffer
  * 0.1 nm, forces and energies) it builds and prunes the list, then times the pair kernel alone
@@ -26,6 +28,7 @@
 
 int main(int argc, char **argv) {
     int molecules = 7856, reps = 50, i, v;
+    unsigned timed = MD_CUDA_NB_ENERGY; /* what the timed evaluations ask for */
     long long pairs_cut = 0;
     double edge = 6.2, rsqrt = NAN;
     const char *san = getenv("MD_SANITIZE");
@@ -39,8 +42,9 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--molecules") == 0 && i + 1 < argc) molecules = atoi(argv[++i]);
         else if (strcmp(argv[i], "--edge") == 0 && i + 1 < argc) edge = atof(argv[++i]);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--forces-only") == 0) timed = 0;
         else {
-            fprintf(stderr, "usage: %s [--molecules N] [--edge NM] [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--molecules N] [--edge NM] [--reps N] [--forces-only]\n", argv[0]);
             return 2;
         }
     }
@@ -94,7 +98,7 @@ int main(int argc, char **argv) {
         else pairs = pairs_cut;
         for (i = 0; i < reps; i++) { /* the GPU held for 200 us while the evaluation is queued: no launch gaps */
             if (md_cuda_hold_stream(st.q.stream, 200.0) != MD_OK || md_cuda_state_zero(&st) != MD_OK ||
-                md_cuda_nb_enqueue(&p, &st, MD_CUDA_NB_ENERGY) != MD_OK ||
+                md_cuda_nb_enqueue(&p, &st, timed) != MD_OK ||
                 md_cuda_nb_plan_poll(&p, &st, &e) != MD_OK) {
                 fprintf(stderr, "FAIL %s: %s\n", md_nb_variant_name(var), md_last_error());
                 return 1;
@@ -103,7 +107,7 @@ int main(int argc, char **argv) {
         }
         tk = md_median(times, reps);
         memset(&r, 0, sizeof r);
-        r.chapter = "bench_nb_cluster";
+        r.chapter = timed ? "bench_nb_cluster" : "bench_nb_cluster_forces";
         r.variant = md_nb_variant_name(var);
         r.size = pairs;
         r.size_unit = "pairs";
@@ -115,9 +119,9 @@ int main(int argc, char **argv) {
         r.device = info.name;
         if (md_bench_json(line, sizeof line, &r) < (int)sizeof line) printf("%s\n", line);
         fprintf(stderr,
-                "%-18s %d atoms: pair kernel %.2f us (median of %d), %.3g pairs/s within %.2f nm; cluster efficiency "
-                "%.3f (%.3f before the prune), %lld entries, %lld work items, %lld list builds\n",
-                md_nb_variant_name(var), s.n, 1e6 * tk, reps, r.rate, p.params.cutoff,
+                "%-18s %d atoms: pair kernel %s %.2f us (median of %d), %.3g pairs/s within %.2f nm; cluster "
+                "efficiency %.3f (%.3f before the prune), %lld entries, %lld work items, %lld list builds\n",
+                md_nb_variant_name(var), s.n, timed ? "with energies" : "forces only", 1e6 * tk, reps, r.rate, p.params.cutoff,
                 (double)pairs / (double)p.stats.computed_pairs, (double)pairs / (double)p.stats.computed_unpruned,
                 p.stats.entries, p.stats.work_items, p.stats.rebuilds);
         md_cuda_nb_plan_destroy(&p);

@@ -2,10 +2,14 @@
  * neighbour search, velocity Verlet, and the RDF's cell-list rung.
  *
  * Host tests (no GPU needed):
- *   - pair_fast_accuracy: the cluster rungs' pair arithmetic (md_cuda_nb_pair_fast with its
- *     fitted Ewald polynomials) against double precision with libm's erfc, 20000 random pairs
- *     (seed 11). Tolerance 2e-6 of the pair's largest term for F/r, 2e-6 for the energies:
- *     the polynomial fit is 3e-7, float rounding of a dozen operations about 1e-6.
+ *   - pair_fast_accuracy: the cluster rungs' pair arithmetic (md_cuda_nb_pair_fast: erfc by
+ *     Abramowitz and Stegun 7.1.26 from one rcp and one exp2) against double precision with
+ *     libm's erfc and exp, 20000 random pairs (seed 11) for Ewald at tolerances 5e-4 and 1e-5,
+ *     the reaction field (eps infinite and 78.3) and a plain cutoff, on the host and (with a
+ *     GPU) on the device with its MUFU rsqrt, rcp and ex2. Tolerance 2e-6 of the sum of the
+ *     pair's term magnitudes for F/r and the energies: the approximation's error is 1.5e-7 of
+ *     erfc(0), float rounding of a dozen operations about 1e-6. P(1) must be exactly 1 in
+ *     float and a plain cutoff's Coulomb terms exactly qq/r^3 and qq/r.
  *   - cluster_search_on_host: the cluster-pair search (the same __host__ __device__ predicates
  *     the kernel calls: md__cell_key, md__nb_sc_fill, md__nb_sc_reach, md__nb_cand_imask,
  *     md__nb_cand_masks) run on the CPU for water boxes, after moving atoms without a new sort
@@ -30,7 +34,7 @@
  *     (TIP3P water with Ewald, and a chain system with 1-2, 1-3 exclusions and 1-4 pairs).
  *   - cluster_rungs_vs_cpu: MD_NB_GPU_CLUSTER and _CLUSTER_SMEM, warps of 32, 16 and 8 lanes,
  *     against MD_NB_CPU_VERLET (double). Tolerances: per atom |dF| <= 5e-4 max(|F|, F_rms)
- *     (float sums of ~300 terms and the 3e-7 Ewald fit), energies 2e-5 of the sum of the
+ *     (float sums of ~300 terms and the 1.5e-7 erfc approximation), energies 2e-5 of the sum of the
  *     terms' magnitudes; the exact terms (exclusions, 1-4, self) 1e-9.
  *   - repeatable: every rung twice (and after a re-sort) gives the same bits.
  *   - rebuild_rule: an atom moved by 0.6 buffer/2 triggers no rebuild, by 1.2 buffer/2 one; the
@@ -161,39 +165,135 @@ static double force_error(const double *f, const double *ref, int n, double *rms
 
 /* ---------------------------------------------------------------- host tests */
 
-/* md_cuda_nb_pair_fast (on the host: rsqrt = 1 / sqrtf) vs double. */
-static void pair_fast_accuracy(void) {
-    md_nb_params p, r;
-    md_cuda_nb_fast c;
-    md_rng g;
-    double fit, worst_f = 0.0, worst_e = 0.0;
-    int k;
-    memset(&p, 0, sizeof p);
-    MD_CHECK_OK(md_nb_params_resolve(&p, &r));
-    md__nb_fast_make(&r, &c, &fit);
-    MD_CHECKF(fit < MD_CUDA_NB_EWALD_MAX_FIT_ERROR, "fit error %.2e", fit);
-    md_rng_seed(&g, 11);
-    for (k = 0; k < 20000; k++) {
-        const double rr = 0.1 + (r.cutoff - 0.1) * md_rng_uniform(&g), r2 = rr * rr, b = r.ewald_beta;
-        const double qi = 2.0 * md_rng_uniform(&g) - 1.0, qj = 2.0 * md_rng_uniform(&g) - 1.0;
-        const double c6 = 1e-3 * md_rng_uniform(&g), c12 = 1e-6 * md_rng_uniform(&g), rc = r.cutoff;
-        const float qqf = (float)(qi * MD_COULOMB) * (float)qj, r2f = (float)r2;
-        float el, ec, fs;
-        double qq = (double)qqf, ir6 = 1.0 / (r2 * r2 * r2), flj, fc, elj, ecl, scale;
-        fs = md_cuda_nb_pair_fast(&c, r2f, 1.0f / sqrtf(r2f), qqf, 6.0f * (float)c6, 12.0f * (float)c12, 1, &el, &ec);
-        flj = (12.0 * c12 * ir6 * ir6 - 6.0 * c6 * ir6) / r2;
-        fc = qq * (erfc(b * rr) / rr + 2.0 * b / sqrt(3.14159265358979) * exp(-b * b * r2)) / r2;
-        elj = c12 * (ir6 * ir6 - pow(rc, -12.0)) - c6 * (ir6 - pow(rc, -6.0));
-        ecl = qq * erfc(b * rr) / rr;
-        scale = fabs(12.0 * c12 * ir6 * ir6 / r2) + fabs(6.0 * c6 * ir6 / r2) + fabs(qq / (rr * r2));
-        worst_f = fmax(worst_f, fabs(fs - (flj + fc)) / scale);
-        scale = fabs(c12 * ir6 * ir6) + fabs(c6 * ir6) + fabs(qq / rr);
-        worst_e = fmax(worst_e, fmax(fabs(el - elj), fabs(ec - ecl)) / scale);
+/* md_cuda_nb_pair_fast against double precision with libm's erfc and exp, for the parameter
+ * sets below: on the host (rsqrt = 1 / sqrtf, rcp a division, exp2f) and, with a GPU, on the
+ * device (MUFU rsqrt, rcp and ex2) for the same pairs. */
+#define PAIR_FAST_N 20000
+#define PAIR_FAST_SETS 5
+
+struct pair_fast_in {
+    float r2, qq, c6s, c12s;
+};
+
+__global__ void pair_fast_kernel(md_cuda_nb_fast c, const pair_fast_in *in, int n, float *out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float el, ec;
+        const float fs = md_cuda_nb_pair_fast(&c, in[i].r2, md_cuda_rsqrt_mufu(in[i].r2), in[i].qq, in[i].c6s,
+                                              in[i].c12s, 1, &el, &ec);
+        out[3 * i] = fs;
+        out[3 * i + 1] = el;
+        out[3 * i + 2] = ec;
     }
-    printf("  Ewald fit error %.2e; pair F/r error %.2e, energy error %.2e (of the terms' magnitudes)\n", fit, worst_f,
-           worst_e);
-    MD_CHECKF(worst_f < 2e-6, "F/r error %.3e", worst_f);
-    MD_CHECKF(worst_e < 2e-6, "energy error %.3e", worst_e);
+}
+
+/* The pair sets: Ewald at the default tolerance (5e-4, beta 2.92 / nm) and at 1e-5 (beta 3.66),
+ * reaction field with eps_rf infinite and 78.3, a plain cutoff. */
+static void pair_fast_params(int set, md_nb_params *p) {
+    memset(p, 0, sizeof *p);
+    if (set == 1) p->ewald_tolerance = 1e-5;
+    if (set == 2 || set == 3) {
+        p->coul = MD_COUL_REACTION_FIELD;
+        p->epsilon_rf = set == 2 ? 0.0 : 78.3;
+    }
+    if (set == 4) p->coul = MD_COUL_CUTOFF;
+}
+
+static void pair_fast_accuracy(void) {
+    static const char *names[PAIR_FAST_SETS] = {"Ewald 5e-4", "Ewald 1e-5", "reaction field (eps inf)",
+                                                "reaction field (eps 78.3)", "plain cutoff"};
+    std::vector<pair_fast_in> in(PAIR_FAST_N);
+    std::vector<double> ref(3 * PAIR_FAST_N), fscale(PAIR_FAST_N), escale(PAIR_FAST_N);
+    std::vector<float> dev(3 * PAIR_FAST_N);
+    const int gpu = md_cuda_available();
+    /* P(1) in float, as the kernel evaluates it: exactly 1, so beta = 0 gives an exact 1/r */
+    {
+        float p1 = fmaf(MD__NB_AS_A5, 1.0f, MD__NB_AS_A4);
+        p1 = fmaf(p1, 1.0f, MD__NB_AS_A3);
+        p1 = fmaf(p1, 1.0f, MD__NB_AS_A2);
+        p1 = fmaf(p1, 1.0f, MD__NB_AS_A1);
+        MD_CHECKF(p1 == 1.0f, "P(1) = %.9g, want exactly 1", (double)p1);
+    }
+    if (!gpu) printf("  device half not run: %s\n", md_last_error());
+    for (int set = 0; set < PAIR_FAST_SETS; set++) {
+        md_nb_params p, r;
+        md_nb_coeffs k;
+        md_cuda_nb_fast c;
+        md_rng g;
+        double worst_f = 0.0, worst_e = 0.0, dworst_f = 0.0, dworst_e = 0.0, krf = 0.0, crf = 0.0;
+        int exact = 1;
+        pair_fast_params(set, &p);
+        MD_CHECK_OK(md_nb_params_resolve(&p, &r));
+        MD_CHECK_OK(md_nb_coeffs_make(&r, &k));
+        md__nb_fast_make(&r, &k, &c);
+        if (r.coul == MD_COUL_REACTION_FIELD) {
+            const double rc = r.cutoff;
+            krf = r.epsilon_rf == 0.0 ? 0.5 / (rc * rc * rc) : (r.epsilon_rf - 1.0) / ((2.0 * r.epsilon_rf + 1.0) * rc * rc * rc);
+            crf = 1.0 / rc + krf * rc * rc;
+        }
+        md_rng_seed(&g, 11);
+        for (int i = 0; i < PAIR_FAST_N; i++) {
+            const double rr = 0.1 + (r.cutoff - 0.1) * md_rng_uniform(&g), r2 = rr * rr, b = r.ewald_beta;
+            const double qi = 2.0 * md_rng_uniform(&g) - 1.0, qj = 2.0 * md_rng_uniform(&g) - 1.0;
+            const double c6 = 1e-3 * md_rng_uniform(&g), c12 = 1e-6 * md_rng_uniform(&g), rc = r.cutoff;
+            const float qqf = (float)(qi * MD_COULOMB) * (float)qj, r2f = (float)r2;
+            const double qq = (double)qqf, r2d = (double)r2f, rd = sqrt(r2d), ir6 = 1.0 / (r2d * r2d * r2d);
+            double fc, ecl;
+            float el, ec, fs;
+            in[i].r2 = r2f;
+            in[i].qq = qqf;
+            in[i].c6s = 6.0f * (float)c6;
+            in[i].c12s = 12.0f * (float)c12;
+            if (r.coul == MD_COUL_EWALD) {
+                fc = qq * (erfc(b * rd) / rd + 2.0 * b / sqrt(3.14159265358979) * exp(-b * b * r2d)) / r2d;
+                ecl = qq * erfc(b * rd) / rd;
+            } else {
+                fc = qq * (1.0 / (rd * r2d) - 2.0 * krf);
+                ecl = qq * (1.0 / rd + krf * r2d - crf);
+            }
+            ref[3 * i] = (12.0 * c12 * ir6 * ir6 - 6.0 * c6 * ir6) / r2d + fc;
+            ref[3 * i + 1] = c12 * (ir6 * ir6 - pow(rc, -12.0)) - c6 * (ir6 - pow(rc, -6.0));
+            ref[3 * i + 2] = ecl;
+            fscale[i] = fabs(12.0 * c12 * ir6 * ir6 / r2d) + fabs(6.0 * c6 * ir6 / r2d) + fabs(qq / (rd * r2d));
+            escale[i] = fabs(c12 * ir6 * ir6) + fabs(c6 * ir6) + fabs(qq / rd);
+            fs = md_cuda_nb_pair_fast(&c, r2f, 1.0f / sqrtf(r2f), qqf, in[i].c6s, in[i].c12s, 1, &el, &ec);
+            worst_f = fmax(worst_f, fabs(fs - ref[3 * i]) / fscale[i]);
+            worst_e = fmax(worst_e, fmax(fabs(el - ref[3 * i + 1]), fabs(ec - ref[3 * i + 2])) / escale[i]);
+            if (r.coul == MD_COUL_CUTOFF) { /* no Ewald term: the Coulomb part is qq / r^3 and qq / r in float */
+                const float ri = 1.0f / sqrtf(r2f), f0 = md_cuda_nb_pair_fast(&c, r2f, ri, qqf, 0.0f, 0.0f, 1, &el, &ec);
+                exact &= f0 == qqf * fmaf(1.0f, ri * (ri * ri), -0.0f) && ec == qqf * fmaf(1.0f, ri, 0.0f);
+            }
+        }
+        if (gpu) {
+            pair_fast_in *din = NULL;
+            float *dout = NULL;
+            MD_CHECK(cudaMalloc((void **)&din, sizeof(pair_fast_in) * PAIR_FAST_N) == cudaSuccess);
+            MD_CHECK(cudaMalloc((void **)&dout, sizeof(float) * 3 * PAIR_FAST_N) == cudaSuccess);
+            MD_CHECK(md_cuda_poison(dout, 3 * PAIR_FAST_N, 0) == MD_OK);
+            MD_CHECK(cudaMemcpy(din, in.data(), sizeof(pair_fast_in) * PAIR_FAST_N, cudaMemcpyHostToDevice) == cudaSuccess);
+            pair_fast_kernel<<<(PAIR_FAST_N + 127) / 128, 128>>>(c, din, PAIR_FAST_N, dout);
+            MD_CHECK(cudaGetLastError() == cudaSuccess);
+            MD_CHECK(cudaMemcpy(dev.data(), dout, sizeof(float) * 3 * PAIR_FAST_N, cudaMemcpyDeviceToHost) == cudaSuccess);
+            cudaFree(din);
+            cudaFree(dout);
+            for (int i = 0; i < PAIR_FAST_N; i++) {
+                const double ef = fabs(dev[3 * i] - ref[3 * i]) / fscale[i];
+                const double ee = fmax(fabs(dev[3 * i + 1] - ref[3 * i + 1]), fabs(dev[3 * i + 2] - ref[3 * i + 2])) / escale[i];
+                if (!(ef <= dworst_f)) dworst_f = ef; /* NaN (an unwritten element) propagates */
+                if (!(ee <= dworst_e)) dworst_e = ee;
+            }
+        }
+        printf("  %-26s F/r error %.2e, energy error %.2e on the host", names[set], worst_f, worst_e);
+        if (gpu) printf("; %.2e, %.2e on the device", dworst_f, dworst_e);
+        printf(" (of the terms' magnitudes)\n");
+        MD_CHECKF(worst_f < 2e-6, "%s: host F/r error %.3e", names[set], worst_f);
+        MD_CHECKF(worst_e < 2e-6, "%s: host energy error %.3e", names[set], worst_e);
+        if (gpu) {
+            MD_CHECKF(dworst_f < 2e-6, "%s: device F/r error %.3e", names[set], dworst_f);
+            MD_CHECKF(dworst_e < 2e-6, "%s: device energy error %.3e", names[set], dworst_e);
+        }
+        if (r.coul == MD_COUL_CUTOFF) MD_CHECKF(exact, "%s: the Coulomb terms are not exactly qq/r^3 and qq/r", names[set]);
+    }
 }
 
 /* The host run of the cluster search: sort, clusters, boxes, search, the prune of the first
@@ -213,12 +313,14 @@ static int host_cluster_run(const md_system *s0, const md_topology *t, const md_
     const int n = s0->n, CI = MD_CUDA_NB_CI, R = CI / cj, S = MD_CUDA_NB_SUPER, W = CI * cj;
     md_nb_params p;
     md_cuda_cell_grid g;
+    md_nb_coeffs k;
     md_cuda_nb_fast c;
-    double fit, rlistd;
+    double rlistd;
     long long cells = 1;
     int d;
     md_nb_params_resolve(pin, &p);
-    md__nb_fast_make(&p, &c, &fit);
+    md_nb_coeffs_make(&p, &k);
+    md__nb_fast_make(&p, &k, &c);
     rlistd = p.cutoff + p.buffer;
     for (d = 0; d < 3; d++) {
         long long k = (long long)floor(s0->box[d] / rlistd);

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Side by side: the working tree's md.h / md_cuda.cu.h against another version of the two
+# headers, on the same GPU in one run, so a change to a kernel is measured against the code
+# before it (tutorials 06-08 quote such runs as "side by side").
+#   bench/ab.sh BASE_DIR [--rounds N] [--steps N] [--no-race] [--no-kernel]
+#     BASE_DIR holds md.h and md_cuda.cu.h of the other version, e.g. the last commit's:
+#       mkdir -p .ab/base && git show HEAD:md.h > .ab/base/md.h && git show HEAD:md_cuda.cu.h > .ab/base/md_cuda.cu.h
+#     (on a device machine, carry .ab: it is not tracked). Programs are built twice from the same
+#     sources, once with -I BASE_DIR ahead of the tree (quoted includes of md_cuda.cu.h and md.h
+#     then find BASE_DIR's), once as the Makefile builds them. Each round runs, base then new:
+#       bench/nb_cluster, 23,568 and 95,766 atoms, with energies and forces only (median of 50
+#       evaluations of the pair kernel each, CUDA events)
+#       chapter 08's --race step on both race boxes (--steps steps, default 1000)
+#     and the table at the end gives each measurement's rounds side by side, so the spread
+#     between rounds is seen beside the difference. Default 2 rounds. Results: one JSON line per
+#     measurement in ${OUT:-build/ab}/ab.jsonl, labelled "base" or "new".
+set -u
+cd "$(dirname "$0")/.."
+[ $# -ge 1 ] || { echo "usage: $0 BASE_DIR [--rounds N] [--steps N] [--no-race] [--no-kernel]" >&2; exit 2; }
+BASE=$1; shift
+ROUNDS=2; STEPS=1000; RACE=1; KERNEL=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) ROUNDS=$2; shift ;;
+    --steps) STEPS=$2; shift ;;
+    --no-race) RACE=0 ;;
+    --no-kernel) KERNEL=0 ;;
+    *) echo "usage: $0 BASE_DIR [--rounds N] [--steps N] [--no-race] [--no-kernel]" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$ROUNDS$STEPS" in ''|*[!0-9]*) echo "$0: --rounds and --steps want positive integers" >&2; exit 2 ;; esac
+for f in md.h md_cuda.cu.h; do
+  [ -f "$BASE/$f" ] || { echo "$0: $BASE/$f is missing (BASE_DIR holds the other version's md.h and md_cuda.cu.h)" >&2; exit 2; }
+done
+for d in /usr/local/cuda/bin; do [ -d "$d" ] && PATH="$PATH:$d"; done
+OUT=${OUT:-build/ab}
+B=$OUT/bin
+mkdir -p "$B"
+J=$OUT/ab.jsonl
+: > "$J"
+# the Makefile's flags, with BASE_DIR first for the base build
+NVFLAGS=$(sed -n 's/^NVFLAGS ?= //p' Makefile | sed "s/\$(MD_ARCH)/${MD_ARCH:-sm_90}/")
+[ -n "$NVFLAGS" ] || { echo "$0: no NVFLAGS in the Makefile" >&2; exit 1; }
+build() { # label src out (a chapter's program also takes -Ichapters -Ichapters/NAME, as in the Makefile)
+  local inc="-Ichapters -I$(dirname "$2")"
+  if [ "$1" = base ]; then nvcc -I"$BASE" $NVFLAGS $inc "$2" -o "$3" -lcufft -lgomp; else nvcc $NVFLAGS $inc "$2" -o "$3" -lcufft -lgomp; fi
+}
+pids=
+for v in base new; do
+  [ "$KERNEL" -eq 1 ] && { build $v bench/nb_cluster.cu "$B/nb_cluster_$v" > "$OUT/build_nb_$v.log" 2>&1 & pids="$pids $!"; }
+  [ "$RACE" -eq 1 ] && { build $v chapters/08_md_step/main.cu "$B/md_step_$v" > "$OUT/build_08_$v.log" 2>&1 & pids="$pids $!"; }
+done
+rc=0
+for p in $pids; do wait "$p" || rc=1; done
+if [ "$rc" -ne 0 ]; then
+  echo "FAIL ab: a build failed:"; tail -n 20 "$OUT"/build_*.log; exit 1
+fi
+if [ "$RACE" -eq 1 ]; then "$B/md_step_new" --write-pdb "$OUT/water" > /dev/null || exit 1; fi
+label() { # label, tag: prefix every JSON line of stdin with the version and the measurement
+  python3 -c '
+import json, sys
+for l in sys.stdin:
+    l = l.strip()
+    if l.startswith("{"):
+        r = json.loads(l); r["ab"] = sys.argv[1]; r["ab_what"] = sys.argv[2]; r["ab_round"] = int(sys.argv[3])
+        print(json.dumps(r))' "$@"
+}
+for k in $(seq 1 "$ROUNDS"); do
+  for v in base new; do
+    if [ "$KERNEL" -eq 1 ]; then
+      for box in "7856 6.2" "31922 9.9"; do
+        set -- $box
+        n=$(( $1 * 3 ))
+        "$B/nb_cluster_$v" --molecules "$1" --edge "$2" 2>> "$OUT/nb.log" | label "$v" "kernel_energy_$n" "$k" >> "$J" || rc=1
+        "$B/nb_cluster_$v" --molecules "$1" --edge "$2" --forces-only 2>> "$OUT/nb.log" | label "$v" "kernel_forces_$n" "$k" >> "$J" || rc=1
+      done
+    fi
+    if [ "$RACE" -eq 1 ]; then
+      for n in 23568 95766; do
+        "$B/md_step_$v" --race "$OUT/water_$n.pdb" --steps "$STEPS" | grep '"md_race/1"' | label "$v" "race_$n" "$k" >> "$J" || rc=1
+      done
+    fi
+  done
+done
+python3 - "$J" <<'EOF' || rc=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def us(r):
+    if r.get("schema") == "md_race/1":
+        return 1e6 * r["s_per_step"]
+    return 1e6 * r["time_s"]
+table = {}
+for r in rows:
+    key = (r["ab_what"], r.get("variant", ""))
+    table.setdefault(key, {"base": [], "new": []})[r["ab"]].append(us(r))
+print("\n%-22s %-22s %-26s %-26s %8s" % ("measurement", "rung", "base (us, by round)", "new (us, by round)", "new/base"))
+for (what, var), d in sorted(table.items()):
+    if not d["base"] or not d["new"]:
+        continue
+    med = lambda v: (sorted(v)[(len(v) - 1) // 2] + sorted(v)[len(v) // 2]) / 2
+    mb, mn = med(d["base"]), med(d["new"])
+    print("%-22s %-22s %-26s %-26s %8.3f" % (what, var, " / ".join("%.1f" % x for x in d["base"]),
+          " / ".join("%.1f" % x for x in d["new"]), mn / mb))
+EOF
+echo "results: $J"
+exit $rc
