@@ -866,7 +866,7 @@ md_status md_cuda_rdf_plan_gather(md_cuda_rdf_plan *p, const md_rdf *r, const md
  * The first three use md.h's float pair arithmetic (md_nb_pair_f32) and convert every pair
  * term with md_fixed_from_float(), so their raw fixed-point forces, energies and virial are
  * bitwise equal to md_nb_compute(MD_NB_CPU_FIXED) on the same float coordinates. The cluster
- * rungs compute with rsqrtf and an erfc from one rcp and one exp2 (md_cuda_nb_pair_fast), sum a
+ * rungs compute with rsqrtf and a polynomial Ewald kernel (md_cuda_nb_pair_fast), sum a
  * thread's terms in float and convert once per atom per tile: they agree with the CPU to float
  * rounding (tests/gpu_nb.cu states the tolerance) and are bitwise repeatable run to run (the
  * pair list is built in a fixed order; sums across threads are fixed point). Excluded pairs
@@ -1141,6 +1141,14 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
  *  slices (MD__NB_SEARCH_MAX_SLICES) slower at both sizes (150.7 and 437.9 us). So 48. */
 #define MD_CUDA_NB_SEARCH_WARPS 48
 #endif
+/** @brief Degree of the polynomials of the cluster rungs' Ewald kernel (md_cuda_nb_fast). */
+#define MD_CUDA_NB_EWALD_DEGREE 11
+#if MD_CUDA_NB_EWALD_DEGREE % 2 != 1
+#error "MD_CUDA_NB_EWALD_DEGREE must be odd (md_cuda_nb_poly splits the polynomial into even and odd halves)"
+#endif
+/** @brief Largest fit error of those polynomials (relative to their value at 0) that
+ *  md_cuda_nb_plan_create accepts for a cluster rung. */
+#define MD_CUDA_NB_EWALD_MAX_FIT_ERROR 2e-6
 /** @brief Most LJ types MD_NB_GPU_CLUSTER_SMEM keeps in shared memory (64^2 float2 = 32 KB). */
 #define MD_CUDA_NB_SMEM_TYPES 64
 
@@ -1167,87 +1175,59 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 /** @brief Float constants of the cluster rungs' pair arithmetic (md_cuda_nb_pair_fast), made
  *  by md_cuda_nb_plan_create from the resolved parameters.
  *
- *  Coulomb for every mode in one formula, with k = MD_COULOMB folded into the charges, x = beta r
- *  and erfc(x) = e^(-x^2) tau P(tau), tau = 1 / (1 + p x), P of degree 4: Abramowitz and Stegun
- *  7.1.26 (Handbook of Mathematical Functions, 1964, p. 299; largest error 1.5e-7 of erfc(0)).
- *  F/r = qq (e^(-x^2) (tau P(tau) + 2 x / sqrt(pi)) / r^3 - 2 k_rf) and
- *  E = qq (e^(-x^2) tau P(tau) / r + k_rf r^2 - c_rf): Ewald real space with k_rf = c_rf = 0;
- *  with beta = 0, tau = e^0 = 1 and P(1) rounds to exactly 1 in float, which is the
- *  plain cutoff (k_rf = c_rf = 0) and the reaction field. On the device 1/(1 + p x) and
- *  e^(-x^2) = 2^(-beta^2 log2(e) r^2) are one MUFU instruction each (rcp.approx, ex2.approx).
- *  LJ: F/r = ir6 (c12' ir6 - c6') / r^2 with the table scaled, c6' = 6 c6, c12' = 12 c12;
- *  E = c12 (ir12 - sh12) - c6 (ir6 - sh6). */
+ *  Coulomb for every mode in one formula, with k = MD_COULOMB folded into the charges and
+ *  t = 2 r^2 / rc^2 - 1 in [-1, 1] inside the cutoff: F/r = qq (1/r^3 - G(t)), E = qq (1/r - E(t)),
+ *  G and E polynomials of degree MD_CUDA_NB_EWALD_DEGREE. Ewald: G = beta^3 g(z), E = beta e(z) with
+ *  z = beta^2 r^2, e(z) = erf(sqrt z) / sqrt z and g(z) = -2 de/dz = (e(z) - 2/sqrt(pi) exp(-z)) / z
+ *  (so erfc(beta r) / r = 1/r - beta e), fitted at plan create by Chebyshev interpolation on
+ *  [0, (beta rc)^2]; reaction field: G = 2 k_rf, E = c_rf - k_rf r^2 (exact, degree 0 and 1);
+ *  plain cutoff: both 0. LJ: F/r = ir6 (c12' ir6 - c6') / r^2 with the table scaled,
+ *  c6' = 6 c6, c12' = 12 c12; E = c12 (ir12 - sh12) - c6 (ir6 - sh6). */
 typedef struct md_cuda_nb_fast {
-    float rc2;  /**< cutoff squared (nm^2) */
-    float rl2;  /**< cutoff + buffer, squared (nm^2): the prune radius */
-    float sh6;  /**< LJ potential shift 1/rc^6 (0 for a plain cutoff) */
-    float sh12; /**< LJ potential shift 1/rc^12 */
-    float kc;   /**< Coulomb constant applied to the i charges (0: no Coulomb) */
-    float pb;   /**< Ewald: p beta (nm^-1), p = 0.3275911 of the erfc approximation; else 0 */
-    float nb2;  /**< Ewald: -beta^2 log2(e) (nm^-2), so e^(-beta^2 r^2) = 2^(nb2 r^2); else 0 */
-    float tsb;  /**< Ewald: 2 beta / sqrt(pi) (nm^-1); else 0 */
-    float krf2; /**< reaction field: 2 k_rf (nm^-3); else 0 */
-    float krf;  /**< reaction field: k_rf (nm^-3); else 0 */
-    float crf;  /**< reaction field: c_rf (nm^-1); else 0 */
+    float rc2;      /**< cutoff squared (nm^2) */
+    float rl2;      /**< cutoff + buffer, squared (nm^2): the prune radius */
+    float t_scale;  /**< 2 / rc^2: t = t_scale r^2 - 1 */
+    float sh6;      /**< LJ potential shift 1/rc^6 (0 for a plain cutoff) */
+    float sh12;     /**< LJ potential shift 1/rc^12 */
+    float kc;       /**< Coulomb constant applied to the i charges (0: no Coulomb) */
+    float g[MD_CUDA_NB_EWALD_DEGREE + 1]; /**< G(t) coefficients, constant term first */
+    float e[MD_CUDA_NB_EWALD_DEGREE + 1]; /**< E(t) coefficients, constant term first */
 } md_cuda_nb_fast;
 
-/* Coefficients of the erfc approximation of md_cuda_nb_fast (Abramowitz and Stegun 7.1.26):
- * erfc(x) = e^(-x^2) tau (A1 + A2 tau + A3 tau^2 + A4 tau^3 + A5 tau^4), tau = 1 / (1 + P x).
- * The published values; the bracket at tau = 1, evaluated in float as the kernel does, rounds to
- * exactly 1, so the plain and reaction-field modes (beta = 0) see an exact 1/r (tests/gpu_nb.cu
- * checks it). */
-#define MD__NB_AS_P 0.3275911f         /**< erfc approximation: p of tau = 1 / (1 + p x) */
-#define MD__NB_AS_A1 0.254829592f      /**< erfc approximation: a1 (see md_cuda_nb_fast) */
-#define MD__NB_AS_A2 (-0.284496736f)   /**< erfc approximation: a2 */
-#define MD__NB_AS_A3 1.421413741f      /**< erfc approximation: a3 */
-#define MD__NB_AS_A4 (-1.453152027f)   /**< erfc approximation: a4 */
-#define MD__NB_AS_A5 1.061405429f      /**< erfc approximation: a5 */
-
-/** @brief 1/x: on the device one MUFU.RCP (PTX rcp.approx.ftz.f32, within 1 ulp), on the host
- *  a division. */
-static inline __host__ __device__ float md_cuda_rcp_fast(float x) {
+/** @brief A polynomial of degree MD_CUDA_NB_EWALD_DEGREE (coefficients @p c, constant term first)
+ *  at @p t, in float with fmaf, as the cluster rungs evaluate G and E: its even and odd halves
+ *  by Horner in t^2 side by side, then even + t odd. Twelve operations, one more than a plain
+ *  Horner, but a dependency chain of 7 instead of 11 (the pair kernel waits on dependencies:
+ *  tutorial 06, section 7). md_cuda_nb_plan_create measures the fit's error with this same
+ *  evaluation. */
+static inline __host__ __device__ float md_cuda_nb_poly(const float *c, float t) {
+    const float t2 = t * t;
+    float ev = c[MD_CUDA_NB_EWALD_DEGREE - 1], od = c[MD_CUDA_NB_EWALD_DEGREE];
+    int k;
 #ifdef __CUDA_ARCH__
-    float y;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return 1.0f / x;
+#pragma unroll
 #endif
-}
-
-/** @brief 2^x: on the device one MUFU.EX2 (PTX ex2.approx.ftz.f32, about 2 ulp), on the host
- *  exp2f. */
-static inline __host__ __device__ float md_cuda_exp2_fast(float x) {
-#ifdef __CUDA_ARCH__
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return exp2f(x);
-#endif
+    for (k = MD_CUDA_NB_EWALD_DEGREE - 3; k >= 0; k -= 2) {
+        ev = fmaf(ev, t2, c[k]);
+        od = fmaf(od, t2, c[k + 1]);
+    }
+    return fmaf(od, t, ev);
 }
 
 /** @brief One pair of a cluster rung: F/r (kJ mol^-1 nm^-2) from r^2, 1/r (rsqrtf on the
  *  device), the product @p qq of the k-scaled i charge and the j charge, and the pair's scaled
  *  (6 c6, 12 c12); with @p energy the LJ and Coulomb energies are written too. Host and device
- *  share it, so the host test measures its accuracy (on the device rcp and 2^x are MUFU
- *  approximations; the GPU tests compare the device's forces with the CPU rung's). */
+ *  share it, so the host test measures its accuracy. */
 static inline __host__ __device__ float md_cuda_nb_pair_fast(const md_cuda_nb_fast *c, float r2, float rinv, float qq,
                                                              float c6s, float c12s, int energy, float *elj,
                                                              float *ec) {
-    const float rinv2 = rinv * rinv, ir6 = rinv2 * rinv2 * rinv2, r = r2 * rinv;
-    const float tau = md_cuda_rcp_fast(fmaf(c->pb, r, 1.0f));
-    const float ex = md_cuda_exp2_fast(c->nb2 * r2);
-    float p = fmaf(MD__NB_AS_A5, tau, MD__NB_AS_A4), tp, frl, frc;
-    p = fmaf(p, tau, MD__NB_AS_A3);
-    p = fmaf(p, tau, MD__NB_AS_A2);
-    p = fmaf(p, tau, MD__NB_AS_A1);
-    tp = tau * p; /* erfc(beta r) e^(beta^2 r^2) */
-    frl = ir6 * fmaf(c12s, ir6, -c6s);
-    frc = qq * fmaf(ex * fmaf(c->tsb, r, tp), rinv * rinv2, -c->krf2);
+    const float rinv2 = rinv * rinv, ir6 = rinv2 * rinv2 * rinv2;
+    const float t = fmaf(c->t_scale, r2, -1.0f);
+    const float g = md_cuda_nb_poly(c->g, t);
+    const float frl = ir6 * fmaf(c12s, ir6, -c6s), frc = qq * (rinv * rinv2 - g);
     if (energy) {
         *elj = fmaf(c12s * (1.0f / 12.0f), fmaf(ir6, ir6, -c->sh12), -(c6s * (1.0f / 6.0f)) * (ir6 - c->sh6));
-        *ec = qq * fmaf(ex * tp, rinv, fmaf(c->krf, r2, -c->crf));
+        *ec = qq * (rinv - md_cuda_nb_poly(c->e, t));
     }
     return fmaf(frl, rinv2, frc);
 }
@@ -1299,6 +1279,7 @@ typedef struct md_cuda_nb_plan {
     md_nb_params params;       /**< resolved parameters */
     md_nb_coeffs coeffs;       /**< md.h's float constants (exact rungs) */
     md_cuda_nb_fast fast;      /**< the cluster rungs' constants */
+    double fit_error;          /**< cluster rungs: the Ewald polynomials' fit error (relative) */
     md_cuda_nb_opts opts;      /**< options, defaults filled in */
     int warp;                  /**< cluster rungs: warp size W of the kernels */
     int cj;                    /**< cluster rungs: atoms per j-cluster, W / MD_CUDA_NB_CI */
@@ -1361,7 +1342,8 @@ typedef struct md_cuda_nb_plan {
  *
  *  Errors: a CPU rung (MD_ERR_UNSUPPORTED), a state with no atoms, parameters md_nb_params_resolve
  *  rejects, cutoff + buffer above half the shortest box edge (MD_ERR_RANGE, field cutoff), a
- *  cluster rung with MD_LJ_FORCE_SWITCH (MD_ERR_UNSUPPORTED), MD_NB_GPU_CLUSTER_SMEM with more than
+ *  cluster rung with MD_LJ_FORCE_SWITCH or with an Ewald fit error above
+ *  MD_CUDA_NB_EWALD_MAX_FIT_ERROR (MD_ERR_UNSUPPORTED), MD_NB_GPU_CLUSTER_SMEM with more than
  *  MD_CUDA_NB_SMEM_TYPES types, a warp size without an instantiation, CUDA errors. On failure
  *  @p p is zeroed. */
 md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_variant variant,
@@ -6579,10 +6561,11 @@ static __device__ __forceinline__ float2 md__lds_float2(unsigned addr) {
     return v;
 }
 
-/* Whether bit @p bit of @p x is set and @p r2 < @p rc2, as one predicate: PTX the compiler cannot
- * rewrite. nvcc turned (x & (1 << s)) != 0 with a constant s into a shift, an and and an integer
- * compare before the float compare (SASS of md__nb_cluster_kernel); written here it is one
- * LOP3 to a predicate and one FSETP that ands it in. */
+/* Whether bit @p bit of @p x is set and @p r2 < @p rc2, as one predicate, in PTX the compiler
+ * does not rewrite. From (x & (1 << s)) != 0 && r2 < rc2 with a constant s nvcc made a shift, an
+ * and, an integer compare, the float compare and a predicate and (SASS of md__nb_cluster_kernel,
+ * five instructions per i-cluster step); written here it is a LOP3 to a predicate and an FSETP
+ * that ands it in. */
 static __device__ __forceinline__ int md__bit_and_lt(unsigned x, unsigned bit, float r2, float rc2) {
     int ok;
     asm("{\n\t.reg .pred pb, pr;\n\t.reg .b32 t;\n\t"
@@ -6971,22 +6954,87 @@ __global__ void __launch_bounds__(256) md__vv_kick_kernel(float4 *__restrict__ v
 
 /* -- host side of the plan -- */
 
-/* The cluster rungs' constants (md_cuda_nb_fast) of resolved parameters @p p and md.h's float
- * constants @p k of the same parameters (md_nb_coeffs_make: the shifts, k_rf and c_rf). */
-static void md__nb_fast_make(const md_nb_params *p, const md_nb_coeffs *k, md_cuda_nb_fast *c) {
-    const double rl = p->cutoff + p->buffer, b = p->coul == MD_COUL_EWALD ? p->ewald_beta : 0.0;
+/* E(z) = erf(sqrt z) / sqrt z and G(z) = -2 E'(z) = (E(z) - 2/sqrt(pi) e^-z) / z, in double
+ * (their series near 0, where the closed forms cancel). */
+static double md__ewald_E(double z) {
+    const double tsp = 1.1283791670955126; /* 2 / sqrt(pi) */
+    if (z < 1e-3) return tsp * (1.0 - z / 3.0 + z * z / 10.0 - z * z * z / 42.0);
+    return erf(sqrt(z)) / sqrt(z);
+}
+
+static double md__ewald_G(double z) {
+    const double tsp = 1.1283791670955126;
+    if (z < 1e-2) return 2.0 * tsp * (1.0 / 3.0 - z / 5.0 + z * z / 14.0 - z * z * z / 54.0 + z * z * z * z / 264.0);
+    return (md__ewald_E(z) - tsp * exp(-z)) / z;
+}
+
+/* Chebyshev interpolation of f on [0, zmax] at deg + 1 nodes, written as monomials in
+ * t = 2 z / zmax - 1 (constant first); returns the largest error of its float Horner evaluation
+ * (fmaf, as the kernel does) on a fine grid, relative to f(0). */
+static double md__cheb_fit(double (*f)(double), double zmax, int deg, float *out) {
+    const double pi = 3.14159265358979323846;
+    double c[MD_CUDA_NB_EWALD_DEGREE + 1], T[MD_CUDA_NB_EWALD_DEGREE + 1][MD_CUDA_NB_EWALD_DEGREE + 1];
+    double mono[MD_CUDA_NB_EWALD_DEGREE + 1], worst = 0.0, f0 = f(0.0);
+    const int N = deg + 1;
+    int k, j;
+    memset(T, 0, sizeof T);
+    memset(mono, 0, sizeof mono);
+    for (k = 0; k < N; k++) {
+        double s = 0.0;
+        for (j = 0; j < N; j++) {
+            const double x = cos(pi * (j + 0.5) / N);
+            s += f(0.5 * zmax * (x + 1.0)) * cos(pi * k * (j + 0.5) / N);
+        }
+        c[k] = 2.0 * s / N;
+    }
+    c[0] *= 0.5;
+    T[0][0] = 1.0;
+    if (N > 1) T[1][1] = 1.0;
+    for (k = 2; k < N; k++)
+        for (j = 0; j < N; j++) T[k][j] = (j > 0 ? 2.0 * T[k - 1][j - 1] : 0.0) - T[k - 2][j];
+    for (k = 0; k < N; k++)
+        for (j = 0; j < N; j++) mono[j] += c[k] * T[k][j];
+    for (j = 0; j < N; j++) out[j] = (float)mono[j];
+    for (k = 0; k <= 4000; k++) {
+        const float t = (float)(-1.0 + 2.0 * k / 4000.0), v = md_cuda_nb_poly(out, t);
+        const double e = fabs((double)v - f(0.5 * zmax * ((double)t + 1.0))) / f0;
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+/* The cluster rungs' constants of resolved parameters (md_cuda_nb_fast). */
+static void md__nb_fast_make(const md_nb_params *p, md_cuda_nb_fast *c, double *fit_error) {
+    const double rc = p->cutoff, rl = p->cutoff + p->buffer;
+    int k;
     memset(c, 0, sizeof *c);
-    c->rc2 = k->rc2;
+    *fit_error = 0.0;
+    c->rc2 = (float)(rc * rc);
     c->rl2 = (float)(rl * rl);
-    c->kc = p->coul == MD_COUL_NONE ? 0.0f : k->coulomb;
-    c->sh6 = p->lj == MD_LJ_POTENTIAL_SHIFT ? k->sh6 : 0.0f;
-    c->sh12 = p->lj == MD_LJ_POTENTIAL_SHIFT ? k->sh12 : 0.0f;
-    c->pb = (float)((double)MD__NB_AS_P * b);
-    c->nb2 = (float)(-b * b * 1.4426950408889634); /* log2(e) */
-    c->tsb = p->coul == MD_COUL_EWALD ? k->beta_2_sqrtpi : 0.0f;
-    c->krf2 = p->coul == MD_COUL_REACTION_FIELD ? k->krf2 : 0.0f;
-    c->krf = p->coul == MD_COUL_REACTION_FIELD ? k->krf : 0.0f;
-    c->crf = p->coul == MD_COUL_REACTION_FIELD ? k->crf : 0.0f;
+    c->t_scale = (float)(2.0 / (rc * rc));
+    c->kc = p->coul == MD_COUL_NONE ? 0.0f : (float)MD_COULOMB;
+    if (p->lj == MD_LJ_POTENTIAL_SHIFT) {
+        c->sh6 = (float)pow(rc, -6.0);
+        c->sh12 = (float)pow(rc, -12.0);
+    }
+    if (p->coul == MD_COUL_EWALD) {
+        const double b = p->ewald_beta, zmax = b * b * rc * rc;
+        float g[MD_CUDA_NB_EWALD_DEGREE + 1], e[MD_CUDA_NB_EWALD_DEGREE + 1];
+        const double e1 = md__cheb_fit(md__ewald_G, zmax, MD_CUDA_NB_EWALD_DEGREE, g);
+        const double e2 = md__cheb_fit(md__ewald_E, zmax, MD_CUDA_NB_EWALD_DEGREE, e);
+        for (k = 0; k <= MD_CUDA_NB_EWALD_DEGREE; k++) {
+            c->g[k] = (float)((double)g[k] * b * b * b);
+            c->e[k] = (float)((double)e[k] * b);
+        }
+        *fit_error = e1 > e2 ? e1 : e2;
+    } else if (p->coul == MD_COUL_REACTION_FIELD) {
+        const double krf = p->epsilon_rf == 0.0 ? 0.5 / (rc * rc * rc)
+                                                : (p->epsilon_rf - 1.0) / ((2.0 * p->epsilon_rf + 1.0) * rc * rc * rc);
+        const double crf = 1.0 / rc + krf * rc * rc;
+        c->g[0] = (float)(2.0 * krf);
+        c->e[0] = (float)(crf - 0.5 * krf * rc * rc); /* c_rf - k_rf r^2 with r^2 = rc^2 (t + 1) / 2 */
+        c->e[1] = (float)(-0.5 * krf * rc * rc);
+    }
 }
 
 static int md__nb_is_cluster(md_nb_variant v) { return v == MD_NB_GPU_CLUSTER || v == MD_NB_GPU_CLUSTER_SMEM; }
@@ -7104,7 +7152,7 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
         if (variant == MD_NB_GPU_CLUSTER_SMEM && s->ntypes > MD_CUDA_NB_SMEM_TYPES)
             return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "ntypes", "%d LJ types do not fit shared memory (at most %d)",
                                 s->ntypes, MD_CUDA_NB_SMEM_TYPES);
-        md__nb_fast_make(&t.params, &t.coeffs, &t.fast);
+        md__nb_fast_make(&t.params, &t.fast, &t.fit_error);
         /* the comparator's rules for the pair kernels this plan may launch: argument block and
          * launch shape may differ between two captures. The grid and the item stride follow
          * grid_items (another split of the same work) and the pointers follow the buffers, so a
@@ -7116,6 +7164,12 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
                                              "D", MD_CUDA_PARAM_MAY_DIFFER)) != MD_OK)
                 return st;
         }
+        if (t.fit_error > MD_CUDA_NB_EWALD_MAX_FIT_ERROR)
+            return md_set_error(MD_ERR_UNSUPPORTED, fn, 0, "ewald_tolerance",
+                                "beta rc = %g: the degree-%d Ewald polynomials fit to %.1e only (limit %.0e); use a "
+                                "larger tolerance or an exact rung",
+                                t.params.ewald_beta * t.params.cutoff, MD_CUDA_NB_EWALD_DEGREE, t.fit_error,
+                                MD_CUDA_NB_EWALD_MAX_FIT_ERROR);
     }
     t.cj = t.warp / MD_CUDA_NB_CI;
     if (t.cj < 1) t.cj = 1;
