@@ -1143,9 +1143,6 @@ void md_cuda_cell_list_destroy(md_cuda_cell_list *cl);
 #endif
 /** @brief Degree of the polynomials of the cluster rungs' Ewald kernel (md_cuda_nb_fast). */
 #define MD_CUDA_NB_EWALD_DEGREE 11
-#if MD_CUDA_NB_EWALD_DEGREE % 2 != 1
-#error "MD_CUDA_NB_EWALD_DEGREE must be odd (md_cuda_nb_poly splits the polynomial into even and odd halves)"
-#endif
 /** @brief Largest fit error of those polynomials (relative to their value at 0) that
  *  md_cuda_nb_plan_create accepts for a cluster rung. */
 #define MD_CUDA_NB_EWALD_MAX_FIT_ERROR 2e-6
@@ -1195,23 +1192,20 @@ typedef struct md_cuda_nb_fast {
 } md_cuda_nb_fast;
 
 /** @brief A polynomial of degree MD_CUDA_NB_EWALD_DEGREE (coefficients @p c, constant term first)
- *  at @p t, in float with fmaf, as the cluster rungs evaluate G and E: its even and odd halves
- *  by Horner in t^2 side by side, then even + t odd. Twelve operations, one more than a plain
- *  Horner, but a dependency chain of 7 instead of 11 (the pair kernel waits on dependencies:
- *  tutorial 06, section 7). md_cuda_nb_plan_create measures the fit's error with this same
- *  evaluation. */
+ *  at @p t by Horner's rule in float with fmaf, as the cluster rungs evaluate G and E;
+ *  md_cuda_nb_plan_create measures the fit's error with this same evaluation. Its even and odd
+ *  halves side by side (a dependency chain of 7 instead of 11, one operation more) measured no
+ *  faster on an H200 (2026-12-01, bench/ab.sh, two rounds: chapter 08's race step 0.998 / 0.999
+ *  of this Horner's, the force-only pair kernel 0.964-0.991 where the predicate mask test alone
+ *  gave 0.971-0.993), so the chain stays. */
 static inline __host__ __device__ float md_cuda_nb_poly(const float *c, float t) {
-    const float t2 = t * t;
-    float ev = c[MD_CUDA_NB_EWALD_DEGREE - 1], od = c[MD_CUDA_NB_EWALD_DEGREE];
+    float v = c[MD_CUDA_NB_EWALD_DEGREE];
     int k;
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-    for (k = MD_CUDA_NB_EWALD_DEGREE - 3; k >= 0; k -= 2) {
-        ev = fmaf(ev, t2, c[k]);
-        od = fmaf(od, t2, c[k + 1]);
-    }
-    return fmaf(od, t, ev);
+    for (k = MD_CUDA_NB_EWALD_DEGREE - 1; k >= 0; k--) v = fmaf(v, t, c[k]);
+    return v;
 }
 
 /** @brief One pair of a cluster rung: F/r (kJ mol^-1 nm^-2) from r^2, 1/r (rsqrtf on the
@@ -1226,8 +1220,9 @@ static inline __host__ __device__ float md_cuda_nb_pair_fast(const md_cuda_nb_fa
     const float g = md_cuda_nb_poly(c->g, t);
     const float frl = ir6 * fmaf(c12s, ir6, -c6s), frc = qq * (rinv * rinv2 - g);
     if (energy) {
+        const float e = md_cuda_nb_poly(c->e, t);
         *elj = fmaf(c12s * (1.0f / 12.0f), fmaf(ir6, ir6, -c->sh12), -(c6s * (1.0f / 6.0f)) * (ir6 - c->sh6));
-        *ec = qq * (rinv - md_cuda_nb_poly(c->e, t));
+        *ec = qq * (rinv - e);
     }
     return fmaf(frl, rinv2, frc);
 }
