@@ -11,6 +11,10 @@ peer's number next to md.h's and print the ratio. Nothing here is a reference fo
                 both codes run the same configuration) or built by OpenMM's Modeller (--edge).
   openmm-recip  the same system, integrating only the reciprocal-space force group: PME's
                 reciprocal part plus a small integrator (an upper bound on PME reciprocal time)
+  openmm-direct the same system, integrating every force but the reciprocal-space group: the
+                nonbonded direct space (cutoff pairs with erfc, exclusions, its neighbour list)
+                plus the integrator and the constraints (an upper bound on OpenMM's direct-space
+                time: the peer of chapter 06's pair kernel and list build)
   openmm-energy the same system's energy components on the given platform (to compare with md.h
                 on the same configuration)
   openmm-drift  NVE energy drift: --equil ps of LangevinMiddle (300 K, 1/ps), then --ps ps with a
@@ -64,23 +68,24 @@ def _time_steps(ctx, integrator, steps, warmup):
     return (time.perf_counter() - t0) / steps
 
 
-def openmm_step(args, recip_only=False):
+def openmm_step(args, group=None):
+    """group None: the whole step; "recip" or "direct": only that part of the forces integrated."""
     mm, app, u, top, pos, system = _openmm_system(args)
     nb = [f for f in system.getForces() if isinstance(f, mm.NonbondedForce)][0]
     integrator = mm.LangevinMiddleIntegrator(300 * u.kelvin, 1.0 / u.picosecond, 0.002 * u.picoseconds)
     integrator.setRandomNumberSeed(2026)
-    if recip_only:
+    if group:
         for f in system.getForces():
             f.setForceGroup(0)
         nb.setReciprocalSpaceForceGroup(1)
-        integrator.setIntegrationForceGroups({1})
+        integrator.setIntegrationForceGroups({1} if group == "recip" else {0})
     plat, props = _platform(mm, args.platform)
     ctx = mm.Context(system, integrator, plat, props)
     ctx.setPositions(pos)
     ctx.setVelocitiesToTemperature(300 * u.kelvin, 2026)
     alpha, nx, ny, nz = nb.getPMEParametersInContext(ctx)
     per_step = _time_steps(ctx, integrator, args.steps, args.warmup)
-    out = {"schema": "md_peer/1", "peer": "openmm " + mm.__version__, "what": "recip" if recip_only else "step",
+    out = {"schema": "md_peer/1", "peer": "openmm " + mm.__version__, "what": group or "step",
            "platform": args.platform, "atoms": top.getNumAtoms(), "steps": args.steps,
            "s_per_step": per_step, "ns_per_day": 0.002 * 86400.0 / per_step / 1000.0,
            "pme_alpha_per_nm": alpha, "pme_grid": [nx, ny, nz], "cutoff_nm": args.cutoff,
@@ -180,7 +185,7 @@ def _seed(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("openmm-step", "openmm-recip", "openmm-energy", "openmm-drift"):
+    for name in ("openmm-step", "openmm-recip", "openmm-direct", "openmm-energy", "openmm-drift"):
         s = sub.add_parser(name)
         s.add_argument("--pdb", help="water box PDB (HOH residues O, H1, H2; CRYST1 box)")
         s.add_argument("--edge", type=float, default=6.2, help="Modeller box edge (nm) when no --pdb")
@@ -205,7 +210,9 @@ def main():
     if a.cmd == "openmm-step":
         openmm_step(a)
     elif a.cmd == "openmm-recip":
-        openmm_step(a, recip_only=True)
+        openmm_step(a, group="recip")
+    elif a.cmd == "openmm-direct":
+        openmm_step(a, group="direct")
     elif a.cmd == "openmm-energy":
         openmm_energy(a)
     elif a.cmd == "openmm-drift":
