@@ -6963,10 +6963,11 @@ static double md__ewald_G(double z) {
     return (md__ewald_E(z) - tsp * exp(-z)) / z;
 }
 
-/* Chebyshev interpolation of f on [0, zmax] at deg + 1 nodes, written as monomials in
- * t = 2 z / zmax - 1 (constant first); returns the largest error of its float Horner evaluation
- * (fmaf, as the kernel does) on a fine grid, relative to f(0). */
-static double md__cheb_fit(double (*f)(double), double zmax, int deg, float *out) {
+/* Chebyshev interpolation of f on [0, zmax] at MD_CUDA_NB_EWALD_DEGREE + 1 nodes, written as
+ * monomials in t = 2 z / zmax - 1 (constant first); returns the largest error of its float
+ * evaluation by md_cuda_nb_poly, the kernel's, on a fine grid, relative to f(0). */
+static double md__cheb_fit(double (*f)(double), double zmax, float *out) {
+    const int deg = MD_CUDA_NB_EWALD_DEGREE;
     const double pi = 3.14159265358979323846;
     double c[MD_CUDA_NB_EWALD_DEGREE + 1], T[MD_CUDA_NB_EWALD_DEGREE + 1][MD_CUDA_NB_EWALD_DEGREE + 1];
     double mono[MD_CUDA_NB_EWALD_DEGREE + 1], worst = 0.0, f0 = f(0.0);
@@ -7015,8 +7016,8 @@ static void md__nb_fast_make(const md_nb_params *p, md_cuda_nb_fast *c, double *
     if (p->coul == MD_COUL_EWALD) {
         const double b = p->ewald_beta, zmax = b * b * rc * rc;
         float g[MD_CUDA_NB_EWALD_DEGREE + 1], e[MD_CUDA_NB_EWALD_DEGREE + 1];
-        const double e1 = md__cheb_fit(md__ewald_G, zmax, MD_CUDA_NB_EWALD_DEGREE, g);
-        const double e2 = md__cheb_fit(md__ewald_E, zmax, MD_CUDA_NB_EWALD_DEGREE, e);
+        const double e1 = md__cheb_fit(md__ewald_G, zmax, g);
+        const double e2 = md__cheb_fit(md__ewald_E, zmax, e);
         for (k = 0; k <= MD_CUDA_NB_EWALD_DEGREE; k++) {
             c->g[k] = (float)((double)g[k] * b * b * b);
             c->e[k] = (float)((double)e[k] * b);
