@@ -71,7 +71,7 @@ static int hb_run_table(const hb_entry *entries, int count, const char *what, in
     memcpy(geom.spacing, h, sizeof h);
     if ((st = md_cuda_dcs_plan_create(&p, MD_DCS_GPU_HYBRID, n, &geom)) != MD_OK ||
         (st = md_cuda_dcs_plan_upload(&p, atoms, n)) != MD_OK || (st = md_cuda_ceiling_rsqrt(&ceiling)) != MD_OK) {
-        printf("FAIL: %s\n", md_last_error());
+        printf("FAIL: %s (%s)\n", md_last_error(), md_status_string(st));
         goto done;
     }
     if (p.out_count != points || !p.const_resident) {
@@ -91,7 +91,7 @@ static int hb_run_table(const hb_entry *entries, int count, const char *what, in
         bd.stream = p.queue.stream;
         if ((st = md_cuda_poison(p.d_out, p.out_count, p.queue.stream)) != MD_OK ||
             (st = md_cuda_bench(hb_run_once, &c, &bd, &t)) != MD_OK || (st = md_cuda_dcs_plan_sync(&p, NULL)) != MD_OK) {
-            printf("FAIL: %s: %s\n", entries[i].name, md_last_error());
+            printf("FAIL: %s: %s (%s)\n", entries[i].name, md_last_error(), md_status_string(st));
             goto done;
         }
         if ((e = cudaMemcpy(i == 0 ? ref : out, p.d_out, points * sizeof(float), cudaMemcpyDeviceToHost)) != cudaSuccess) {
