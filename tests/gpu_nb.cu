@@ -200,6 +200,10 @@ static void pair_fast_params(int set, md_nb_params *p) {
     if (set == 4) p->coul = MD_COUL_CUTOFF;
 }
 
+/* The larger of a and b, NaN if either is (fmax, and a running `if (!(x <= worst)) worst = x`,
+ * would let a NaN through: fmax drops it, the running test forgets it at the next finite x). */
+static double worst_of(double a, double b) { return a != a || b != b ? NAN : (a > b ? a : b); }
+
 static void pair_fast_accuracy(void) {
     static const char *names[PAIR_FAST_SETS] = {"Ewald 5e-4", "Ewald 1e-5", "reaction field (eps inf)",
                                                 "reaction field (eps 78.3)", "plain cutoff"};
@@ -254,10 +258,8 @@ static void pair_fast_accuracy(void) {
             escale[i] = fabs(c12 * ir6 * ir6) + fabs(c6 * ir6) + fabs(qq / rd);
             fs = md_cuda_nb_pair_fast(&c, r2f, 1.0f / sqrtf(r2f), qqf, in[i].c6s, in[i].c12s, 1, &el, &ec);
             {
-                const double ef = fabs(fs - ref[3 * i]) / fscale[i];
-                const double ee = fmax(fabs(el - ref[3 * i + 1]), fabs(ec - ref[3 * i + 2])) / escale[i];
-                if (!(ef <= worst_f)) worst_f = ef; /* NaN propagates, as on the device below */
-                if (!(ee <= worst_e)) worst_e = ee;
+                worst_f = worst_of(worst_f, fabs(fs - ref[3 * i]) / fscale[i]);
+                worst_e = worst_of(worst_e, worst_of(fabs(el - ref[3 * i + 1]), fabs(ec - ref[3 * i + 2])) / escale[i]);
             }
             if (r.coul == MD_COUL_CUTOFF) { /* no Ewald term: the Coulomb part is qq / r^3 and qq / r in float */
                 const float ri = 1.0f / sqrtf(r2f), f0 = md_cuda_nb_pair_fast(&c, r2f, ri, qqf, 0.0f, 0.0f, 1, &el, &ec);
@@ -277,10 +279,10 @@ static void pair_fast_accuracy(void) {
             MD_CHECK(cudaFree(din) == cudaSuccess);
             MD_CHECK(cudaFree(dout) == cudaSuccess);
             for (int i = 0; i < PAIR_FAST_N; i++) {
-                const double ef = fabs(dev[3 * i] - ref[3 * i]) / fscale[i];
-                const double ee = fmax(fabs(dev[3 * i + 1] - ref[3 * i + 1]), fabs(dev[3 * i + 2] - ref[3 * i + 2])) / escale[i];
-                if (!(ef <= dworst_f)) dworst_f = ef; /* NaN (an unwritten element) propagates */
-                if (!(ee <= dworst_e)) dworst_e = ee;
+                /* a NaN (an unwritten, poisoned element) propagates */
+                dworst_f = worst_of(dworst_f, fabs(dev[3 * i] - ref[3 * i]) / fscale[i]);
+                dworst_e = worst_of(dworst_e, worst_of(fabs(dev[3 * i + 1] - ref[3 * i + 1]),
+                                                       fabs(dev[3 * i + 2] - ref[3 * i + 2])) / escale[i]);
             }
         }
         printf("  %-26s fit %.1e; F/r error %.2e, energy error %.2e on the host", names[set], fit, worst_f, worst_e);
