@@ -1293,6 +1293,8 @@ typedef struct md_cuda_nb_plan {
     int excl_width;            /**< columns of d_exl: the most exclusions of one atom when the plan was made */
     int chunk;                 /**< entries per work item */
     int search_slices;         /**< warps per super-cluster in the list build (MD_CUDA_NB_SEARCH_WARPS) */
+    int search_blocks_per_sm;  /**< cluster rungs: the search's grid per SM, at most what is resident at once
+                                    (cudaOccupancyMaxActiveBlocksPerMultiprocessor; at most 32) */
     int sm_count;              /**< multiprocessors of the device */
     long long sorted_epoch;    /**< the state's epoch this plan last sorted (or indexed) at; -1 never */
     long long ff_epoch;        /**< the state's ff_epoch the scaled LJ table was made at; -1 never */
@@ -5988,7 +5990,7 @@ struct md__nb_search_args {
 #ifndef MD__NB_SEARCH_FULL_SLICES
 #define MD__NB_SEARCH_FULL_SLICES 7.0
 #endif
-#ifndef MD__NB_SEARCH_BLOCKS_PER_SM
+#ifndef MD__NB_SEARCH_BLOCKS_PER_SM /* at most; md_cuda_nb_plan::search_blocks_per_sm: at most what is resident */
 #define MD__NB_SEARCH_BLOCKS_PER_SM 32
 #endif
 /** @endcond */
@@ -7199,6 +7201,18 @@ md_status md_cuda_nb_plan_create(md_cuda_nb_plan *p, md_cuda_state *s, md_nb_var
         t.search_slices = (int)fmax(1.0, fmin(most, rint((double)t.sm_count * MD_CUDA_NB_SEARCH_WARPS / nsc)));
     }
     t.cap_items = t.cap_entries / t.chunk + (long long)t.cap_sc * t.search_slices + 64;
+    if (cluster) { /* a grid of resident blocks: a block that waits for a slot would hold its first
+                    * unit until a resident one retires (at 72 registers a thread 28 of 32 fit on an
+                    * SM of an H200: 1.14 waves at 95,766 atoms, Nsight Compute, tutorial 06) */
+        int nb = 0;
+        cudaError_t e = t.warp == 8    ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, md__nb_search_kernel<8>, MD__NB_SEARCH_BLOCK, 0)
+                        : t.warp == 16 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, md__nb_search_kernel<16>, MD__NB_SEARCH_BLOCK, 0)
+                                       : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, md__nb_search_kernel<32>, MD__NB_SEARCH_BLOCK, 0);
+        if (e != cudaSuccess) return md_cuda_error(e, "cudaOccupancyMaxActiveBlocksPerMultiprocessor(search)", __FILE__, __LINE__);
+        t.search_blocks_per_sm = nb < 1 ? 1 : (nb > MD__NB_SEARCH_BLOCKS_PER_SM ? MD__NB_SEARCH_BLOCKS_PER_SM : nb);
+    } else {
+        t.search_blocks_per_sm = MD__NB_SEARCH_BLOCKS_PER_SM;
+    }
     t.grid_items = t.cap_items;
     t.cap_excl = t.opts.excl_capacity > 0 ? t.opts.excl_capacity : (long long)t.cap_ic * 4 * (4 / t.cj) + 1024;
     t.max_nb = t.opts.max_neighbors > 0
@@ -7359,9 +7373,8 @@ static md_status md__nb_build_enqueue(void *ctx, cudaStream_t st) {
         md__nb_search_args a;
         const long long need = ((long long)p->cap_sc * p->search_slices * p->warp + MD__NB_SEARCH_BLOCK - 1) /
                                MD__NB_SEARCH_BLOCK;
-        const unsigned blocks = (unsigned)(need < (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM
-                                               ? need
-                                               : (long long)p->sm_count * MD__NB_SEARCH_BLOCKS_PER_SM);
+        const long long most = (long long)p->sm_count * p->search_blocks_per_sm;
+        const unsigned blocks = (unsigned)(need < most ? need : most);
         memset(&a, 0, sizeof a); /* its padding too: two captures of the same search compare equal bytewise */
         a.bb = p->d_bb;
         a.ci = p->d_ci;
