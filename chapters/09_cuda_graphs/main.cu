@@ -33,7 +33,10 @@
  * 1 .. K-2 compute forces only (plain), step K-1 also energies (energy); after it the host
  * polls the energies, the one synchronisation per interval in every rung.
  *
- * Measured per rung, over --intervals N intervals after one warm-up interval:
+ * Every rung's run begins with --settle S intervals (default 10: 2 ps) on the stream, the same in
+ * every rung (settle_run: the built box settles, and the nonbonded plan's poll sizes its pair
+ * kernel's grid before anything is captured), then one warm-up interval of the rung.
+ * Measured per rung, over --intervals N intervals after the warm-up interval:
  *   steps/s         steps / wall time of the run (host launches, GPU work and the polls)
  *   host us/step    CPU time of the launching thread (clock_gettime(CLOCK_THREAD_CPUTIME_ID))
  *                   around the host's launch work, the polls excluded; the device is set to
@@ -47,9 +50,9 @@
  *                   on a stream, so that run is not the timed one.
  * Checked: every rung's trajectory (positions, velocities) and every interval's energies are
  * bitwise those of the stream rung (64-bit fixed-point forces make the sums order-free), and it
- * built the neighbour list as many times.
+ * built the neighbour list as many times (the list builds printed are the timed intervals').
  *
- *   build/chapters/09_cuda_graphs [--quick] [--json FILE] [--intervals N] [--interval K]
+ *   build/chapters/09_cuda_graphs [--quick] [--json FILE] [--intervals N] [--interval K] [--settle S]
  *                                 [--sizes A,B,C] [--results FILE.csv] [--timeline FILE.csv] [--unroll U]
  *                                 [--if-node]
  *   --sizes      water molecules of the systems (default 1350,7856,31922)
@@ -58,7 +61,10 @@
  *                stream and loop) for tutorials/scripts/plot_graph_timeline.py
  *   --unroll     plain steps per pass of the loop rung's WHILE node (default 4)
  *   --if-node    the list build of the captured steps as an IF node
- * --quick: the 4,050-atom system, K = 20, 2 intervals, every rung checked. */
+ *   --settle     intervals on the stream before every rung's run (default 10; 0: none, the rungs
+ *                that capture before the run then capture the pair kernel's grid for the list's
+ *                capacity)
+ * --quick: the 4,050-atom system, K = 20, 2 intervals after 1 settling one, every rung checked. */
 #define MD_IMPLEMENTATION
 #define MD_CUDA_IMPLEMENTATION
 #include "exercise.cu"
@@ -398,22 +404,48 @@ typedef struct trajectory {
 
 typedef struct run_opts {
     int K, intervals;
+    int settle; /* --settle N: intervals on the stream before every rung's run (settle_run) */
     FILE *timeline;
     int natoms;
 } run_opts;
 
-/* The timed run of rung `rung`: a fresh run, one warm-up interval, `intervals` timed ones. */
+/* The first n intervals of every rung's run, on the stream path whatever the rung: they let the
+ * built box settle (its lattice relaxes, and the thermostat takes away the heat, so the list is
+ * rebuilt at the rate of a box in equilibrium, not of one just built), and their polls size the
+ * pair kernel's grid by the last list build (md_cuda_nb_plan::grid_items) before a rung captures
+ * anything: a graph keeps the launch shape it was captured with, and one captured before any poll
+ * would launch a grid for the list's capacity. Every rung runs the same n intervals, so their
+ * trajectories stay bitwise comparable. */
+static md_status settle_run(sim *m, int K, int n) {
+    runner r;
+    md_energy e;
+    double cpu = 0.0;
+    md_status st = MD_OK;
+    int i;
+    memset(&r, 0, sizeof r);
+    r.rung = R_STREAM;
+    r.K = K;
+    r.m = m;
+    r.cur = -1;
+    for (i = 0; i < n && st == MD_OK; i++) st = runner_interval(&r, &e, NULL, &cpu, 0);
+    return st;
+}
+
+/* The timed run of rung `rung`: a fresh run, o->settle intervals on the stream (settle_run), one
+ * warm-up interval of the rung, `intervals` timed ones; res->rebuilds counts the timed ones' list
+ * builds. */
 static md_status timed_run(const md_system *sys, const md_topology *top, const md_lj_table *lj, int rung,
                            const run_opts *o, rung_result *res, trajectory *tr) {
     sim m;
     runner r;
     double cpu = 0.0, t0;
-    long long c0[5], c1[5], d0;
+    long long c0[5], c1[5], d0, b0 = 0;
     md_status st;
     int i;
     memset(&r, 0, sizeof r);
-    if ((st = sim_make(&m, sys, top, lj, o->K, 0)) != MD_OK || (st = runner_setup(&r, &m, rung, o->K)) != MD_OK ||
-        (st = runner_interval(&r, &tr->e[0], NULL, &cpu, 0)) != MD_OK) /* warm-up */
+    if ((st = sim_make(&m, sys, top, lj, o->K, 0)) != MD_OK || (st = settle_run(&m, o->K, o->settle)) != MD_OK ||
+        (st = runner_setup(&r, &m, rung, o->K)) != MD_OK ||
+        (st = runner_interval(&r, &tr->e[0], &b0, &cpu, 0)) != MD_OK) /* warm-up */
         goto done;
     cpu = 0.0;
     runner_counts(&r, c0);
@@ -422,6 +454,7 @@ static md_status timed_run(const md_system *sys, const md_topology *top, const m
     for (i = 1; i <= o->intervals; i++)
         if ((st = runner_interval(&r, &tr->e[i], &res->rebuilds, &cpu, 0)) != MD_OK) goto done;
     res->wall_s = mono_s() - t0;
+    res->rebuilds -= b0;
     runner_counts(&r, c1);
     res->captures = c1[0] - c0[0];
     res->instantiations = c1[1] - c0[1];
@@ -440,8 +473,8 @@ done:
     return st;
 }
 
-/* The stamped run: two intervals with a timestamp before and after every step; the second is
- * measured. GPU stamps are put on the host's clock by a stamp enqueued on the idle GPU just
+/* The stamped run: after the same o->settle intervals as the timed run (without stamps), two
+ * intervals with a timestamp before and after every step; the second is measured. GPU stamps are put on the host's clock by a stamp enqueued on the idle GPU just
  * after a host reading (they lag it by that stamp's launch latency, a few microseconds). */
 static md_status stamped_run(const md_system *sys, const md_topology *top, const md_lj_table *lj, int rung,
                              const run_opts *o, rung_result *res) {
@@ -455,7 +488,7 @@ static md_status stamped_run(const md_system *sys, const md_topology *top, const
     int j;
     cudaError_t ce;
     memset(&r, 0, sizeof r);
-    if ((st = sim_make(&m, sys, top, lj, o->K, cap)) != MD_OK) goto done;
+    if ((st = sim_make(&m, sys, top, lj, o->K, cap)) != MD_OK || (st = settle_run(&m, o->K, o->settle)) != MD_OK) goto done;
     m.stamp = 1;
     if ((st = runner_setup(&r, &m, rung, o->K)) != MD_OK || (st = runner_interval(&r, &e, NULL, &cpu, 0)) != MD_OK) goto done;
     if (!(h = (unsigned long long *)md_alloc_array((size_t)cap, sizeof *h))) {
@@ -679,6 +712,7 @@ out:
 
 static const char *usage =
     "Chapter 09 options: --intervals N (timed intervals, default 10) --interval K (steps per interval, default 100)\n"
+    "  --settle S (intervals on the stream before every rung's run, default 10)\n"
     "  --sizes A,B,C (water molecules, default 1350,7856,31922) --results FILE.csv --timeline FILE.csv\n"
     "  --unroll U (loop rung: plain steps per pass of its WHILE node, default 4)\n"
     "  --if-node (captured steps: the list build as an IF node, md_cuda_nb_opts::if_node_build)";
@@ -693,11 +727,13 @@ int main(int argc, char **argv) {
     memset(&ro, 0, sizeof ro);
     ro.K = 0;
     ro.intervals = 0;
+    ro.settle = -1;
     /* the chapter's own options; the rest go to the ladder */
     for (i = 0; i < argc && nrest < 63; i++) {
         const int more = i + 1 < argc;
         if (i > 0 && more && strcmp(argv[i], "--intervals") == 0) ro.intervals = atoi(argv[++i]);
         else if (i > 0 && more && strcmp(argv[i], "--interval") == 0) ro.K = atoi(argv[++i]);
+        else if (i > 0 && more && strcmp(argv[i], "--settle") == 0) ro.settle = atoi(argv[++i]);
         else if (i > 0 && more && strcmp(argv[i], "--sizes") == 0) sizes = argv[++i];
         else if (i > 0 && more && strcmp(argv[i], "--results") == 0) results_path = argv[++i];
         else if (i > 0 && more && strcmp(argv[i], "--timeline") == 0) timeline_path = argv[++i];
@@ -709,9 +745,11 @@ int main(int argc, char **argv) {
     if ((rc = ladder_parse(&lo, nrest, rest, usage)) != 0) return rc > 0 ? 0 : 2;
     if (ro.K == 0) ro.K = lo.quick ? 20 : 100;
     if (ro.intervals == 0) ro.intervals = lo.quick ? 2 : 10;
+    if (ro.settle < 0) ro.settle = lo.quick ? 1 : 10;
     if (!unroll_set && ro.K >= 4 && loop_unroll > ro.K - 2) loop_unroll = ro.K - 2; /* the default, for short intervals */
-    if (ro.K < 4 || ro.intervals < 1 || loop_unroll < 1 || loop_unroll > ro.K - 2) {
-        fprintf(stderr, "%s: --interval must be >= 4, --intervals >= 1 and --unroll in 1..interval-2\n", argv[0]);
+    if (ro.K < 4 || ro.intervals < 1 || ro.settle > 100000 || loop_unroll < 1 || loop_unroll > ro.K - 2) {
+        fprintf(stderr, "%s: --interval must be >= 4, --intervals >= 1, --settle in 0..100000 and --unroll in 1..interval-2\n",
+                argv[0]);
         return 2;
     }
     if (sizes) {
