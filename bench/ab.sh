@@ -3,6 +3,7 @@
 # headers, on the same GPU in one run, so a change to a kernel is measured against the code
 # before it (tutorials 06-08 quote such runs as "side by side").
 #   bench/ab.sh BASE_DIR [BASE_DIR ...] [--rounds N] [--steps N] [--no-race] [--no-kernel]
+#               [--chapters NN,NN ...]
 #     each BASE_DIR holds md.h and md_cuda.cu.h of another version (labelled by the folder's
 #     name; the working tree is "new"), e.g. the last commit's:
 #       mkdir -p .ab/base && git show HEAD:md.h > .ab/base/md.h && git show HEAD:md_cuda.cu.h > .ab/base/md_cuda.cu.h
@@ -13,20 +14,30 @@
 #       bench/nb_cluster, 23,568 and 95,766 atoms, with energies and forces only (median of 50
 #       evaluations of the pair kernel each, CUDA events)
 #       chapter 08's --race step on both race boxes (--steps steps, default 1000)
+#       with --chapters, e.g. 09,10: each named chapter's program as it runs in the bench (its
+#       --json lines: one per rung and system, µs per step or per replica-step), so a change to
+#       chapter 09's graphs or chapter 10's replica exchange is measured against the code before
 #     and the table at the end gives each measurement's rounds side by side, so the spread
 #     between rounds is seen beside the difference. Default 2 rounds. Results: one JSON line per
 #     measurement in ${OUT:-build/ab}/ab.jsonl, labelled by version; the ratio column is each
 #     version's median over the first BASE_DIR's.
 set -u
 cd "$(dirname "$0")/.."
-USAGE="usage: $0 BASE_DIR [BASE_DIR ...] [--rounds N] [--steps N] [--no-race] [--no-kernel]"
-ROUNDS=2; STEPS=1000; RACE=1; KERNEL=1; DIRS=()
+USAGE="usage: $0 BASE_DIR [BASE_DIR ...] [--rounds N] [--steps N] [--no-race] [--no-kernel] [--chapters NN,NN]"
+ROUNDS=2; STEPS=1000; RACE=1; KERNEL=1; DIRS=(); CHAPTERS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift ;;
     --steps) STEPS=$2; shift ;;
     --no-race) RACE=0 ;;
     --no-kernel) KERNEL=0 ;;
+    --chapters)
+      for c in ${2//,/ }; do
+        m=$(ls -d chapters/"$c"_*/ 2>/dev/null | head -n 1)
+        [ -n "$m" ] && [ -f "$m/main.cu" ] || { echo "$0: --chapters: no chapters/${c}_*/main.cu" >&2; exit 2; }
+        CHAPTERS+=("$c")
+      done
+      shift ;;
     -*) echo "$USAGE" >&2; exit 2 ;;
     *) DIRS+=("$1") ;;
   esac
@@ -63,6 +74,10 @@ pids=
 for v in "${VERSIONS[@]}"; do
   [ "$KERNEL" -eq 1 ] && { build $v bench/nb_cluster.cu "$B/nb_cluster_$v" > "$OUT/build_nb_$v.log" 2>&1 & pids="$pids $!"; }
   [ "$RACE" -eq 1 ] && { build $v chapters/08_md_step/main.cu "$B/md_step_$v" > "$OUT/build_08_$v.log" 2>&1 & pids="$pids $!"; }
+  for c in ${CHAPTERS[@]+"${CHAPTERS[@]}"}; do
+    m=$(ls -d chapters/"$c"_*/ | head -n 1)
+    build $v "${m}main.cu" "$B/ch${c}_$v" > "$OUT/build_ch${c}_$v.log" 2>&1 & pids="$pids $!"
+  done
 done
 rc=0
 for p in $pids; do wait "$p" || rc=1; done
@@ -76,7 +91,9 @@ import json, sys
 for l in sys.stdin:
     l = l.strip()
     if l.startswith("{"):
-        r = json.loads(l); r["ab"] = sys.argv[1]; r["ab_what"] = sys.argv[2]; r["ab_round"] = int(sys.argv[3])
+        r = json.loads(l); r["ab"] = sys.argv[1]; r["ab_round"] = int(sys.argv[3])
+        # a tag ending in "@" names a chapter program: its lines are per system, so the size joins it
+        r["ab_what"] = sys.argv[2] + str(r.get("size", "")) if sys.argv[2].endswith("@") else sys.argv[2]
         print(json.dumps(r))' "$@"
 }
 for k in $(seq 1 "$ROUNDS"); do
@@ -94,6 +111,11 @@ for k in $(seq 1 "$ROUNDS"); do
         "$B/md_step_$v" --race "$OUT/water_$n.pdb" --steps "$STEPS" | grep '"md_race/1"' | label "$v" "race_$n" "$k" >> "$J" || rc=1
       done
     fi
+    for c in ${CHAPTERS[@]+"${CHAPTERS[@]}"}; do
+      rm -f "$OUT/ch.jsonl"
+      "$B/ch${c}_$v" --json "$OUT/ch.jsonl" >> "$OUT/ch${c}_$v.log" 2>&1 || rc=1
+      [ -f "$OUT/ch.jsonl" ] && label "$v" "ch${c}@" "$k" < "$OUT/ch.jsonl" >> "$J"
+    done
   done
 done
 python3 - "$J" "${VERSIONS[@]}" <<'EOF' || rc=1
