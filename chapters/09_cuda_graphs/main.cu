@@ -474,8 +474,8 @@ done:
 }
 
 /* The stamped run: after the same o->settle intervals as the timed run (without stamps), two
- * intervals with a timestamp before and after every step; the second is measured. GPU stamps are put on the host's clock by a stamp enqueued on the idle GPU just
- * after a host reading (they lag it by that stamp's launch latency, a few microseconds). */
+ * intervals with a timestamp before and after every step; the second is measured. GPU stamps
+ * are put on the host's clock by a stamp enqueued on the idle GPU just after a host reading (they lag it by that stamp's launch latency, a few microseconds). */
 static md_status stamped_run(const md_system *sys, const md_topology *top, const md_lj_table *lj, int rung,
                              const run_opts *o, rung_result *res) {
     const long long cap = 2 * (long long)o->K + 2;
@@ -723,17 +723,16 @@ int main(int argc, char **argv) {
     char device[300], *rest[64];
     const char *results_path = NULL, *timeline_path = NULL, *sizes = NULL;
     FILE *results = NULL;
-    int cells[8], ncells = 0, i, nrest = 0, rc, failed = 0, unroll_set = 0; /* cells: the systems' water molecules */
+    int cells[8], ncells = 0, i, nrest = 0, rc, failed = 0, unroll_set = 0, settle_set = 0; /* cells: the systems' water molecules */
     memset(&ro, 0, sizeof ro);
     ro.K = 0;
     ro.intervals = 0;
-    ro.settle = -1;
     /* the chapter's own options; the rest go to the ladder */
     for (i = 0; i < argc && nrest < 63; i++) {
         const int more = i + 1 < argc;
         if (i > 0 && more && strcmp(argv[i], "--intervals") == 0) ro.intervals = atoi(argv[++i]);
         else if (i > 0 && more && strcmp(argv[i], "--interval") == 0) ro.K = atoi(argv[++i]);
-        else if (i > 0 && more && strcmp(argv[i], "--settle") == 0) ro.settle = atoi(argv[++i]);
+        else if (i > 0 && more && strcmp(argv[i], "--settle") == 0) ro.settle = atoi(argv[++i]), settle_set = 1;
         else if (i > 0 && more && strcmp(argv[i], "--sizes") == 0) sizes = argv[++i];
         else if (i > 0 && more && strcmp(argv[i], "--results") == 0) results_path = argv[++i];
         else if (i > 0 && more && strcmp(argv[i], "--timeline") == 0) timeline_path = argv[++i];
@@ -745,9 +744,9 @@ int main(int argc, char **argv) {
     if ((rc = ladder_parse(&lo, nrest, rest, usage)) != 0) return rc > 0 ? 0 : 2;
     if (ro.K == 0) ro.K = lo.quick ? 20 : 100;
     if (ro.intervals == 0) ro.intervals = lo.quick ? 2 : 10;
-    if (ro.settle < 0) ro.settle = lo.quick ? 1 : 10;
+    if (!settle_set) ro.settle = lo.quick ? 1 : 10;
     if (!unroll_set && ro.K >= 4 && loop_unroll > ro.K - 2) loop_unroll = ro.K - 2; /* the default, for short intervals */
-    if (ro.K < 4 || ro.intervals < 1 || ro.settle > 100000 || loop_unroll < 1 || loop_unroll > ro.K - 2) {
+    if (ro.K < 4 || ro.intervals < 1 || ro.settle < 0 || ro.settle > 100000 || loop_unroll < 1 || loop_unroll > ro.K - 2) {
         fprintf(stderr, "%s: --interval must be >= 4, --intervals >= 1, --settle in 0..100000 and --unroll in 1..interval-2\n",
                 argv[0]);
         return 2;
