@@ -7586,6 +7586,16 @@ md_status md_cuda_nb_enqueue(md_cuda_nb_plan *p, md_cuda_state *s, unsigned what
     return MD_OK;
 }
 
+/* The pair kernel's grid from the control word MD__NB_CTL_NITEMS of the last build: its items and
+ * a quarter more, kept while they fit (a graph captured after this keeps its launch shape across
+ * builds). md_cuda_nb_plan_poll reads the word; chapter 10's replica exchange reads it from its
+ * report instead (no synchronisation of its own). */
+static void md__nb_fit_grid(md_cuda_nb_plan *p, long long items_word) {
+    const long long w = md__nb_nitems(items_word);
+    if (w > 0 && w <= p->cap_items && (w > p->grid_items || 2 * w < p->grid_items))
+        p->grid_items = w + w / 4 + 64 < p->cap_items ? w + w / 4 + 64 : p->cap_items;
+}
+
 md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *e) {
     const char *fn = "md_cuda_nb_plan_poll";
     md_status st;
@@ -7600,12 +7610,7 @@ md_status md_cuda_nb_plan_poll(md_cuda_nb_plan *p, md_cuda_state *s, md_energy *
     p->stats.rebuilds = h[MD__NB_CTL_REBUILDS];
     p->stats.entries = h[MD__NB_CTL_NENTRIES];
     p->stats.work_items = md__nb_nitems(h[MD__NB_CTL_NITEMS]);
-    { /* the pair kernel's grid: the last build's items and a quarter more, kept while they fit
-       * (a graph captured after a poll keeps its launch shape across builds) */
-        const long long w = md__nb_nitems(h[MD__NB_CTL_NITEMS]);
-        if (w > 0 && w <= p->cap_items && (w > p->grid_items || 2 * w < p->grid_items))
-            p->grid_items = w + w / 4 + 64 < p->cap_items ? w + w / 4 + 64 : p->cap_items;
-    }
+    md__nb_fit_grid(p, h[MD__NB_CTL_NITEMS]);
     p->stats.masked_entries = h[MD__NB_CTL_NEXCL];
     p->stats.computed_pairs = !md__nb_is_cluster(p->variant) ? h[MD__NB_CTL_NENTRIES]
                               : h[MD__NB_CTL_PRUNED] ? h[MD__NB_CTL_PRUNED] : h[MD__NB_CTL_COMPUTED];
@@ -12216,6 +12221,9 @@ enum {
     MD_CUDA_REMD_R_STEP_FLAGS,                                  /**< MD_CUDA_FLAG_WORDS: the step's flags */
     MD_CUDA_REMD_R_STATE_FLAGS = MD_CUDA_REMD_R_STEP_FLAGS + MD_CUDA_FLAG_WORDS, /**< MD_CUDA_FLAG_WORDS: the state's (nonbonded) flags */
     MD_CUDA_REMD_R_REBUILDS = MD_CUDA_REMD_R_STATE_FLAGS + MD_CUDA_FLAG_WORDS,   /**< neighbour-list builds so far */
+    MD_CUDA_REMD_R_ITEMS,                                       /**< the last list build's work items (the
+                                                                     nonbonded plan's control word; sizes the
+                                                                     pair kernel's grid before a capture) */
     MD_CUDA_REMD_R_SEQ,                                         /**< the report's sequence number (md_cuda_report_enqueue) */
     MD_CUDA_REMD_R_WORDS                                        /**< words of a report */
 };
@@ -12391,7 +12399,7 @@ md_status md_cuda_remd_create(md_cuda_remd *x, int n, const md_system *sys, cons
             md_cuda_remd_destroy(&R);
             return st;
         }
-        p->report.nseg = 5;
+        p->report.nseg = 6;
         p->report.src[0] = (const unsigned long long *)p->sim.state.d_energy;
         p->report.count[0] = MD_CUDA_E_COUNT;
         p->report.src[1] = (const unsigned long long *)p->sim.state.d_step;
@@ -12402,6 +12410,8 @@ md_status md_cuda_remd_create(md_cuda_remd *x, int n, const md_system *sys, cons
         p->report.count[3] = MD_CUDA_FLAG_WORDS;
         p->report.src[4] = (const unsigned long long *)(p->sim.nb.d_ctl + MD__NB_CTL_REBUILDS);
         p->report.count[4] = 1;
+        p->report.src[5] = (const unsigned long long *)(p->sim.nb.d_ctl + MD__NB_CTL_NITEMS);
+        p->report.count[5] = 1;
     }
     *x = R;
     return MD_OK;
@@ -12459,7 +12469,9 @@ static md_status md__remd_task_fn(md_cuda_task *t, void *arg) {
             const unsigned long long *w;
             const double t0 = md_wall_seconds();
             if ((st = md_cuda_task_begin(t, s)) != MD_OK) return st;
-            if (d->graphs) {
+            if (d->graphs && k->reads > 0) { /* the first segment on the stream: its report sizes the
+                                               * pair kernel's grid (md__nb_fit_grid) before the first
+                                               * capture, which keeps the grid it sees */
                 if (p->graph_temperature != p->sim.desc.temperature) {
                     if ((st = md_cuda_graph_cache_capture(&p->graph, s, md__remd_segment, k)) != MD_OK) return st;
                     p->graph_temperature = p->sim.desc.temperature;
@@ -12487,6 +12499,7 @@ static md_status md__remd_task_fn(md_cuda_task *t, void *arg) {
                 }
                 md_cuda_energy_from_fixed(terms, &p->energy);
                 p->rebuilds = (long long)md_cuda_mapped_load(w + MD_CUDA_REMD_R_REBUILDS);
+                md__nb_fit_grid(&p->sim.nb, (long long)md_cuda_mapped_load(w + MD_CUDA_REMD_R_ITEMS));
             }
             x->potential[k->r] = md_energy_potential(&p->energy);
             if (!isfinite(x->potential[k->r]))
