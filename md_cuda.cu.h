@@ -12222,8 +12222,8 @@ enum {
     MD_CUDA_REMD_R_STATE_FLAGS = MD_CUDA_REMD_R_STEP_FLAGS + MD_CUDA_FLAG_WORDS, /**< MD_CUDA_FLAG_WORDS: the state's (nonbonded) flags */
     MD_CUDA_REMD_R_REBUILDS = MD_CUDA_REMD_R_STATE_FLAGS + MD_CUDA_FLAG_WORDS,   /**< neighbour-list builds so far */
     MD_CUDA_REMD_R_ITEMS,                                       /**< the last list build's work items (the
-                                                                     nonbonded plan's control word; sizes the
-                                                                     pair kernel's grid before a capture) */
+                                                                     nonbonded plan's control word; every read
+                                                                     refits the pair kernel's grid from it) */
     MD_CUDA_REMD_R_SEQ,                                         /**< the report's sequence number (md_cuda_report_enqueue) */
     MD_CUDA_REMD_R_WORDS                                        /**< words of a report */
 };

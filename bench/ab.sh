@@ -24,7 +24,7 @@
 set -u
 cd "$(dirname "$0")/.."
 USAGE="usage: $0 BASE_DIR [BASE_DIR ...] [--rounds N] [--steps N] [--no-race] [--no-kernel] [--chapters NN,NN]"
-ROUNDS=2; STEPS=1000; RACE=1; KERNEL=1; DIRS=(); CHAPTERS=()
+ROUNDS=2; STEPS=1000; RACE=1; KERNEL=1; DIRS=(); CHAPTERS=(); declare -A CHDIR
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift ;;
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
       for c in ${2//,/ }; do
         m=$(ls -d chapters/"$c"_*/ 2>/dev/null | head -n 1)
         [ -n "$m" ] && [ -f "$m/main.cu" ] || { echo "$0: --chapters: no chapters/${c}_*/main.cu" >&2; exit 2; }
-        CHAPTERS+=("$c")
+        CHAPTERS+=("$c"); CHDIR[$c]=$m
       done
       shift ;;
     -*) echo "$USAGE" >&2; exit 2 ;;
@@ -75,8 +75,7 @@ for v in "${VERSIONS[@]}"; do
   [ "$KERNEL" -eq 1 ] && { build $v bench/nb_cluster.cu "$B/nb_cluster_$v" > "$OUT/build_nb_$v.log" 2>&1 & pids="$pids $!"; }
   [ "$RACE" -eq 1 ] && { build $v chapters/08_md_step/main.cu "$B/md_step_$v" > "$OUT/build_08_$v.log" 2>&1 & pids="$pids $!"; }
   for c in ${CHAPTERS[@]+"${CHAPTERS[@]}"}; do
-    m=$(ls -d chapters/"$c"_*/ | head -n 1)
-    build $v "${m}main.cu" "$B/ch${c}_$v" > "$OUT/build_ch${c}_$v.log" 2>&1 & pids="$pids $!"
+    build $v "${CHDIR[$c]}main.cu" "$B/ch${c}_$v" > "$OUT/build_ch${c}_$v.log" 2>&1 & pids="$pids $!"
   done
 done
 rc=0

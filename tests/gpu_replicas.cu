@@ -6,7 +6,8 @@
  * reads between two barriers); the exchange statistics agree with md.h's md_remd fed the logged
  * energies (the host logic recomputed); a replica's temperature follows its slot; the caller's
  * md_cuda_sim_opts reach every replica (water_lanes 1 and 3; the sort interval stays the run's
- * -1); argument errors.
+ * -1); every replica's pair grid fitted to its last list build from the reports (never the
+ * capacity's grid where the fit is smaller); argument errors.
  * System: 6 replicas of 300 TIP3P waters (900 atoms), 290-340 K, exchanges every 20 steps
  * (MD_SANITIZE=1: 3 replicas, 3 exchanges of 6 steps). Seeds used: 51
  * (the exchanges), 61 (the waters), 71 (the Langevin noise, + 1000 r per replica).
@@ -121,6 +122,23 @@ static md_status run_rung(const fixture *f, const md_cuda_remd_desc *d, outcome 
     memcpy(o->energy, x.log_energy, sizeof(double) * x.rounds * x.n);
     memcpy(o->accepted, x.log_accepted, sizeof(int) * x.rounds * (x.n - 1));
     for (r = 0; r < x.n; r++) {
+        /* the pair kernel's grid fitted to the last build from the reports (md__nb_fit_grid), for
+         * every rung: at least its items, and no more than the rule keeps (the capacity's grid,
+         * which an unpolled plan had before, when that is larger) */
+        const md_cuda_nb_plan *nb = &x.rep[r].sim.nb;
+        long long word = 0, w, most;
+        if (cudaMemcpy(&word, nb->d_ctl + MD__NB_CTL_NITEMS, sizeof word, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            md_cuda_remd_destroy(&x);
+            return md_set_error(MD_ERR_CUDA, "run_rung", 0, "d_ctl", "copy failed");
+        }
+        w = md__nb_nitems(word);
+        most = 2 * w > w + w / 4 + 64 ? 2 * w : w + w / 4 + 64;
+        if (w <= 0 || nb->grid_items < w || nb->grid_items > (most < nb->cap_items ? most : nb->cap_items)) {
+            md_cuda_remd_destroy(&x);
+            return md_set_error(MD_ERR_RANGE, "run_rung", 0, "grid_items",
+                                "replica %d: pair grid %lld items for a list of %lld (capacity %lld)", r, nb->grid_items, w,
+                                nb->cap_items);
+        }
         o->slot[r] = x.ladder.slot_of[r];
         o->trips[r] = x.ladder.round_trips[r];
         if (fabs(x.rep[r].sim.desc.temperature - x.ladder.temperature[x.ladder.slot_of[r]]) > 0.0) {

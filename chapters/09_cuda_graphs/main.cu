@@ -475,7 +475,8 @@ done:
 
 /* The stamped run: after the same o->settle intervals as the timed run (without stamps), two
  * intervals with a timestamp before and after every step; the second is measured. GPU stamps
- * are put on the host's clock by a stamp enqueued on the idle GPU just after a host reading (they lag it by that stamp's launch latency, a few microseconds). */
+ * are put on the host's clock by a stamp enqueued on the idle GPU just after a host reading
+ * (they lag it by that stamp's launch latency, a few microseconds). */
 static md_status stamped_run(const md_system *sys, const md_topology *top, const md_lj_table *lj, int rung,
                              const run_opts *o, rung_result *res) {
     const long long cap = 2 * (long long)o->K + 2;
