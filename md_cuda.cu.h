@@ -1723,8 +1723,7 @@ static __host__ __device__ inline void md_cuda_pme_bspline(float dr, float *w, f
  *               overlap changes no bit). On the steps the nonbonded plan sorts the atoms (it
  *               permutes the state's arrays) PME waits for it. The state's stream has the
  *               device's greatest priority (md_cuda_sim_opts::plain_priority 0): when both
- *               streams have kernels waiting for SMs, the critical path's start first (PME's
- *               stream has the default, or the greatest with md_cuda_sim_opts::pme_priority).
+ *               streams have kernels waiting for SMs, the critical path's start first.
  *   energies    only when asked (MD_CUDA_SIM_ENERGY on the last step of an enqueue): the
  *               energy words are zeroed before the forces, the force kernels add their terms,
  *               and the integrate kernel in kinetic mode adds the kinetic energy of
@@ -1877,10 +1876,9 @@ typedef struct md_cuda_sim_opts {
     int plain_priority;         /**< 1: the state's stream at the default priority; 0 (default): at the
                                      device's greatest (md_cuda_queue_prioritize), so the nonbonded
                                      kernels and the integrator, the step's critical path, start
-                                     before PME's whenever both wait for SMs; any other value is refused */
-    int pme_priority;           /**< 1: the PME plan's stream at the device's greatest priority too (with
-                                     plain_priority 1: PME's kernels start first); 0 (default): at the
-                                     default priority; any other value is refused */
+                                     before PME's whenever both wait for SMs; any other value is refused.
+                                     PME's stream keeps the default priority: PME's stream high was slower
+                                     (tutorial 08, section 5) */
     int water_lanes;            /**< lanes per rigid water in the integrate kernel: 1 (SETTLE on one
                                      thread) or 3 (an atom per lane, SETTLE solved in all three);
                                      0 (default): 3 when all the waters' warps fit on the GPU at once
@@ -5731,8 +5729,6 @@ struct md__nb_sc_data {
     int nfar[MD_CUDA_NB_SUPER], wmin[MD_CUDA_NB_SUPER], wmax[MD_CUDA_NB_SUPER], far[MD_CUDA_NB_SUPER][MD__NB_FAR];
     int np[MD_CUDA_NB_SUPER];                     /* exclusion pairs of the i-cluster (all of them counted) */
     int plist[MD_CUDA_NB_SUPER][MD__NB_PLIST];    /* the first MD__NB_PLIST: partner * CI + atom of the i-cluster */
-    int span[4]; /* md__nb_sc_span: the slots [span[0], span[1]] and [span[2], span[3]] hold every atom of the
-                  * super-cluster and every exclusion partner of its atoms */
 };
 
 /* Fill i-cluster s (< MD_CUDA_NB_SUPER) of super-cluster sc (first i-cluster, i-clusters, cell):
@@ -5800,47 +5796,6 @@ static inline __host__ __device__ void md__nb_sc_fill(md__nb_sc_data *d, int s, 
     d->wmin[s] = wmin;
     d->wmax[s] = wmax;
     d->np[s] = np;
-}
-
-/* Two slot ranges that hold everything an entry's masks depend on (md__nb_sc_fill first, for the
- * super-cluster's nci i-clusters): [span[0], span[1]] its own atoms (the half-list rule on the
- * diagonal) and their near partners, [span[2], span[3]] the far partners (empty, INT_MAX and -1,
- * when there are none). A j-cluster that meets neither range has only full masks, so
- * md__nb_search_emit needs no md__nb_cand_masks for it (md__nb_span_hit): one test per entry in
- * place of the diagonal and md__nb_may_exclude's tests of every i-cluster the entry lists, which
- * were 17% of the search's stall samples and 26% of its instructions (Nsight Compute, the
- * 95,766-atom race's builds, H200; tutorial 06 section 7). tests/gpu_nb.cu's
- * exclusion_span_skip checks that every entry skipped has full masks. */
-static inline __host__ __device__ void md__nb_sc_span(md__nb_sc_data *d, int nci) {
-    int lo0 = INT_MAX, hi0 = -1, lo1 = INT_MAX, hi1 = -1;
-    for (int q = 0; q < nci; q++) {
-        const int f = d->f[q], e = d->f[q] + d->n[q] - 1;
-        lo0 = lo0 < f ? lo0 : f;
-        hi0 = hi0 > e ? hi0 : e;
-        if (d->pmax[q] >= 0) {
-            lo0 = lo0 < d->pmin[q] ? lo0 : d->pmin[q];
-            hi0 = hi0 > d->pmax[q] ? hi0 : d->pmax[q];
-        }
-        if (d->nfar[q] > MD__NB_FAR) {
-            lo1 = lo1 < d->wmin[q] ? lo1 : d->wmin[q];
-            hi1 = hi1 > d->wmax[q] ? hi1 : d->wmax[q];
-        } else
-            for (int k = 0; k < d->nfar[q]; k++) {
-                lo1 = lo1 < d->far[q][k] ? lo1 : d->far[q][k];
-                hi1 = hi1 > d->far[q][k] ? hi1 : d->far[q][k];
-            }
-    }
-    d->span[0] = lo0;
-    d->span[1] = hi0;
-    d->span[2] = lo1;
-    d->span[3] = hi1;
-}
-
-/* Whether the j-cluster [jf, jf + jc) meets either of md__nb_sc_span's ranges (if not, its masks
- * are all full). */
-static inline __host__ __device__ int md__nb_span_hit(const md__nb_sc_data &d, int jf, int jc) {
-    const int je = jf + jc - 1;
-    return (jf <= d.span[1] && je >= d.span[0]) | (jf <= d.span[3] && je >= d.span[2]);
 }
 
 /* Whether the j-cluster [jf, jf + jc) may hold an exclusion partner of i-cluster q (never a false
@@ -6057,7 +6012,7 @@ static __device__ __forceinline__ void md__nb_search_emit(const md__nb_search_ar
     int slot = -1;
     long long *ctl = a.ctl;
     *computed += (long long)__popc(im) * W;
-    if (md__nb_span_hit(d, jf, jc) && md__nb_cand_masks(d, im, jf, jc, a.exn, a.exl, a.stride, CJ, mk)) {
+    if (md__nb_cand_masks(d, im, jf, jc, a.exn, a.exl, a.stride, CJ, mk)) {
         slot = (int)atomicAdd((unsigned long long *)&ctl[MD__NB_CTL_NEXCL], 1ull);
         if (slot < a.cap_excl) {
             for (int q = 0; q < S; q++) a.masks[(size_t)slot * S + q] = mk[q];
@@ -6117,8 +6072,6 @@ __global__ void __launch_bounds__(MD__NB_SEARCH_BLOCK) md__nb_search_kernel(md__
         float4 ulo, uhi;
         long long base = 0, computed = 0;
         for (s = lane; s < S; s += W) md__nb_sc_fill(&d, s, sc, a.ci, a.bb, a.exn, a.exl, a.stride, CJ);
-        __syncwarp(vm);
-        if (lane == 0) md__nb_sc_span(&d, sc.y);
         __syncwarp(vm);
         minimg = md__nb_sc_reach(d, sc.y, g, reach, kmin, kmax, &ulo, &uhi);
         for (pass = 0; pass < 2; pass++) {
@@ -8482,26 +8435,6 @@ static md_status md__pme_fft_graph(md_cuda_pme_plan *p, int backward) {
     return MD_OK;
 }
 
-/* Move the plan's work to a stream of the device's greatest priority (md_cuda_sim_opts::pme_priority):
- * md_cuda_queue_prioritize replaces the stream, so cuFFT is pointed at the new one and the
- * captured enqueues (graph[], whose kernel nodes keep the priority of the stream they were
- * captured on) are dropped to be captured again; fft_exec[] takes the priority of the stream it
- * is launched into (instantiated without cudaGraphInstantiateFlagUseNodePriority). */
-static md_status md__pme_prioritize(md_cuda_pme_plan *p) {
-    md_status st;
-    cufftResult r;
-    int k;
-    if ((st = md_cuda_queue_prioritize(&p->queue, 1)) != MD_OK) return st;
-    if ((r = cufftSetStream(p->fft_forward, p->queue.stream)) != CUFFT_SUCCESS ||
-        (r = cufftSetStream(p->fft_backward, p->queue.stream)) != CUFFT_SUCCESS)
-        return md__cufft_error(r, "cufftSetStream", __LINE__);
-    for (k = 0; k < 2; k++) {
-        if (p->graph[k]) (void)cudaGraphExecDestroy(p->graph[k]);
-        p->graph[k] = NULL;
-    }
-    return MD_OK;
-}
-
 /* Enqueue a transform: its captured graph, or the cuFFT call when there is none or the plan's
  * stream is being captured (then the caller's graph gets cuFFT's kernels). */
 static md_status md__pme_fft(md_cuda_pme_plan *p, int backward) {
@@ -10061,10 +9994,10 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "nb_variant", "%s is not a GPU rung", md_nb_variant_name(v));
     }
     g.opts.nb_variant = v;
-    if ((g.opts.plain_priority | g.opts.pme_priority) & ~1) {
+    if (g.opts.plain_priority != 0 && g.opts.plain_priority != 1) {
         md_sim_free(&ref);
-        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, g.opts.plain_priority & ~1 ? "plain_priority" : "pme_priority",
-                            "must be 0 or 1 (got %d)", g.opts.plain_priority & ~1 ? g.opts.plain_priority : g.opts.pme_priority);
+        return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "plain_priority", "must be 0 or 1 (got %d)",
+                            g.opts.plain_priority);
     }
     if (g.opts.water_lanes != 0 && g.opts.water_lanes != 1 && g.opts.water_lanes != 3) {
         md_sim_free(&ref);
@@ -10096,7 +10029,6 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
     MD__SIM_TRY(md_cuda_nb_plan_create(&g.nb, &g.state, v, &g.desc.nb, &g.opts.nb));
     if (g.use_pme) {
         MD__SIM_TRY(md_cuda_pme_plan_create(&g.pme, &ref.pme.params, g.box, n));
-        if (g.opts.pme_priority) MD__SIM_TRY(md__pme_prioritize(&g.pme));
         if (g.opts.spread == MD_CUDA_PME_SPREAD_ATOMIC) g.opts.spread = MD_CUDA_PME_SPREAD_WINDOW; /* 0: the default */
         MD__SIM_TRY(md_cuda_pme_plan_set_spread(&g.pme, g.opts.spread));
         MD__SIM_TRY(md__sim_window_atoms(&g.pme, g.opts.pme_window_atoms, n, g.nb.sm_count));

@@ -28,9 +28,6 @@
  *     with few far partners none beyond the near slots is let through without one; the exclusion
  *     bits md__nb_excl_bits gives from the summary's copy of the partners (and from the lists,
  *     with more than MD__NB_PLIST pairs) are the bits the partner lists define.
- *   - exclusion_span_skip: md__nb_sc_span / md__nb_span_hit (the one test that lets the search skip
- *     an entry's masks) on a water box with molecules split between cells and on the chains: every
- *     skipped entry has full masks, most entries are skipped, and a span one slot short is caught.
  * GPU tests (SKIP without a GPU, FAIL under MD_REQUIRE_GPU=1):
  *   - state_roundtrip: upload / download are exact, zero zeroes, poll converts.
  *   - exact_rungs_bitwise: MD_NB_GPU_TILES, _FULL_LIST, _HALF_LIST give raw fixed-point forces,
@@ -315,14 +312,9 @@ static void pair_fast_accuracy(void) {
 struct host_result {
     long long computed, pruned, in_cutoff, entries, masked, borderline;
     long long candidates, union_pass, union_wrong; /* j-clusters tested; passing the super-cluster box; im changed by it */
-    long long span_skip, span_wrong; /* entries md__nb_span_hit let skip their masks; of them, with a mask not full */
     double ferr, eerr, escape;
     int minimg, nsc; /* super-clusters searched with the minimum image, of nsc */
 };
-
-/* exclusion_span_skip's failure case: host_cluster_run narrows every super-cluster's first span by
- * this many slots at its end (0 everywhere else) */
-static int span_trim;
 
 static int host_cluster_run(const md_system *s0, const md_topology *t, const md_lj_table *lj, const md_nb_params *pin,
                             int cj, double move, double move2, host_result *res, int check_forces) {
@@ -428,14 +420,11 @@ static int host_cluster_run(const md_system *s0, const md_topology *t, const md_
     res->minimg = 0;
     res->computed = 0;
     res->candidates = res->union_pass = res->union_wrong = 0;
-    res->span_skip = res->span_wrong = 0;
     for (size_t q = 0; q < sc.size(); q++) {
         md__nb_sc_data dd;
         int kmin[3], kmax[3];
         float4 ulo, uhi;
         for (int s2 = 0; s2 < S; s2++) md__nb_sc_fill(&dd, s2, sc[q], ci.data(), bb.data(), exn.data(), exl.data(), stride, cj);
-        md__nb_sc_span(&dd, sc[q].y);
-        dd.span[1] -= span_trim;
         const int minimg = md__nb_sc_reach(dd, sc[q].y, g, reach, kmin, kmax, &ulo, &uhi);
         res->minimg += minimg;
         for (int kz = kmin[2]; kz <= kmax[2]; kz++)
@@ -467,12 +456,7 @@ static int host_cluster_run(const md_system *s0, const md_topology *t, const md_
                         }
                         if (!im) continue;
                         res->computed += (long long)__builtin_popcount(im) * W;
-                        /* as md__nb_search_emit: the masks only where the spans say they may not be full */
-                        const int hit = md__nb_span_hit(dd, jf, jc),
-                                  masked = md__nb_cand_masks(dd, im, jf, jc, exn.data(), exl.data(), stride, cj, mk),
-                                  any = hit && masked;
-                        res->span_skip += !hit;
-                        res->span_wrong += !hit && masked;
+                        const int any = md__nb_cand_masks(dd, im, jf, jc, exn.data(), exl.data(), stride, cj, mk);
                         const unsigned shift = minimg ? 13u : (unsigned)((sx + 1) + 3 * (sy + 1) + 9 * (sz + 1));
                         entries.push_back(make_int4(jf, (int)(im | (shift << 8) | ((unsigned)minimg << 13) |
                                                               ((unsigned)jc << 14) | (im << 17)),
@@ -863,41 +847,6 @@ static void exclusion_partner_summary(void) {
     printf("  partner summaries: %d trials with at most %d far partners, %d with more; no window missed; exclusion "
            "bits from the copied partners (%d trials) and the lists (%d with more than %d pairs) as the lists say\n",
            few, MD__NB_FAR, many, copied, overflow, MD__NB_PLIST);
-}
-
-/* md__nb_sc_span / md__nb_span_hit, the search's one test per entry that lets md__nb_search_emit
- * skip the masks: on a water box of 5 cells per edge with atoms moved after the sort (molecules
- * split between cells: far partners) and on the chains (1-2, 1-3 and 1-4 exclusions), every entry
- * skipped must have full masks (md__nb_cand_masks run anyway), and most entries must be skipped.
- * The check can fail: with the first span narrowed by one slot at its end, the same runs must find
- * skipped entries whose masks are not full (the diagonal's last atom). */
-static void exclusion_span_skip(void) {
-    md_system s;
-    md_topology t;
-    md_lj_table lj;
-    md_nb_params p;
-    host_result r;
-    const double half = 0.05 / sqrt(3.0) * 0.999;
-    memset(&p, 0, sizeof p);
-    for (int which = 0; which < 2; which++) {
-        const char *name = which ? "chains" : "water";
-        if (which) MD_CHECK_OK(chains(&s, &t, &lj, 3.2, 31));
-        else MD_CHECK_OK(water(&s, &t, &lj, sanitize ? 2200 : 4200, 24));
-        MD_CHECKF(host_cluster_run(&s, &t, &lj, &p, 4, 0.02, half, &r, 1), "%s: the list is wrong", name);
-        MD_CHECKF(r.span_wrong == 0, "%s: %lld entries skipped by the spans have masks that are not full", name, r.span_wrong);
-        MD_CHECKF(2 * r.span_skip > r.entries, "%s: the spans skip only %lld of %lld entries", name, r.span_skip, r.entries);
-        printf("  %s (%d atoms): %lld of %lld entries skip the masks (%.1f%%), every one with full masks; %lld masked\n", name,
-               s.n, r.span_skip, r.entries, 100.0 * r.span_skip / r.entries, r.masked);
-        span_trim = 1;
-        host_cluster_run(&s, &t, &lj, &p, 4, 0.02, half, &r, 0);
-        span_trim = 0;
-        MD_CHECKF(r.span_wrong > 0, "%s: a span one slot short went unnoticed", name);
-        printf("  %s, first span one slot short: %lld skipped entries with masks not full (the check can fail)\n", name,
-               r.span_wrong);
-        md_system_free(&s);
-        md_topology_free(&t);
-        md_lj_table_free(&lj);
-    }
 }
 
 /* ---------------------------------------------------------------- GPU tests */
@@ -1568,7 +1517,6 @@ int main(void) {
     MD_RUN(cluster_search_on_host);
     MD_RUN(cluster_grid_rule);
     MD_RUN(exclusion_partner_summary);
-    MD_RUN(exclusion_span_skip);
     MD_RUN(state_roundtrip);
     MD_RUN(exact_rungs_bitwise);
     MD_RUN(cluster_rungs_vs_cpu);

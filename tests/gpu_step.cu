@@ -16,17 +16,16 @@
  *     1e-10 relative (the card asks 1e-6); the same noise (the Philox stream is shared).
  *   - flexible_step_vs_cpu: methanol + water from a PSF (bonds, angles, SHAKE clusters, free
  *     atoms, SETTLE): the same comparison (10 steps of 1 fs), SHAKE constraints within 1e-9.
- *   - reproducible: four runs with the same seed, 150 Langevin steps with the cluster rung and
+ *   - reproducible: three runs with the same seed, 150 Langevin steps with the cluster rung and
  *     PME overlapped, one with the state's stream at the greatest priority (the default), one
- *     at the default priority (plain_priority), one with PME's stream at the greatest and the
- *     state's at the default (pme_priority, plain_priority), one with the other water layout of the
+ *     at the default priority (plain_priority), one with the other water layout of the
  *     integrate kernel (water_lanes 1 or 3): positions and velocities bitwise equal.
  *     water_step_vs_cpu runs both layouts against the CPU, flexible_step_vs_cpu the default.
  *   - restart_bitwise: a checkpoint after 30 steps restored into a new run continues bit for
  *     bit (MD_NB_GPU_HALF_LIST: an exact rung, whose forces do not depend on the atom order
  *     the sort leaves; the cluster rungs' float sums do).
  *   - errors: a runaway atom (40 nm/ps) stops the run with the atom named (both water layouts),
- *     and a NaN velocity is refused; water_lanes 2, pme_priority 2 and plain_priority -1 are refused.
+ *     and a NaN velocity is refused; water_lanes 2 and plain_priority 2 are refused.
  *   - nve_short_drift: 2000 NVE steps of the 1500-molecule box on the GPU; the drift must stay
  *     below 1 kJ/mol/ps per 1000 degrees of freedom (the 100 ps comparison with OpenMM is the
  *     benchmark's: bench/race.sh --drift).
@@ -255,8 +254,8 @@ static void reproducible(void) {
     md_lj_table lj;
     md_sim_desc d;
     md_cuda_sim_opts o;
-    md_cuda_sim a, b, c, e;
-    int least = 0, greatest = 0, pa = 1, pb = 1, pp = 1;
+    md_cuda_sim a, b, c;
+    int least = 0, greatest = 0, pa = 1, pb = 1;
     NEED_GPU();
     MD_CHECK_OK(langevin_water(&s, &t, &lj, &d, 4, 44));
     /* b's state stream at the default priority: the overlap of PME and nonbonded kernels then
@@ -268,13 +267,6 @@ static void reproducible(void) {
     MD_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
     MD_CHECK(cudaStreamGetPriority(a.state.q.stream, &pa) == cudaSuccess && pa == greatest);
     MD_CHECK(cudaStreamGetPriority(b.state.q.stream, &pb) == cudaSuccess && pb == least);
-    MD_CHECK(cudaStreamGetPriority(a.pme.queue.stream, &pp) == cudaSuccess && pp == least);
-    /* e: PME's stream at the greatest priority and the state's at the default (pme_priority with
-     * plain_priority): PME's kernels start first, another order again */
-    o.pme_priority = 1;
-    MD_CHECK_OK(md_cuda_sim_create(&e, &s, &t, &lj, &d, &o));
-    MD_CHECK(cudaStreamGetPriority(e.state.q.stream, &pb) == cudaSuccess && pb == least);
-    MD_CHECK(cudaStreamGetPriority(e.pme.queue.stream, &pp) == cudaSuccess && pp == greatest);
     /* c: each water on one thread where a (the default for this box) takes three lanes, or the
      * other way round: SETTLE is the same instructions on the same inputs either way */
     memset(&o, 0, sizeof o);
@@ -294,16 +286,12 @@ static void reproducible(void) {
     MD_CHECK_OK(md_cuda_sim_enqueue(&a, sanitize ? 10 : 150, 0));
     MD_CHECK_OK(md_cuda_sim_enqueue(&b, sanitize ? 10 : 150, 0));
     MD_CHECK_OK(md_cuda_sim_enqueue(&c, sanitize ? 10 : 150, 0));
-    MD_CHECK_OK(md_cuda_sim_enqueue(&e, sanitize ? 10 : 150, 0));
     {
         std::vector<double> xa(3 * s.n), va(3 * s.n), xb(3 * s.n), vb(3 * s.n);
         MD_CHECK_OK(md_cuda_sim_download(&a, xa.data(), va.data(), NULL));
         MD_CHECK_OK(md_cuda_sim_download(&b, xb.data(), vb.data(), NULL));
         MD_CHECK(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0);
         MD_CHECK(memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0);
-        MD_CHECK_OK(md_cuda_sim_download(&e, xb.data(), vb.data(), NULL));
-        MD_CHECKF(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0, "PME's stream first: positions");
-        MD_CHECKF(memcmp(va.data(), vb.data(), va.size() * sizeof(double)) == 0, "PME's stream first: velocities");
         MD_CHECK_OK(md_cuda_sim_download(&c, xb.data(), vb.data(), NULL));
         MD_CHECKF(memcmp(xa.data(), xb.data(), xa.size() * sizeof(double)) == 0, "%d vs %d lanes per water: positions",
                   a.step.water_lanes, c.step.water_lanes);
@@ -313,7 +301,6 @@ static void reproducible(void) {
     md_cuda_sim_destroy(&a);
     md_cuda_sim_destroy(&b);
     md_cuda_sim_destroy(&c);
-    md_cuda_sim_destroy(&e);
     free_sys(&s, &t, &lj);
 }
 
@@ -457,10 +444,7 @@ static void errors(void) {
     o.water_lanes = 2;
     MD_CHECK_ERROR(md_cuda_sim_create(&g, &s, &t, &lj, &d, &o), MD_ERR_INVALID_ARGUMENT, "water_lanes");
     o.water_lanes = 0;
-    o.pme_priority = 2;
-    MD_CHECK_ERROR(md_cuda_sim_create(&g, &s, &t, &lj, &d, &o), MD_ERR_INVALID_ARGUMENT, "pme_priority");
-    o.pme_priority = 0;
-    o.plain_priority = -1;
+    o.plain_priority = 2;
     MD_CHECK_ERROR(md_cuda_sim_create(&g, &s, &t, &lj, &d, &o), MD_ERR_INVALID_ARGUMENT, "plain_priority");
     o.plain_priority = 0;
     for (lanes = 1; lanes <= 3; lanes += 2) { /* both layouts of the integrate kernel name the atom */

@@ -33,9 +33,6 @@
  *                       256, instead of the library's rule (md_cuda_sim_opts::pme_window_atoms)
  *   --plain-priority    with --race: the state's stream at the default priority, as PME's
  *                       (md_cuda_sim_opts::plain_priority), to time the streams' priorities
- *   --pme-priority      with --race: PME's stream at the device's greatest priority
- *                       (md_cuda_sim_opts::pme_priority; with --plain-priority PME's kernels
- *                       start first)
  *   --drift PS          NVE energy drift of PS ps (after 20 ps of Langevin) on --race's box
  *                       (default: the 23,568-atom box), leapfrog with rigid water as OpenMM's
  *                       VerletIntegrator: JSON with the slope in kJ/mol/ns per degree of freedom
@@ -55,8 +52,7 @@
  *
  *   build/chapters/08_md_step [--quick] [--json FILE] [--reps N] [--steps N]
  *                             [--write-pdb PREFIX] [--race FILE.pdb [--water-lanes N]
- *                             [--pme-window-atoms N] [--plain-priority]
- *                             [--pme-priority]] [--drift PS [--seed N] [--dt PS]
+ *                             [--pme-window-atoms N] [--plain-priority]] [--drift PS [--seed N] [--dt PS]
  *                             [--buffer NM] [--ewald-tolerance T] [--lj-shift] [--energy-every N]
  *                             [--pme-grid N] [--no-com-removal]]
  *                             [--validate PS] */
@@ -352,8 +348,7 @@ typedef struct drift_opts {
 
 #ifdef __CUDACC__
 /* The race: md.h's step on the PDB's box with OpenMM's settings; one JSON line. */
-static int race(const char *pdb, int steps, int reps, int water_lanes, int window_atoms, int plain_priority,
-                int pme_priority) {
+static int race(const char *pdb, int steps, int reps, int water_lanes, int window_atoms, int plain_priority) {
     md_system s;
     md_topology t;
     md_lj_table lj;
@@ -373,7 +368,6 @@ static int race(const char *pdb, int steps, int reps, int water_lanes, int windo
     go.water_lanes = water_lanes; /* 0: the library's rule */
     go.pme_window_atoms = window_atoms; /* 0: the library's rule */
     go.plain_priority = plain_priority; /* 0: the state's stream at the device's greatest priority */
-    go.pme_priority = pme_priority;     /* 0: PME's stream at the default priority */
     if (read_box(pdb, &s, &t, &lj, LADDER_SEED) != MD_OK || md_cuda_sim_create(&g, &s, &t, &lj, &d, &go) != MD_OK) {
         printf("FAIL --race %s: %s\n", pdb, md_last_error());
         return 1;
@@ -400,13 +394,12 @@ static int race(const char *pdb, int steps, int reps, int water_lanes, int windo
     printf("{\"schema\": \"md_race/1\", \"code\": \"md.h\", \"what\": \"step\", \"device\": \"%s\", \"atoms\": %d, "
            "\"steps\": %d, \"s_per_step\": %.9g, \"ns_per_day\": %.6g, \"pme_grid\": [%d, %d, %d], \"cutoff_nm\": %g, "
            "\"ewald_tolerance\": %g, \"potential_kj_mol\": %.10g, \"recip_kj_mol\": %.10g, \"nb_variant\": \"%s\", "
-           "\"list_builds_per_1000_steps\": %.4g, \"water_lanes\": %d, \"pme_window_atoms\": %d, \"plain_priority\": %d, "
-           "\"pme_priority\": %d}\n",
+           "\"list_builds_per_1000_steps\": %.4g, \"water_lanes\": %d, \"pme_window_atoms\": %d, \"plain_priority\": %d}\n",
            info.name, s.n, steps, sps, ns_per_day(0.002, sps), g.pme.params.grid[0], g.pme.params.grid[1],
            g.pme.params.grid[2], g.desc.nb.cutoff, g.desc.nb.ewald_tolerance, md_energy_potential(&ref.energy),
            ref.energy.coul_recip, md_nb_variant_name(g.opts.nb_variant),
            1000.0 * (double)g.nb.stats.rebuilds / (double)g.steps, g.opts.water_lanes, g.opts.pme_window_atoms,
-           g.opts.plain_priority, g.opts.pme_priority);
+           g.opts.plain_priority);
     md_sim_free(&ref);
     md_cuda_sim_destroy(&g);
     md_system_free(&s);
@@ -575,8 +568,7 @@ int main(int argc, char **argv) {
     const char *pdb_prefix = NULL, *race_pdb = NULL;
     double validate_ps = 0.0;
     drift_opts dr;
-    int drift_knobs = 0, steps = 0, water_lanes = 0, window_atoms = 0, plain_priority = 0, pme_priority = 0, i, rc,
-        n = 1;
+    int drift_knobs = 0, steps = 0, water_lanes = 0, window_atoms = 0, plain_priority = 0, i, rc, n = 1;
     char **rest = (char **)malloc((size_t)argc * sizeof(char *));
     if (!rest) return 1;
     rest[0] = argv[0];
@@ -621,7 +613,6 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--lj-shift") == 0) dr.lj_shift = drift_knobs = 1;
         else if (strcmp(argv[i], "--no-com-removal") == 0) dr.no_com = drift_knobs = 1;
         else if (strcmp(argv[i], "--plain-priority") == 0) plain_priority = 1;
-        else if (strcmp(argv[i], "--pme-priority") == 0) pme_priority = 1;
         else if (strcmp(argv[i], "--steps") == 0 && more) steps = atoi(argv[++i]);
         else if ((strcmp(argv[i], "--water-lanes") == 0 || strcmp(argv[i], "--pme-window-atoms") == 0) && more) {
             /* the value itself is md_cuda_sim_create's to check (md_cuda_sim_opts::water_lanes,
@@ -646,7 +637,6 @@ int main(int argc, char **argv) {
                            "  --water-lanes N     --race: lanes per water in the integrate kernel, 1 or 3 (default: the library's rule)\n"
                            "  --pme-window-atoms N --race: atoms per block of the windowed PME spread, 32..256 (default: the library's rule)\n"
                            "  --plain-priority    --race: the state's stream at the default priority, as PME's (default: the greatest)\n"
-                           "  --pme-priority      --race: PME's stream at the greatest priority (default: the default)\n"
                            "  --drift PS          NVE energy drift over PS ps (JSON; with --race's PDB if given)\n"
                            "  --seed N            --drift: seed of the starting velocities and the Langevin noise (default 2026)\n"
                            "  --dt PS, --buffer NM, --ewald-tolerance T, --lj-shift, --energy-every N, --pme-grid N,\n"
@@ -674,12 +664,11 @@ int main(int argc, char **argv) {
     if (validate_ps > 0) return validate(validate_ps);
     if (race_pdb)
         return race(race_pdb, steps > 0 ? steps : RACE_STEPS, o.reps ? o.reps : 5, water_lanes, window_atoms,
-                    plain_priority, pme_priority);
+                    plain_priority);
 #else
     (void)water_lanes; /* --race's options: GPU only */
     (void)window_atoms;
     (void)plain_priority;
-    (void)pme_priority;
     if (dr.ps > 0 || validate_ps > 0 || race_pdb) {
         printf("SKIP --race, --drift, --validate: nvcc not found (GPU modes)\n");
         return 0;
