@@ -102,6 +102,7 @@
 #include "md.h"
 #include <cuda_runtime.h>
 #include <atomic> /* MD_CUDA_LAUNCH_NAMED: the per-site registration check */
+#include <utility> /* std::forward in md__launch_pdl */
 
 /** @file md_cuda.cu.h
  *  @brief GPU versions of md.h's kernels (CUDA C, host API callable from C++). */
@@ -158,6 +159,12 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
  *    and the line (md_cuda_launch_error).
  *  The check after registration costs one relaxed atomic load per launch. */
 #define MD_CUDA_LAUNCH_NAMED(kernel, name, grid, block, smem, stream, ...)                         \
+    MD__LAUNCH_SITE(kernel, name, 0, grid, block, smem, stream, __VA_ARGS__)
+
+/** @cond */
+/* The one launch site (MD_CUDA_LAUNCH_NAMED, MD__LAUNCH_PDL): @p pdl 1 launches with
+ * programmatic dependent launch where md__pdl_enabled() allows it (see md__launch_pdl). */
+#define MD__LAUNCH_SITE(kernel, name, pdl, grid, block, smem, stream, ...)                          \
     do {                                                                                           \
         static std::atomic<const void *> md__seen_(nullptr);                                      \
         const void *md__fn_ = (const void *)(kernel);                                              \
@@ -166,10 +173,81 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
             (void)md_cuda_kernel_register(md__fn_, (name));                                        \
             md__seen_.store(md__fn_, std::memory_order_relaxed);                                   \
         }                                                                                          \
-        kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__); /* the one launch site */      \
-        md__le_ = cudaGetLastError();                                                              \
+        if ((pdl) && md__pdl_enabled()) {                                                          \
+            md__le_ = md__launch_pdl((kernel), dim3(grid), dim3(block), (size_t)(smem), (stream), __VA_ARGS__); \
+        } else {                                                                                   \
+            kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__); /* the one launch site */  \
+            md__le_ = cudaGetLastError();                                                          \
+        }                                                                                          \
         if (md__le_ != cudaSuccess) return md_cuda_launch_error(md__le_, md__fn_, __FILE__, __LINE__); \
     } while (0)
+
+/* A kernel launched so must call md__pdl_wait() before its first access to global memory. */
+#define MD__LAUNCH_PDL(kernel, grid, block, smem, stream, ...)                                     \
+    MD__LAUNCH_SITE(kernel, #kernel, 1, grid, block, smem, stream, __VA_ARGS__)
+/** @endcond */
+
+/** @brief 1 (the default): the kernels of md_cuda.cu.h that end a chain of dependent launches
+ *  on one stream (PME's stages; see md_cuda_pme_plan_enqueue) are launched with programmatic
+ *  dependent launch on devices of compute capability 9.0 and later, so a kernel's blocks are
+ *  scheduled while the kernel before it drains and wait (griddepcontrol.wait) for its results.
+ *  The same kernels, the same results; 0 launches them as every other kernel. */
+#ifndef MD_CUDA_PDL
+#define MD_CUDA_PDL 1
+#endif
+
+/** @cond */
+/* Whether the current device takes programmatic dependent launch (compute capability >= 9.0;
+ * cached per device ordinal) and MD_CUDA_PDL asks for it. */
+static inline int md__pdl_enabled(void) {
+#if MD_CUDA_PDL
+    static std::atomic<int> cc[64]; /* 0 not asked yet, 1 no, 2 yes (static storage: zero) */
+    int dev = 0, major = 0, v;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    v = cc[dev].load(std::memory_order_relaxed);
+    if (!v) {
+        v = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9 ? 2 : 1;
+        (void)cudaGetLastError();
+        cc[dev].store(v, std::memory_order_relaxed);
+    }
+    return v == 2;
+#else
+    return 0;
+#endif
+}
+
+/* cudaLaunchKernelEx with cudaLaunchAttributeProgrammaticStreamSerialization: the kernel may
+ * start while the stream's previous kernel finishes (in a capture, a programmatic edge). */
+template <typename... E, typename... A>
+static cudaError_t md__launch_pdl(void (*kernel)(E...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                  A &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1] = {};
+    cudaError_t e, l;
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...); /* the one programmatic launch */
+    l = cudaGetLastError();
+    return e != cudaSuccess ? e : l;
+}
+
+/* First statement of a kernel launched with MD__LAUNCH_PDL: wait until the stream's previous
+ * kernel has finished and its writes are visible (a no-op when launched the ordinary way). */
+static __device__ __forceinline__ void md__pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+/** @endcond */
 
 /** @brief Most kernels the registry holds (define before including, in the file with
  *  MD_CUDA_IMPLEMENTATION, to change it). A kernel past the limit still launches; it is just
@@ -7803,6 +7881,7 @@ template <int P>
 __global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, int n, const double *__restrict__ box,
                                              int K0, int K1, int K2, md_fixed *__restrict__ grid, md_fixed *charge,
                                              unsigned long long *flags) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const int atom = (int)(t / (P * P)), r = (int)(t % (P * P)), iy = r / P, iz = r % P;
     if (t == 0) charge[0] = charge[1] = 0ull;
@@ -7836,6 +7915,7 @@ __global__ void md__pme_spread_atomic_kernel(const float4 *__restrict__ xyzq, in
  * them) for the solve's neutralising background: integer sums, the same bits in any order. */
 __global__ void md__pme_fixed_to_real_kernel(md_fixed *__restrict__ g, float *__restrict__ real, long long count,
                                              const float4 *__restrict__ xyzq, int n, md_fixed *charge) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) {
         real[i] = (float)md_fixed_to_double(g[i], MD_CUDA_PME_GRID_SCALE);
@@ -7863,6 +7943,7 @@ __global__ void md__pme_theta_kernel(const float4 *__restrict__ xyzq, int n, con
                                      int K1, int K2, int nb1, int nb2, float *__restrict__ theta, int4 *__restrict__ base,
                                      int *brick_count, int *__restrict__ rank, md_fixed *charge,
                                      unsigned long long *flags) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     md_fixed cq[2] = {0ull, 0ull};
     md_fixed *dst[2] = {charge, charge + 1};
@@ -7930,6 +8011,7 @@ __global__ void __launch_bounds__(512) md__pme_spread_gather_kernel(
     const float4 *__restrict__ xyzq, const float *__restrict__ theta, const int4 *__restrict__ base,
     const int *__restrict__ start, const int *__restrict__ sorted, int K0, int K1, int K2, int nb0, int nb1, int nb2,
     float *__restrict__ real) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     const int B = MD_CUDA_PME_BRICK, t = threadIdx.x;
     const int bz = blockIdx.x % nb2, by = (blockIdx.x / nb2) % nb1, bx = blockIdx.x / (nb2 * nb1);
     const int gx = bx * B + t / (B * B), gy = by * B + (t / B) % B, gz = bz * B + t % B;
@@ -7997,6 +8079,7 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
     const float4 *__restrict__ xyzq, const float *__restrict__ theta, const int4 *__restrict__ base,
     const int *__restrict__ start, const int *__restrict__ sorted, int K0, int K1, int K2, int nb1, int nb2,
     md_fixed *__restrict__ grid) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     constexpr int B = MD_CUDA_PME_BRICK, T = B + P - 1, T3 = T * T * T;
     __shared__ md_fixed tile[T3];
     const int bz = blockIdx.x % nb2, by = (blockIdx.x / nb2) % nb1, bx = blockIdx.x / (nb2 * nb1);
@@ -8097,6 +8180,7 @@ template <int P>
 __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_kernel(
     const float4 *__restrict__ xyzq, int n, int per_block, const double *__restrict__ box, int K0, int K1, int K2,
     md_fixed *__restrict__ grid, md_fixed *charge, unsigned long long *flags) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     __shared__ unsigned s_lo[MD__PME_WINDOW_POINTS];
     __shared__ int s_hi[MD__PME_WINDOW_POINTS];
     __shared__ float s_w[32][3 * P], s_q[32];
@@ -8232,6 +8316,7 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
 __global__ void md__pme_solve_kernel(float2 *__restrict__ cgrid, int K0, int K1, int K2, int nh,
                                      const float *__restrict__ mod, const double *__restrict__ box, float alpha,
                                      const md_fixed *__restrict__ charge, md_fixed *energy, md_fixed *virial) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x, total = (long long)K0 * K1 * nh;
     const float pi = 3.14159265358979f, fac = md__fdiv(md__fmul(pi, pi), md__fmul(alpha, alpha));
     const double L0 = box[0], L1 = box[1], L2 = box[2];
@@ -8309,6 +8394,7 @@ __global__ void __launch_bounds__(MD__PME_GATHER_BLOCK) md__pme_gather_kernel(co
                                                                            const double *__restrict__ box, int K0, int K1,
                                                                            int K2, const float *__restrict__ phi,
                                                                            md_fixed *force, int stride) {
+    md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     constexpr int A = 32 / P; /* atoms per warp; lanes A * P .. 31 idle */
     const int lane = threadIdx.x & 31, grp = lane / P, iz = lane - grp * P;
     const long long i = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * A + grp;
@@ -8583,9 +8669,9 @@ static md_status md__pme_check(const char *fn, const md_cuda_pme_plan *p, const 
 /** @cond INTERNAL */
 #define MD__PME_LAUNCH_ORDER(order, kernel, grid, block, smem, stream, ...)                                            \
     do {                                                                                                               \
-        if ((order) == 4) MD_CUDA_LAUNCH((kernel<4>), grid, block, smem, stream, __VA_ARGS__);                         \
-        else if ((order) == 5) MD_CUDA_LAUNCH((kernel<5>), grid, block, smem, stream, __VA_ARGS__);                    \
-        else MD_CUDA_LAUNCH((kernel<6>), grid, block, smem, stream, __VA_ARGS__);                                      \
+        if ((order) == 4) MD__LAUNCH_PDL((kernel<4>), grid, block, smem, stream, __VA_ARGS__);                         \
+        else if ((order) == 5) MD__LAUNCH_PDL((kernel<5>), grid, block, smem, stream, __VA_ARGS__);                    \
+        else MD__LAUNCH_PDL((kernel<6>), grid, block, smem, stream, __VA_ARGS__);                                      \
     } while (0)
 /** @endcond */
 
@@ -8618,7 +8704,7 @@ static md_status md__pme_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread, 
                                  d_xyzq, n, p->window_atoms, d_box, K[0], K[1], K[2], p->d_grid_fixed, p->d_charge,
                                  p->queue.d_flags);
         }
-        MD_CUDA_LAUNCH(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
+        MD__LAUNCH_PDL(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
                        p->d_real, npts, d_xyzq, n, charges ? p->d_charge : (md_fixed *)NULL);
     } else {
         const int nbricks = p->nbrick[0] * p->nbrick[1] * p->nbrick[2];
@@ -8635,7 +8721,7 @@ static md_status md__pme_spread(md_cuda_pme_plan *p, md_cuda_pme_spread spread, 
             MD__PME_LAUNCH_ORDER(o, md__pme_spread_tiled_kernel, (unsigned)nbricks, 256, 0, s, d_xyzq, p->d_theta,
                                  p->d_base, p->d_brick_start, p->d_sorted, K[0], K[1], K[2], p->nbrick[1], p->nbrick[2],
                                  p->d_grid_fixed);
-            MD_CUDA_LAUNCH(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
+            MD__LAUNCH_PDL(md__pme_fixed_to_real_kernel, (unsigned)((npts + 255) / 256), 256, 0, s, p->d_grid_fixed,
                            p->d_real, npts, (const float4 *)NULL, 0, (md_fixed *)NULL);
         } else {
             MD__PME_LAUNCH_ORDER(o, md__pme_spread_gather_kernel, (unsigned)nbricks, 512, 0, s, d_xyzq, p->d_theta,
@@ -8673,7 +8759,7 @@ md_status md_cuda_pme_enqueue_solve(md_cuda_pme_plan *p, const double *d_box, md
         return md_set_error(MD_ERR_INVALID_ARGUMENT, fn, 0, "d_virial", "needs d_energy (the virial is summed with it)");
     K = p->params.grid;
     total = (long long)K[0] * K[1] * p->nh;
-    MD_CUDA_LAUNCH(md__pme_solve_kernel, (unsigned)((total + 255) / 256), 256, 0, p->queue.stream, p->d_complex, K[0],
+    MD__LAUNCH_PDL(md__pme_solve_kernel, (unsigned)((total + 255) / 256), 256, 0, p->queue.stream, p->d_complex, K[0],
                    K[1], K[2], p->nh, p->d_moduli, d_box, (float)p->params.alpha, p->d_charge, d_energy, d_virial);
     return MD_OK;
 }

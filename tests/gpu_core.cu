@@ -189,16 +189,25 @@ static void cuda_errors_name_call_and_file(void) {
 
 /* ---- the kernel launch registry ---- */
 
-/* md_cuda.cu.h has exactly one triple-chevron launch: the one inside MD_CUDA_LAUNCH_NAMED.
- * Every kernel of the header therefore goes through the registry. Reads the header from the
- * repository root (where make test and tests/gpu_check.sh run). */
+/* md_cuda.cu.h has exactly one triple-chevron launch: the one inside MD_CUDA_LAUNCH_NAMED, and
+ * one call of cudaLaunchKernelEx, the programmatic route (md__launch_pdl) that the same launch
+ * site takes for MD__LAUNCH_PDL. Every kernel of the header therefore goes through the registry.
+ * Reads the header from the repository root (where make test and tests/gpu_check.sh run). */
 static void every_launch_goes_through_the_registry(void) {
     FILE *f = fopen("md_cuda.cu.h", "r");
     char line[4096];
-    int n = 0, lineno = 0, site = 0;
+    int n = 0, lineno = 0, site = 0, ex = 0, exsite = 0;
     if (!f) MD_SKIP("md_cuda.cu.h not found: run from the repository root");
     while (fgets(line, sizeof line, f)) {
         lineno++;
+        if (strstr(line, "cudaLaunchKernelEx(")) { /* the programmatic route (md__launch_pdl), called by the same site */
+            const char *p = line;
+            while (*p == ' ' || *p == '\t') p++;
+            if (*p == '*' || strncmp(p, "/*", 2) == 0) continue; /* a comment naming it */
+            ex++;
+            if (strstr(line, "the one programmatic launch")) exsite = lineno;
+            else printf("  md_cuda.cu.h:%d: a launch outside MD_CUDA_LAUNCH: %s", lineno, line);
+        }
         if (!strstr(line, "<<<")) continue;
         n++;
         if (strstr(line, "the one launch site")) site = lineno;
@@ -207,6 +216,74 @@ static void every_launch_goes_through_the_registry(void) {
     fclose(f);
     MD_CHECKF(site > 0, "the launch line of MD_CUDA_LAUNCH_NAMED was not found");
     MD_CHECKF(n == 1, "%d lines of md_cuda.cu.h launch a kernel; only MD_CUDA_LAUNCH_NAMED (line %d) may", n, site);
+    MD_CHECKF(exsite > 0 && ex == 1, "%d lines call cudaLaunchKernelEx; only md__launch_pdl (line %d) may", ex, exsite);
+}
+
+/* The identifier at @p q (letters, digits, '_') into @p out. */
+static void ident_at(const char *q, char *out, int cap) {
+    int k = 0;
+    while (k < cap - 1 && (q[k] == '_' || (q[k] >= 'a' && q[k] <= 'z') || (q[k] >= 'A' && q[k] <= 'Z') ||
+                           (q[k] >= '0' && q[k] <= '9'))) {
+        out[k] = q[k];
+        k++;
+    }
+    out[k] = 0;
+}
+
+/* 1 if the __global__ definition of kernel @p kn in @p text begins with md__pdl_wait(), else 0
+ * (printed, with the reason). */
+static int kernel_waits_first(const char *text, const char *kn) {
+    char def[160];
+    const char *d = text;
+    snprintf(def, sizeof def, " %s(", kn);
+    while ((d = strstr(d, def))) {
+        const char *ls = d, *g, *body;
+        while (ls > text && ls[-1] != '\n') ls--;
+        if ((g = strstr(ls, "__global__")) && g < d && (body = strchr(d, '{'))) {
+            body++;
+            while (*body == ' ' || *body == '\n') body++;
+            if (strncmp(body, "md__pdl_wait();", 15) == 0) return 1;
+            printf("  %s is launched with MD__LAUNCH_PDL but does not begin with md__pdl_wait()\n", kn);
+            return 0;
+        }
+        d++;
+    }
+    printf("  no __global__ definition of %s found\n", kn);
+    return 0;
+}
+
+/* Every kernel launched with programmatic dependent launch (MD__LAUNCH_PDL, directly or through
+ * MD__PME_LAUNCH_ORDER, whose kernel is its second argument) begins with md__pdl_wait(): without
+ * it the kernel could read what the kernel before it on the stream has not yet written. Reads
+ * the header from the repository root. */
+static void pdl_kernels_wait_first(void) {
+    static const char *const macro[2] = {"MD__LAUNCH_PDL(", "MD__PME_LAUNCH_ORDER("};
+    static char text[1 << 23];
+    FILE *f = fopen("md_cuda.cu.h", "r");
+    size_t len;
+    int sites = 0, bad = 0, m;
+    if (!f) MD_SKIP("md_cuda.cu.h not found: run from the repository root");
+    len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = 0;
+    for (m = 0; m < 2; m++) {
+        const char *p = text;
+        while ((p = strstr(p, macro[m]))) {
+            const char *line = p, *q = p + strlen(macro[m]);
+            char kn[128];
+            p = q;
+            while (line > text && line[-1] != '\n') line--;
+            if (strncmp(line, "#define", 7) == 0 || strstr(line, "(kernel<")) continue; /* the macros themselves */
+            if (m == 1 && (q = strchr(q, ',')) != NULL) q++;
+            if (!q) break;
+            while (*q == '(' || *q == ' ' || *q == '\n') q++;
+            ident_at(q, kn, (int)sizeof kn);
+            sites++;
+            bad += !kernel_waits_first(text, kn);
+        }
+    }
+    MD_CHECKF(sites >= 8, "%d programmatic launch sites found (the PME stages have at least 8)", sites);
+    MD_CHECKF(bad == 0, "%d programmatic launches of kernels that do not wait first", bad);
 }
 
 /* Lines of `path` that use a private name (md__ or MD__) outside a comment (a line whose code
@@ -576,6 +653,7 @@ int main(void) {
     MD_RUN(available_matches_runtime);
     MD_RUN(ceilings_json_format);
     MD_RUN(every_launch_goes_through_the_registry);
+    MD_RUN(pdl_kernels_wait_first);
     MD_RUN(benches_and_chapters_use_public_api);
     MD_RUN(kernel_registry_table);
     MD_RUN(launch_registers_runs_and_checks);
