@@ -188,8 +188,9 @@ md_status md_cuda_error(cudaError_t err, const char *what, const char *file, int
 /** @endcond */
 
 /** @brief 1 (the default): PME's kernels (the spread rungs' kernels but the binned rungs' scan
- *  and scatter, the grid conversion, the solve and the gather; see md_cuda_pme_plan_enqueue) are launched with programmatic dependent launch on
- *  devices of compute capability 9.0 and later: a kernel's blocks may be scheduled while the
+ *  and scatter, the grid conversion, the solve and the gather; see md_cuda_pme_plan_enqueue)
+ *  are launched with programmatic dependent launch on devices of compute capability 9.0 and
+ *  later (the launch asks the current device's): a kernel's blocks may be scheduled while the
  *  kernel before it on the stream finishes, and each waits (griddepcontrol.wait) for that
  *  kernel's results before it reads or writes anything. The same kernels, the same bits; 0
  *  launches them the ordinary way. Measured on an H200 (tutorial 07, section 8): the
