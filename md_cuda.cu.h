@@ -8393,7 +8393,17 @@ static_assert(MD__PME_GATHER_BLOCK % 32 == 0 && MD__PME_GATHER_BLOCK <= 1024, "M
  * floats of one row (one or two cache lines per atom) where one thread per atom touched a line
  * per point; the partial forces are summed over the group in lane order (shuffles, the same bits
  * on every run) and the group's first lane adds the force -q grad(weights) . phi in fixed point
- * (SoA). Each lane repeats its atom's locate and B-splines, the price of P times the threads. */
+ * (SoA). The group's lanes 0, 1 and 2 each locate the atom along one axis and make its weights
+ * and derivatives, which the group's lanes take by shuffles (lane iz keeps only column iz of
+ * the z axis); each row's potentials are summed against the y weights and derivatives first
+ * (two products a point), and the x weights and derivatives multiply the row sums (three a
+ * row), instead of three products a point. Before, every lane located the atom and made all
+ * three axes' weights itself. Nsight Compute had the kernel issuing in 68% of the schedulers'
+ * cycles at 95,766 atoms (L1 hit rate 70%: bound by its instructions, not its loads); side by
+ * side on an H200 (2026-12-02, bench/ab.sh --chapters 07, two rounds): gather 5.9 / 5.9 -> 5.4 /
+ * 5.3 us at 23,568 atoms and 17.7 / 17.8 -> 15.3 / 15.4 us at 95,766; pme_graph_forces 42.5 /
+ * 42.8 -> 41.7 / 41.5 and 94.8 / 94.6 -> 92.0 / 92.0 us; chapter 08's race 104.1 / 104.0 ->
+ * 103.6 / 103.4 and 314.5 / 314.3 -> 313.2 / 313.4 us. */
 template <int P>
 __global__ void __launch_bounds__(MD__PME_GATHER_BLOCK) md__pme_gather_kernel(const float4 *__restrict__ xyzq, int n,
                                                                            const double *__restrict__ box, int K0, int K1,
@@ -8401,54 +8411,67 @@ __global__ void __launch_bounds__(MD__PME_GATHER_BLOCK) md__pme_gather_kernel(co
                                                                            md_fixed *force, int stride) {
     md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     constexpr int A = 32 / P; /* atoms per warp; lanes A * P .. 31 idle */
-    const int lane = threadIdx.x & 31, grp = lane / P, iz = lane - grp * P;
+    const unsigned all = 0xffffffffu;
+    const int lane = threadIdx.x & 31, grp = lane / P, iz = lane - grp * P, g0 = grp < A ? grp * P : 0;
     const long long i = (((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * A + grp;
-    float fx = 0.0f, fy = 0.0f, fz = 0.0f, il[3] = {0.0f, 0.0f, 0.0f}, q = 0.0f;
+    const float il[3] = {(float)(1.0 / box[0]), (float)(1.0 / box[1]), (float)(1.0 / box[2])};
+    float fx = 0.0f, fy = 0.0f, fz = 0.0f, q = 0.0f;
     float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (grp < A && i < n) a = xyzq[i];
-    if (grp < A && i < n && md__pme_finite(a)) { /* a non-finite atom: the spread raised the flag */
-        float w0[P], w1[P], w2[P], dw0[P], dw1[P], dw2[P], d0, d1, d2, wz = 0.0f, dwz = 0.0f;
-        int b0, b1, b2, gz;
-        il[0] = (float)(1.0 / box[0]);
-        il[1] = (float)(1.0 / box[1]);
-        il[2] = (float)(1.0 / box[2]);
-        q = a.w;
-        md_cuda_pme_locate(a.x, il[0], K0, &b0, &d0);
-        md_cuda_pme_locate(a.y, il[1], K1, &b1, &d1);
-        md_cuda_pme_locate(a.z, il[2], K2, &b2, &d2);
-        md_cuda_pme_bspline<P>(d0, w0, dw0);
-        md_cuda_pme_bspline<P>(d1, w1, dw1);
-        md_cuda_pme_bspline<P>(d2, w2, dw2);
+    /* a non-finite atom (the spread raised the flag) adds nothing; the same for its whole group */
+    const int live = grp < A && i < n && md__pme_finite(a);
+    {
+        /* this lane's axis (lanes 3 .. P-1 of a group repeat axis 2, unused) */
+        const int c = iz < 3 ? iz : 2;
+        float w[P], dw[P], d = 0.0f, w0[P], dw0[P], w1[P], dw1[P], wz = 0.0f, dwz = 0.0f;
+        int b = 0;
+        if (live) /* selects, not a register array indexed at run time */
+            md_cuda_pme_locate(c == 0 ? a.x : (c == 1 ? a.y : a.z), c == 0 ? il[0] : (c == 1 ? il[1] : il[2]),
+                               c == 0 ? K0 : (c == 1 ? K1 : K2), &b, &d);
+        md_cuda_pme_bspline<P>(d, w, dw);
 #pragma unroll
-        for (int k = 0; k < P; k++) /* this lane's column, without indexing a register array */
-            if (k == iz) {
-                wz = w2[k];
-                dwz = dw2[k];
-            }
-        gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
-#pragma unroll
-        for (int ix = 0; ix < P; ix++) {
-            const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
-#pragma unroll
-            for (int iy = 0; iy < P; iy++) {
-                const int gy = b1 + iy < K1 ? b1 + iy : b1 + iy - K1;
-                const float p = phi[((size_t)gx * K1 + gy) * K2 + gz];
-                fx = fmaf(dw0[ix] * w1[iy], p, fx);
-                fy = fmaf(w0[ix] * dw1[iy], p, fy);
-                fz = fmaf(w0[ix] * w1[iy], p, fz);
+        for (int k = 0; k < P; k++) { /* every lane shuffles: the group's lane 0 has x, lane 1 y, lane 2 z */
+            const float z = __shfl_sync(all, w[k], g0 + 2), dz = __shfl_sync(all, dw[k], g0 + 2);
+            w0[k] = __shfl_sync(all, w[k], g0);
+            dw0[k] = __shfl_sync(all, dw[k], g0);
+            w1[k] = __shfl_sync(all, w[k], g0 + 1);
+            dw1[k] = __shfl_sync(all, dw[k], g0 + 1);
+            if (k == iz) { /* this lane's column, without indexing a register array */
+                wz = z;
+                dwz = dz;
             }
         }
-        fx *= wz;
-        fy *= wz;
-        fz *= dwz;
+        const int b0 = __shfl_sync(all, b, g0), b1 = __shfl_sync(all, b, g0 + 1), b2 = __shfl_sync(all, b, g0 + 2);
+        if (live) {
+            const int gz = b2 + iz < K2 ? b2 + iz : b2 + iz - K2;
+            q = a.w;
+#pragma unroll
+            for (int ix = 0; ix < P; ix++) {
+                const int gx = b0 + ix < K0 ? b0 + ix : b0 + ix - K0;
+                float s = 0.0f, sd = 0.0f; /* the row sums: sum_y w1 phi, sum_y dw1 phi */
+#pragma unroll
+                for (int iy = 0; iy < P; iy++) {
+                    const int gy = b1 + iy < K1 ? b1 + iy : b1 + iy - K1;
+                    const float p = phi[((size_t)gx * K1 + gy) * K2 + gz];
+                    s = fmaf(w1[iy], p, s);
+                    sd = fmaf(dw1[iy], p, sd);
+                }
+                fx = fmaf(dw0[ix], s, fx);
+                fy = fmaf(w0[ix], sd, fy);
+                fz = fmaf(w0[ix], s, fz);
+            }
+            fx *= wz;
+            fy *= wz;
+            fz *= dwz;
+        }
     }
     {
         float sx = fx, sy = fy, sz = fz;
 #pragma unroll
         for (int k = 1; k < P; k++) { /* every lane shuffles; the group's first lane keeps the sum */
-            sx += __shfl_down_sync(0xffffffffu, fx, k);
-            sy += __shfl_down_sync(0xffffffffu, fy, k);
-            sz += __shfl_down_sync(0xffffffffu, fz, k);
+            sx += __shfl_down_sync(all, fx, k);
+            sy += __shfl_down_sync(all, fy, k);
+            sz += __shfl_down_sync(all, fz, k);
         }
         if (iz == 0 && q != 0.0f) {
             md__red_add(force + i, md_fixed_from_float(-q * sx * (float)K0 * il[0], (float)MD_FORCE_FIXED_SCALE));
