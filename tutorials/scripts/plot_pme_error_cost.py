@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 
 def main(argv):
@@ -27,11 +28,14 @@ def main(argv):
         m = d["order"] == order
         axes[0].loglog(d["grid_points"][m], d["force_error"][m], "o-", label="order %d" % order)
         if have_gpu:
-            axes[1].loglog(1e6 * d["gpu_s"][m], d["force_error"][m], "o-", label="order %d" % order)
+            axes[1].semilogy(1e6 * d["gpu_s"][m], d["force_error"][m], "o-", label="order %d" % order)
     for ax in axes:
+        ax.xaxis.set_minor_formatter(NullFormatter())  # log axes: the minor labels overlap
         ax.axhline(5e-4, color="gray", lw=0.8, ls="--")
         ax.set_ylabel("RMS relative force error vs Ewald")
         ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_xticks([3e3, 1e4, 3e4, 6e4])
+    axes[0].set_xticklabels(["3,000", "10,000", "30,000", "60,000"])
     axes[0].set_xlabel("grid points (K0 K1 K2)")
     axes[0].set_title("accuracy vs grid size", fontsize=10)
     axes[0].legend(fontsize=8)
