@@ -4862,6 +4862,17 @@ static __device__ __forceinline__ unsigned md__vmask(void) {
     return ((1u << (W & 31)) - 1u) << ((threadIdx.x & 31) & ~(W - 1));
 }
 
+/* Lane k's value of @p v in every lane of the (virtual) warp of W lanes. For a whole hardware warp
+ * it is a redux.sync over the lane's value or zero, whose result nvcc keeps in a uniform register:
+ * what depends on it only (the pair kernel's i-cluster mask tests, its exclusion-slot test) then
+ * compiles to uniform branches, without the convergence regions (BSSY / BSYNC) a value read by a
+ * shuffle needs around each test. A virtual warp of fewer lanes takes the shuffle. */
+template <int W>
+static __device__ __forceinline__ int md__lane_value(int v, int k, unsigned vm) {
+    if (W == 32) return (int)__reduce_or_sync(0xffffffffu, (threadIdx.x & 31) == (unsigned)k ? (unsigned)v : 0u);
+    return __shfl_sync(vm, v, k, W);
+}
+
 /* A fixed-point value from a double times a scale (host-computed constants added on the device). */
 static __device__ __forceinline__ md_fixed md__fixed_from_double(double v, double scale) {
     double s = v * scale;
@@ -6717,12 +6728,12 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
         if (e0 != it.y) my = e0 + lane < it.z ? a.entries[e0 + lane] : make_int4(0, 0, -1, 0);
         const int ne = min(W, it.z - e0);
         for (int k = 0; k < ne; k++) {
-            const unsigned info = (unsigned)__shfl_sync(vm, my.y, k, W);
+            const unsigned info = (unsigned)md__lane_value<W>(my.y, k, vm);
             const unsigned imask = PRUNE ? (info >> 17) & 0xffu : info & 0xffu;
             if (!imask) continue; /* pruned away: uniform over the warp */
             {
                 const int jf = __shfl_sync(vm, my.x, k, W);
-                const int slot = __shfl_sync(vm, my.z, k, W);
+                const int slot = md__lane_value<W>(my.z, k, vm);
                 const unsigned sh = (info >> 8) & 31u, mi = MI ? (info >> 13) & 1u : 0u;
                 const int jc = (int)(info >> 14) & 7;
                 const int vj = jj < jc, aj = jf + (vj ? jj : 0);
