@@ -1932,7 +1932,6 @@ typedef struct md_cuda_step_plan {
     double *d_x;            /**< 3 n positions (nm), caller order, not wrapped */
     double *d_v;            /**< 3 n velocities (nm/ps): v(t - dt/2) before the centre-of-mass correction */
     double *d_inv_mass;     /**< n inverse masses */
-    double *d_mass;         /**< n masses (amu; 0 where the inverse mass is 0): momentum and kinetic energy */
     float *d_charge;        /**< n charges (caller order) for the float4 mirror */
     double *d_x_save;       /**< 3 n positions saved by the barostat */
     double *d_vcom;         /**< 4 doubles: the centre-of-mass velocity to subtract at the next step, then the
@@ -9178,7 +9177,6 @@ typedef struct md__step_args {
     double wo, wh; /* 1 / mo, 1 / mh: md_settle_velocities_inv */
     double *x, *v;
     const double *inv_mass;
-    const double *mass; /* the momentum and kinetic energy take m v and m v^2 / 2: no division */
     const float *charge;
     double *vcom;
     md_fixed *pacc;
@@ -9195,7 +9193,7 @@ typedef struct md__step_args {
     int kinetic_only;      /* 1: only the kinetic energy of v + dt/2 F/m (no integration) */
     int langevin;
     int com;               /* 1: subtract vcom at the start, accumulate momentum at the end */
-    double dt, inv_dt, vscale, kT, maxd2, tol; /* inv_dt: the velocity correction multiplies */
+    double dt, vscale, kT, maxd2, tol;
     int max_iter;
     uint64_t seed;
     double total_mass;
@@ -9356,7 +9354,7 @@ static __device__ __forceinline__ int md__step_store(const md__step_args &A, int
 template <int K, int KIND>
 static __device__ __forceinline__ int md__step_unit(const md__step_args &A, const int *atoms, int k, int c, long long step,
                                                     const md__step_box &B, const double vc[3], double P[3], double *ke) {
-    double x[3 * K], v[3 * K], f[3 * K], w[K], m[K], org[3];
+    double x[3 * K], v[3 * K], f[3 * K], w[K], org[3];
     int slot[K], bad = 0;
 #pragma unroll
     for (int i = 0; i < K; i++) {
@@ -9364,7 +9362,6 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
         const int at = atoms[i];
         slot[i] = A.rank ? A.rank[at] : at;
         w[i] = A.inv_mass[at];
-        m[i] = A.mass[at];
 #pragma unroll
         for (int a = 0; a < 3; a++) {
             v[3 * i + a] = A.v[3 * (size_t)at + a] - vc[a];
@@ -9391,7 +9388,7 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
         bad |= md__step_vconstrain<K, KIND>(A, c, x, u, w) ? 4 : 0;
 #pragma unroll
         for (int j = 0; j < 3 * K; j++)
-            if (j < 3 * k) *ke += 0.5 * u[j] * u[j] * m[j / 3];
+            if (j < 3 * k) *ke += 0.5 * u[j] * u[j] / w[j / 3];
     }
     if (A.kinetic_only) return bad;
     {
@@ -9439,10 +9436,10 @@ static __device__ __forceinline__ int md__step_unit(const md__step_args &A, cons
             for (int a = 0; a < 3; a++) {
                 const int j = 3 * i + a;
                 const double dc = xn[j] - x[j];
-                v[j] += (dc - D[j]) * A.inv_dt;
+                v[j] += (dc - D[j]) / A.dt;
                 m2 += dc * dc;
                 wr[a] = org[a] + xn[j];
-                P[a] += v[j] * m[i];
+                P[a] += v[j] / w[i];
             }
             bad |= md__step_store(A, atoms[i], slot[i], wr, v + 3 * i, w[i], m2, B, md__step_preload(A, atoms[i], slot[i]));
         }
@@ -9487,7 +9484,7 @@ static __device__ __forceinline__ void md__step_gather9(const double a[3], int b
 static __device__ int md__step_water3(const md__step_args &A, int act, int at, int r, int base, long long step,
                                       const md__step_box &B, const double vc[3], double P[3], double *ke) {
     const double wm[3] = {A.wo, A.wh, A.wh};
-    double xo[3], vo[3], fo[3], org[3], x[9], y[9], D[3], R[3], w = 1.0, m = 0.0;
+    double xo[3], vo[3], fo[3], org[3], x[9], y[9], D[3], R[3], w = 1.0;
     md__step_pre pre;
     int slot = 0, bad = 0, a;
 #pragma unroll
@@ -9497,7 +9494,6 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
     if (act) {
         slot = A.rank ? A.rank[at] : at;
         w = A.inv_mass[at];
-        m = A.mass[at];
 #pragma unroll
         for (a = 0; a < 3; a++) {
             vo[a] = A.v[3 * (size_t)at + a] - vc[a];
@@ -9523,12 +9519,12 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
         md__step_gather9(u, base, y);
         bad |= md_settle_velocities_inv(x, y, wm) ? 4 : 0;
         { /* the water's nine terms on its first lane, in md__step_unit's order: the same bits */
-            double mv[3];
+            double wv[3];
 #pragma unroll
-            for (a = 0; a < 3; a++) mv[a] = __shfl_sync(0xffffffffu, m, base + a);
+            for (a = 0; a < 3; a++) wv[a] = __shfl_sync(0xffffffffu, w, base + a);
             if (act && r == 0)
 #pragma unroll
-                for (a = 0; a < 9; a++) *ke += 0.5 * y[a] * y[a] * mv[a / 3];
+                for (a = 0; a < 9; a++) *ke += 0.5 * y[a] * y[a] / wv[a / 3];
         }
     }
     if (A.kinetic_only) return act ? bad : 0;
@@ -9561,10 +9557,10 @@ static __device__ int md__step_water3(const md__step_args &A, int act, int at, i
 #pragma unroll
         for (a = 0; a < 3; a++) {
             const double dc = y[3 * r + a] - xo[a];
-            vo[a] += (dc - D[a]) * A.inv_dt;
+            vo[a] += (dc - D[a]) / A.dt;
             m2 += dc * dc;
             wr[a] = org[a] + y[3 * r + a];
-            p[a] = vo[a] * m;
+            p[a] = vo[a] / w;
         }
 #pragma unroll
         for (a = 0; a < 3; a++) { /* the momentum of the water on its first lane, atoms in order */
@@ -9732,7 +9728,6 @@ static void md__step_plan_free(md_cuda_step_plan *p) {
     md_cuda_free(p->d_x);
     md_cuda_free(p->d_v);
     md_cuda_free(p->d_inv_mass);
-    md_cuda_free(p->d_mass);
     md_cuda_free(p->d_charge);
     md_cuda_free(p->d_x_save);
     md_cuda_free(p->d_vcom);
@@ -9911,7 +9906,6 @@ static md__step_args md__step_args_make(md_cuda_sim *s) {
     A.x = p->d_x;
     A.v = p->d_v;
     A.inv_mass = p->d_inv_mass;
-    A.mass = p->d_mass;
     A.charge = p->d_charge;
     A.vcom = p->d_vcom;
     A.pacc = p->d_pacc;
@@ -9927,7 +9921,6 @@ static md__step_args md__step_args_make(md_cuda_sim *s) {
     A.langevin = s->desc.thermostat == MD_THERMOSTAT_LANGEVIN;
     A.com = s->desc.com_removal == 0;
     A.dt = s->desc.dt;
-    A.inv_dt = 1.0 / s->desc.dt;
     A.vscale = exp(-s->desc.friction * s->desc.dt);
     A.kT = MD_KB * s->desc.temperature;
     A.maxd2 = s->desc.max_displacement * s->desc.max_displacement;
@@ -10178,19 +10171,16 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
     {
         md_cuda_step_plan *p = &g.step;
         double *hinv = (double *)md_alloc_array((size_t)n, sizeof(double));
-        double *hm = (double *)md_alloc_array((size_t)n, sizeof(double));
         float *hq = (float *)md_alloc_array((size_t)n, sizeof(float));
         int *ms = ref.mol_start, *ma = ref.mol_atom;
-        if (!hinv || !hm || !hq) {
+        if (!hinv || !hq) {
             md_free(hinv);
-            md_free(hm);
             md_free(hq);
             st = md_set_error(MD_ERR_OUT_OF_MEMORY, fn, 0, "n", "cannot stage %d atoms", n);
             goto fail;
         }
         for (i = 0; i < n; i++) {
             hinv[i] = ref.inv_mass[i];
-            hm[i] = ref.inv_mass[i] > 0.0 ? 1.0 / ref.inv_mass[i] : 0.0; /* as total_mass takes it */
             hq[i] = t->charge[i];
         }
         p->nmol = ref.nmol;
@@ -10198,7 +10188,6 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
             (st = md_cuda_alloc((void **)&p->d_v, 3 * (size_t)n, sizeof(double), "velocities")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_x_save, 3 * (size_t)n, sizeof(double), "saved positions")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_inv_mass, (size_t)n, sizeof(double), "inverse masses")) != MD_OK ||
-            (st = md_cuda_alloc((void **)&p->d_mass, (size_t)n, sizeof(double), "masses")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_charge, (size_t)n, sizeof(float), "charges")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_mstart, (size_t)p->nmol + 1, sizeof(int), "molecules")) != MD_OK ||
             (st = md_cuda_alloc((void **)&p->d_matom, (size_t)n, sizeof(int), "molecule atoms")) != MD_OK ||
@@ -10212,17 +10201,14 @@ md_status md_cuda_sim_create(md_cuda_sim *s, const md_system *sys, const md_topo
             (st = md__step_put(p->d_x, ref.x, 3 * (size_t)n * sizeof(double))) != MD_OK ||
             (st = md__step_put(p->d_v, ref.v, 3 * (size_t)n * sizeof(double))) != MD_OK ||
             (st = md__step_put(p->d_inv_mass, hinv, (size_t)n * sizeof(double))) != MD_OK ||
-            (st = md__step_put(p->d_mass, hm, (size_t)n * sizeof(double))) != MD_OK ||
             (st = md__step_put(p->d_charge, hq, (size_t)n * sizeof(float))) != MD_OK ||
             (st = md__step_put(p->d_mstart, ms, ((size_t)p->nmol + 1) * sizeof(int))) != MD_OK ||
             (st = md__step_put(p->d_matom, ma, (size_t)n * sizeof(int))) != MD_OK) {
             md_free(hinv);
-            md_free(hm);
             md_free(hq);
             goto fail;
         }
         md_free(hinv);
-        md_free(hm);
         md_free(hq);
         if (cudaMemset(p->d_vcom, 0, 4 * sizeof(double)) != cudaSuccess ||
             cudaMemset(p->d_pacc, 0, 3 * sizeof(md_fixed)) != cudaSuccess ||
