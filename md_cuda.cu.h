@@ -4866,7 +4866,13 @@ static __device__ __forceinline__ unsigned md__vmask(void) {
  * it is a redux.sync over the lane's value or zero, whose result nvcc keeps in a uniform register:
  * what depends on it only (the pair kernel's i-cluster mask tests, its exclusion-slot test) then
  * compiles to uniform branches, without the convergence regions (BSSY / BSYNC) a value read by a
- * shuffle needs around each test. A virtual warp of fewer lanes takes the shuffle. */
+ * shuffle needs around each test, and the Ewald polynomial's coefficients stay in uniform registers
+ * for an entry instead of being loaded again at every i-cluster step (SASS of md__nb_cluster_kernel:
+ * 55 -> 47 instructions a force-only step, 86 -> 71 with energies). Measured side by side on an
+ * H100 (2026-12-07, bench/ab.sh, two rounds): bench/nb_cluster's gpu_cluster_smem with energies
+ * 70.4 / 69.0 -> 64.4 / 65.9 us at 23,568 atoms and 209.6 / 210.2 -> 197.6 / 199.5 at 95,766;
+ * chapter 08's race 103.7 / 104.1 -> 101.8 / 102.7 and 318.9 / 320.6 -> 311.4 / 313.1 us, the same
+ * potential energies. A virtual warp of fewer lanes takes the shuffle. */
 template <int W>
 static __device__ __forceinline__ int md__lane_value(int v, int k, unsigned vm) {
     if (W == 32) return (int)__reduce_or_sync(0xffffffffu, (threadIdx.x & 31) == (unsigned)k ? (unsigned)v : 0u);
