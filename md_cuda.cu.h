@@ -4879,6 +4879,19 @@ static __device__ __forceinline__ int md__lane_value(int v, int k, unsigned vm) 
     return __shfl_sync(vm, v, k, W);
 }
 
+/* The bitwise OR of @p v over the (virtual) warp of W lanes, in every lane: redux.sync for a whole
+ * hardware warp (a uniform register, as in md__lane_value), a butterfly of shuffles otherwise. */
+template <int W>
+static __device__ __forceinline__ unsigned md__warp_or(unsigned v, unsigned vm) {
+    if (W == 32) {
+        v = __reduce_or_sync(0xffffffffu, v);
+    } else {
+#pragma unroll
+        for (int o = W / 2; o > 0; o >>= 1) v |= (unsigned)__shfl_xor_sync(vm, (int)v, o, W);
+    }
+    return v;
+}
+
 /* A fixed-point value from a double times a scale (host-computed constants added on the device). */
 static __device__ __forceinline__ md_fixed md__fixed_from_double(double v, double scale) {
     double s = v * scale;
@@ -6692,10 +6705,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                                                            int (*s_ti)[MD_CUDA_NB_SUPER * MD_CUDA_NB_CI],
                                                            const float2 *s_lj, const float4 *s_shift, float4 *s_fi) {
     constexpr int CI = MD_CUDA_NB_CI, CJ = W / CI, S = MD_CUDA_NB_SUPER;
-    constexpr unsigned WMASK = W >= 32 ? 0xffffffffu : ((1u << (W & 31)) - 1u);
     const int lane = threadIdx.x % W, ii = lane % CI, jj = lane / CI;
     const unsigned vm = md__vmask<W>();
-    const int lane_base = (threadIdx.x & 31) & ~(W - 1);
     const float fsc = (float)MD_FORCE_FIXED_SCALE;
     const int4 it = a.items[item];
     const int4 sc = a.sc[it.x];
@@ -6748,7 +6759,7 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                 const float2 *ljrow = a.lj + tj;
                 /* SMEM: the 32-bit shared-memory address of column tj of the table (see md__lds_float2) */
                 const unsigned ljj = SMEM ? (unsigned)__cvta_generic_to_shared(s_lj + tj) : 0u;
-                unsigned okb = vj ? ivalid : 0u, inner = 0; /* okb bit s: this lane's pair with i-cluster s may count */
+                unsigned okb = vj ? ivalid : 0u, near = 0; /* okb bit s: this lane's pair with i-cluster s may count */
                 float fjx = 0.0f, fjy = 0.0f, fjz = 0.0f;
                 if (slot >= 0) { /* an entry with exclusions or the diagonal: this lane's bit of each mask */
                     unsigned eb = 0;
@@ -6781,8 +6792,8 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                     }
                     r2 = fmaf(dx, dx, fmaf(dy, dy, dz * dz));
                     ok = md__bit_and_lt(okb, 1u << s, r2, c.rc2);
-                    if (PRUNE) /* keep i-cluster s if any real pair is within cutoff + buffer */
-                        inner |= ((__ballot_sync(vm, ((okb >> s) & 1u) && r2 < c.rl2) >> lane_base) & WMASK) ? 1u << s : 0u;
+                    if (PRUNE) /* bit s: this lane's real pair with i-cluster s is within cutoff + buffer */
+                        near |= md__bit_and_lt(okb, 1u << s, r2, c.rl2) ? 1u << s : 0u;
                     fs = md_cuda_nb_pair_fast(&c, r2, md_cuda_rsqrt_mufu(r2), pi.w * pj.w, lj.x, lj.y, FLAGS & 1, &el, &ec);
                     fs = ok ? fs : 0.0f;
                     f.x = fmaf(fs, dx, f.x);
@@ -6807,10 +6818,16 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                     if (FLAGS & 4) npc += ok;
                     s_fi[s * W + lane] = f;
                 }
-                if (PRUNE && lane == 0) { /* this warp owns the entry: rewrite its inner mask */
-                    int4 *ent = (int4 *)&a.entries[e0 + k];
-                    ent->y = (int)((info & ~0xffu) | inner);
-                    kept += __popc(inner);
+                if (PRUNE) { /* keep the i-clusters with a real pair within cutoff + buffer: one OR
+                              * over the warp per entry instead of a ballot per i-cluster step (SASS:
+                              * a force-only prune step 63 -> 49-50 instructions, 94 -> 73-74 with
+                              * energies; the same inner masks) */
+                    const unsigned inner = md__warp_or<W>(near, vm);
+                    if (lane == 0) { /* this warp owns the entry: rewrite its inner mask */
+                        int4 *ent = (int4 *)&a.entries[e0 + k];
+                        ent->y = (int)((info & ~0xffu) | inner);
+                        kept += __popc(inner);
+                    }
                 }
                 { /* j force over the CI lanes of atom jj: transposed, 4 shuffles, lane ii ends with component ii */
                     float x1 = (ii & 1) ? fjy : fjx, y1 = (ii & 1) ? fjx : fjy, c2, d2;
@@ -7861,9 +7878,11 @@ static md_status md__cufft_error(cufftResult r, const char *what, int line) {
     return md_set_error(MD_ERR_CUDA, __FILE__, line, NULL, "%s failed: cuFFT error %d", what, (int)r);
 }
 
-/* One spread term q wx wy wz in fixed point: the same association in every rung. */
+/* One spread term q wy wz wx in fixed point: the same association in every rung. The product
+ * q wy wz comes first because it is shared by the P terms of a stencil row along x: the windowed
+ * rung computes it once per row (md__pme_spread_window_kernel) and gets these very bits. */
 static __device__ __forceinline__ md_fixed md__pme_term(float q, float wx, float wy, float wz) {
-    return md_fixed_from_float(md__fmul(md__fmul(md__fmul(q, wx), wy), wz), (float)MD_CUDA_PME_GRID_SCALE);
+    return md_fixed_from_float(md__fmul(md__fmul(md__fmul(q, wy), wz), wx), (float)MD_CUDA_PME_GRID_SCALE);
 }
 
 static __device__ __forceinline__ md_fixed md__pme_warp_sum(md_fixed v) {
@@ -8137,14 +8156,15 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * shared-memory atomics into a window of at most MD__PME_WINDOW_POINTS points when all its
  * stencils fit the current window, else the window is added to the global grid (one 64-bit
  * atomic per nonzero point) and a new one is placed around the batch; a batch wider than any
- * window adds its terms to the global grid directly. Each term t (md__pme_term's, so the grid is
- * bitwise the atomic rung's) goes in as t >> 24 and t & 0xffffff, two 32-bit integer sums: with
- * at most 256 atoms per window the low sum stays below 2^32, so hi 2^24 + lo is the exact 64-bit
- * sum (for |t| < 2^47, i.e. |q| below ~3e4 e). Atoms that lie close in memory share a window:
+ * window adds its terms to the global grid directly, and so does a batch with a charge of 2^14 e
+ * or more. Each term t (md__pme_term's, so the grid is bitwise the atomic rung's) goes in as
+ * t >> 24 and t & 0xffffff, two 32-bit integer sums: with at most 256 atoms per window the low sum
+ * stays below 2^32, so hi 2^24 + lo is the exact 64-bit sum (|t| < 2^46 for |q| < 2^14 e, so the
+ * high sums fit too). Atoms that lie close in memory share a window:
  * md_cuda_sim's sorted atoms (a cell's atoms are consecutive) do; atoms in any order still get
  * the right grid, only more global atomics. A window is the batch's extent (grown only when more
  * batches of the block follow) and is zeroed when it is placed, warp 0 stores each atom's origin
- * in it (s_l: the add loop does no division), and the flush walks only the window's extent,
+ * in it as one index (s_base: the add loop does no division), and the flush walks only the window's extent,
  * row by row (md__pme_window_flush: a nonzero point costs one division and two modulos instead of
  * four and three). Before, every window was grown to MD__PME_WINDOW_POINTS, the add loop took six
  * modulos per term row, and Nsight Compute counted 14.6 M warp instructions for 737 blocks (23,568
@@ -8171,32 +8191,51 @@ static_assert(MD__PME_WINDOW_ATOMS % 32 == 0 && MD__PME_WINDOW_ATOMS <= 256, "at
 
 /* Add the window's points to the global grid, zeroing them (every thread of the block). A warp
  * takes whole rows (lx, ly) of the window, 32 / e[2] rows at a time when a row fits a warp, so a
- * lane keeps its z (and its grid index mod K2) for the whole call; a nonzero point costs one
- * division (its row's x, y) and two modulos (x, y mod K). */
+ * lane keeps its z (and its grid index mod K2) for the whole call. A thread finds its first row's
+ * grid x and y with one division and two modulos and walks on to its later rows (a constant step
+ * of rows) by carrying them, so a nonzero point costs its loads, its 64-bit atomic and no
+ * division. (It took a division and two modulos per point before: about 130 SASS instructions
+ * a point.) */
 static __device__ void md__pme_window_flush(unsigned *lo, int *hi, const int *o, const int *e, int K0, int K1, int K2,
                                             md_fixed *__restrict__ grid) {
     const int e1 = e[1], e2 = e[2], rows = e[0] * e1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    auto point = [&](int r, int lz, int gz) { /* window point (row r, lz) -> grid point (.., .., gz) */
-        const int k = r * e2 + lz;
+    const int per = e2 <= 32 ? 32 / e2 : 1, sub = e2 <= 32 ? lane / e2 : 0, lz0 = lane - sub * e2;
+    const int step = nw * per, qs = step / e1, rs = step - qs * e1; /* a step of rows: qs along x, rs along y */
+    int r = warp * per + sub;
+    if (sub >= per || r >= rows) return;
+    int gx = (o[0] + r / e1) % K0, gy = (o[1] + r % e1) % K1, ly = r % e1;
+    const int gz0 = (o[2] + lz0) % K2;
+    auto point = [&](size_t row, int k, int gz) { /* window point k -> grid point row + gz */
         const unsigned l = lo[k];
         const int h = hi[k];
         if (l | (unsigned)h) {
-            const int lx = r / e1, ly = r - lx * e1;
             lo[k] = 0u;
             hi[k] = 0;
-            atomicAdd(grid + ((size_t)((o[0] + lx) % K0) * K1 + (o[1] + ly) % K1) * K2 + gz,
-                      (md_fixed)((long long)h * 16777216ll + (long long)l));
+            atomicAdd(grid + row + gz, (md_fixed)((long long)h * 16777216ll + (long long)l));
         }
     };
-    if (e2 <= 32) { /* 32 / e2 rows per warp step; a lane keeps its z */
-        const int per = 32 / e2, sub = lane / e2, lz = lane - sub * e2, gz = (o[2] + lz) % K2;
-        if (sub < per)
-            for (int r = warp * per + sub; r < rows; r += nw * per) point(r, lz, gz);
-    } else {
-        for (int r = warp; r < rows; r += nw)
-            for (int lz = lane; lz < e2; lz += 32) point(r, lz, (o[2] + lz) % K2);
+    for (; r < rows; r += step) {
+        const size_t row = ((size_t)gx * K1 + gy) * K2;
+        if (e2 <= 32)
+            point(row, r * e2 + lz0, gz0);
+        else
+            for (int lz = lane; lz < e2; lz += 32) point(row, r * e2 + lz, (o[2] + lz) % K2);
+        /* row r + step: (x, y) + (qs, rs), y carried into x; grid x and y kept in [0, K) */
+        gx += qs;
+        ly += rs;
+        gy += rs;
+        if (ly >= e1) {
+            ly -= e1;
+            gy -= e1;
+            gx++;
+        }
+        if (gx >= K0) gx = gx - K0 < K0 ? gx - K0 : gx % K0;    /* a modulo only where a step passes */
+        if ((unsigned)gy >= (unsigned)K1) gy = (gy % K1 + K1) % K1; /* a whole grid (tiny grids) */
     }
 }
+
+/* x mod K for x in [-K, 2K): the window's offsets, which differ by less than a grid's length. */
+static __device__ __forceinline__ int md__pme_wrap1(int x, int K) { return x < 0 ? x + K : (x >= K ? x - K : x); }
 
 template <int P>
 __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_kernel(
@@ -8205,11 +8244,14 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
     md__pdl_wait(); /* launched with MD__LAUNCH_PDL */
     __shared__ unsigned s_lo[MD__PME_WINDOW_POINTS];
     __shared__ int s_hi[MD__PME_WINDOW_POINTS];
-    __shared__ float s_w[32][3 * P], s_q[32];
-    __shared__ int s_b[32][3], s_l[32][3], s_o[3], s_e[3], s_no[3], s_ne[3], s_mode; /* mode: 0 add, 1 new window, 2 global */
+    __shared__ float s_w[32][3 * P], s_q[32], s_qs[32];
+    __shared__ int s_b[32][3], s_base[32], s_o[3], s_e[3], s_no[3], s_ne[3], s_mode; /* mode: 0 add, 1 new window, 2 global */
     const int K[3] = {K0, K1, K2};
     const int a0 = blockIdx.x * per_block, a1 = min(n, a0 + per_block);
     const int lane = threadIdx.x & 31;
+    /* the add loop's rows: thread t adds row r = t mod P^2 (iy, iz) of atoms t / P^2, + G, + 2G, ... */
+    constexpr int PP = P * P;
+    const int G = (int)blockDim.x / PP, r = (int)threadIdx.x % PP, iy = r / P, iz = r - iy * P;
     int open = 0; /* the same in every thread: a window holds terms */
     if (blockIdx.x == 0 && threadIdx.x == 0) charge[0] = charge[1] = 0ull; /* md__pme_fixed_to_real_kernel adds them */
     for (int b0 = a0; b0 < a1; b0 += 32) {
@@ -8237,7 +8279,7 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
             for (int c = 0; c < 3; c++) {
                 /* the base relative to the batch's first atom, in [-K/2, K/2) (periodic) */
                 const int ref = __shfl_sync(0xffffffffu, b[c], 0);
-                const int rel = ((b[c] - ref) % K[c] + K[c] + K[c] / 2) % K[c] - K[c] / 2;
+                const int rel = md__pme_wrap1(b[c] - ref + K[c] / 2, K[c]) - K[c] / 2; /* bases in [0, K) */
                 s_b[lane][c] = ok ? b[c] : -1;
                 lo3[c] = ok ? rel : K[c];
                 hi3[c] = ok ? rel : -K[c];
@@ -8248,18 +8290,21 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
                 lo3[c] += ref; /* the extent [lo3, hi3 + P) around the first atom, not yet mod K */
                 hi3[c] += ref;
             }
+            /* a charge of 2^14 e or more could carry a term's 32-bit halves out of range (below) */
+            const int big = __any_sync(0xffffffffu, ok && !(fabsf(a.w) < 16384.0f));
             ok = __any_sync(0xffffffffu, ok); /* from here: the batch has an atom to add */
             {
                 /* fits the open window: every atom's stencil inside it (mod K) */
                 int fits = open;
                 for (int c = 0; c < 3 && fits; c++) {
-                    const int l = ((b[c] - s_o[c]) % K[c] + K[c]) % K[c];
+                    const int l = md__pme_wrap1(b[c] - s_o[c], K[c]);
                     fits = s_b[lane][c] < 0 || l + P <= s_e[c];
                     fits = __all_sync(0xffffffffu, fits);
                 }
                 fits = __all_sync(0xffffffffu, fits);
                 if (lane == 0) {
                     if (!ok) s_mode = 0; /* no atom to add */
+                    else if (big) s_mode = 2;
                     else if (fits) s_mode = 0;
                     else {
                         int ext[3], g = 0, e[3];
@@ -8280,12 +8325,19 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
                     }
                 }
                 __syncwarp();
-                /* each atom's stencil origin in the window it adds to (no division in the add loop) */
-                if (s_mode == 1 || (s_mode == 0 && open))
-                    for (int c = 0; c < 3; c++) {
-                        const int org = s_mode == 1 ? s_no[c] : s_o[c];
-                        s_l[lane][c] = ((b[c] - org) % K[c] + K[c]) % K[c];
+                /* each atom's stencil origin as an index of the window it adds to (-1: no atom, or
+                 * the batch goes to the global grid), and its charge times the grid's scale */
+                {
+                    const int m = s_mode, *org = m == 1 ? s_no : s_o, *e = m == 1 ? s_ne : s_e;
+                    int base = -1;
+                    if (s_b[lane][0] >= 0 && (m == 1 || (m == 0 && open))) {
+                        int l[3];
+                        for (int c = 0; c < 3; c++) l[c] = md__pme_wrap1(b[c] - org[c], K[c]);
+                        base = (l[0] * e[1] + l[1]) * e[2] + l[2];
                     }
+                    s_base[lane] = base;
+                    s_qs[lane] = md__fmul(s_q[lane], (float)MD_CUDA_PME_GRID_SCALE);
+                }
             }
         }
         __syncthreads();
@@ -8304,24 +8356,35 @@ __global__ void __launch_bounds__(MD__PME_WINDOW_BLOCK) md__pme_spread_window_ke
             open = 1;
             __syncthreads();
         }
-        for (int k = threadIdx.x; k < 32 * P * P; k += blockDim.x) {
-            const int i = k / (P * P), r = k % (P * P), iy = r / P, iz = r % P;
-            if (s_b[i][0] < 0) continue;
-            const float q = s_q[i], wy = s_w[i][P + iy], wz = s_w[i][2 * P + iz];
-            const int gy = s_b[i][1] + iy < K1 ? s_b[i][1] + iy : s_b[i][1] + iy - K1;
-            const int gz = s_b[i][2] + iz < K2 ? s_b[i][2] + iz : s_b[i][2] + iz - K2;
-            if (mode == 2) {
+        if (mode == 2) { /* the global grid, term by term (md__pme_term's range test included) */
+            for (int k = threadIdx.x; k < 32 * PP; k += blockDim.x) {
+                const int i = k / PP, kr = k % PP, ky = kr / P, kz = kr % P;
+                if (s_b[i][0] < 0) continue;
+                const float q = s_q[i], wy = s_w[i][P + ky], wz = s_w[i][2 * P + kz];
+                const int gy = s_b[i][1] + ky < K1 ? s_b[i][1] + ky : s_b[i][1] + ky - K1;
+                const int gz = s_b[i][2] + kz < K2 ? s_b[i][2] + kz : s_b[i][2] + kz - K2;
 #pragma unroll
                 for (int ix = 0; ix < P; ix++) {
                     const int gx = s_b[i][0] + ix < K0 ? s_b[i][0] + ix : s_b[i][0] + ix - K0;
                     atomicAdd(grid + ((size_t)gx * K1 + gy) * K2 + gz, md__pme_term(q, s_w[i][ix], wy, wz));
                 }
-            } else {
-                const int ly = s_l[i][1] + iy, lz = s_l[i][2] + iz, lx = s_l[i][0];
+            }
+        } else if ((int)threadIdx.x < G * PP) {
+            /* Row (iy, iz) of each atom: q wy wz once, then its P terms along x, P window points
+             * e1 e2 apart. The term is md__pme_term's: with the charge scaled by the grid's
+             * scale first (a power of two, and |q| < 2^14: every product stays exact to the same
+             * rounding, or is below 2^-94 and converts to 0 either way), so no product can leave
+             * the 64-bit range and the range test is left out. Each term t goes in as
+             * t & 0xffffff and t >> 24. */
+            const int e2 = s_e[2], exy = s_e[1] * e2, roff = iy * e2 + iz;
+            for (int i = (int)threadIdx.x / PP; i < 32; i += G) {
+                const int base = s_base[i];
+                if (base < 0) continue;
+                const float v = md__fmul(md__fmul(s_qs[i], s_w[i][P + iy]), s_w[i][2 * P + iz]);
 #pragma unroll
                 for (int ix = 0; ix < P; ix++) {
-                    const md_fixed t = md__pme_term(q, s_w[i][ix], wy, wz);
-                    const int w = ((lx + ix) * s_e[1] + ly) * s_e[2] + lz;
+                    const md_fixed t = (md_fixed)__float2ll_rn(md__fmul(v, s_w[i][ix]));
+                    const int w = base + roff + ix * exy;
                     atomicAdd(&s_lo[w], (unsigned)(t & 0xffffffull));
                     atomicAdd(&s_hi[w], (int)((long long)t >> 24));
                 }

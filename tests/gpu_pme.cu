@@ -286,15 +286,17 @@ static void whole_evaluation(void) {
 
 /* The windowed spread (MD_CUDA_PME_SPREAD_WINDOW) against the atomic rung, bitwise, where its
  * windows do the work: the salt box's atoms sorted by 0.5 nm cells (consecutive atoms close
- * together, as md_cuda_sim's sorted atoms are: windows filled and replaced), and a crowd of 200
+ * together, as md_cuda_sim's sorted atoms are: windows filled and replaced), a crowd of 200
  * atoms within 0.05 nm with charges of either sign up to 90 e (every term of a batch on the
- * same few points: the 32-bit halves' sums and their carries, negative terms). */
+ * same few points: the 32-bit halves' sums and their carries, negative terms), and the same
+ * crowd with six charges of 2^14 e and more in its second batch (that batch goes to the global
+ * grid term by term, between batches that add into windows). */
 static void window_spread_sorted_and_crowded(void) {
     md_system s;
     int o, k;
     NEED_GPU();
     MD_CHECK_OK(salt_system(&s));
-    std::vector<md_float4> sorted(s.xyzq, s.xyzq + s.n), crowd(200);
+    std::vector<md_float4> sorted(s.xyzq, s.xyzq + s.n), crowd(200), heavy;
     {
         std::vector<std::pair<long long, int> > key((size_t)s.n);
         for (int i = 0; i < s.n; i++) {
@@ -318,11 +320,14 @@ static void window_spread_sorted_and_crowded(void) {
             crowd[(size_t)k].z = (float)(0.9 + 0.05 * (double)((r >> 31) & 1023) / 1024.0);
             crowd[(size_t)k].w = (float)(((double)((r >> 41) & 4095) / 4095.0 - 0.5) * 180.0);
         }
+        heavy = crowd;
+        for (k = 40; k < 46; k++) heavy[(size_t)k].w = (k % 2 ? -1.0f : 1.0f) * (16384.0f + 1000.0f * (float)(k - 40));
     }
-    for (k = 0; k < 2; k++)
+    for (k = 0; k < 3; k++)
         for (o = 4; o <= 6; o++) {
-            static const int grids[2][3] = {{40, 32, 36}, {21, 25, 19}};
-            const md_float4 *x = k == 0 ? sorted.data() : crowd.data();
+            static const int grids[3][3] = {{40, 32, 36}, {21, 25, 19}, {21, 25, 19}};
+            static const char *const names[3] = {"sorted", "crowded", "heavy"};
+            const md_float4 *x = k == 0 ? sorted.data() : (k == 1 ? crowd.data() : heavy.data());
             const int n = k == 0 ? s.n : 200;
             const size_t npts = (size_t)grids[k][0] * grids[k][1] * grids[k][2];
             std::vector<float> ha(npts), hb(npts);
@@ -341,15 +346,14 @@ static void window_spread_sorted_and_crowded(void) {
                 MD_CHECK_OK(md_cuda_pme_enqueue_spread(&g, MD_CUDA_PME_SPREAD_WINDOW, g.d_xyzq, n, g.d_box));
                 MD_CHECK_OK(md_cuda_pme_plan_read(&g, MD_CUDA_PME_REAL, hb.data()));
                 MD_CHECKF(memcmp(ha.data(), hb.data(), npts * sizeof(float)) == 0,
-                          "%s atoms, order %d, %d atoms per block: spread_window differs", k == 0 ? "sorted" : "crowded",
-                          o, wa);
+                          "%s atoms, order %d, %d atoms per block: spread_window differs", names[k], o, wa);
             }
             {
                 double q = 0.0, sum = 0.0;
                 for (int i = 0; i < n; i++) q += x[i].w;
                 for (size_t i = 0; i < npts; i++) sum += hb[i];
                 MD_CHECKF(fabs(sum - q) < 1e-3 * (1.0 + fabs(q)), "%s atoms, order %d: grid sum %.6g, charge %.6g",
-                          k == 0 ? "sorted" : "crowded", o, sum, q);
+                          names[k], o, sum, q);
             }
             md_cuda_pme_plan_destroy(&g);
         }
