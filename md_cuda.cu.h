@@ -6821,7 +6821,10 @@ static __device__ __forceinline__ void md__nb_cluster_item(const md__nb_cluster_
                 if (PRUNE) { /* keep the i-clusters with a real pair within cutoff + buffer: one OR
                               * over the warp per entry instead of a ballot per i-cluster step (SASS:
                               * a force-only prune step 63 -> 49-50 instructions, 94 -> 73-74 with
-                              * energies; the same inner masks) */
+                              * energies; the same inner masks). Side by side on an H100 (2026-12-08,
+                              * bench/ab.sh, two rounds, both with the windowed spread's change):
+                              * chapter 08's race 101.0 / 101.0 -> 99.0 / 99.0 us at 23,568 atoms,
+                              * 308.3 / 307.6 -> 301.0 / 301.0 us at 95,766 */
                     const unsigned inner = md__warp_or<W>(near, vm);
                     if (lane == 0) { /* this warp owns the entry: rewrite its inner mask */
                         int4 *ent = (int4 *)&a.entries[e0 + k];
@@ -8170,7 +8173,14 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * modulos per term row, and Nsight Compute counted 14.6 M warp instructions for 737 blocks (23,568
  * atoms) against the atomic rung's 7.4 M (which part took which share was not profiled). Measured side by side on an H100 (chapter 07, two runs each): spread_window 30 -> 23 us
  * (23,568 atoms) and 105 -> 63 us (95,766); pme_graph_sorted 61.8 -> 53.9 us and 150.4 -> 119.3 us;
- * chapter 08's race 155.8 / 155.7 -> 148.7 / 150.4 us and 502.0 / 501.8 -> 473.5 / 471.8 us. */
+ * chapter 08's race 155.8 / 155.7 -> 148.7 / 150.4 us and 502.0 / 501.8 -> 473.5 / 471.8 us.
+ * Since 2026-12-08 the add loop takes a thread's row (iy, iz) of one atom after another, q wy wz
+ * once per row (md__pme_term's association), with no range test (|q| < 2^14) and no division
+ * (about 135 -> 78 SASS instructions a pass of a thread), and the flush carries its rows (above).
+ * Side by side on an H100 (bench/ab.sh --chapters 07, two rounds): spread_window 25.5 / 24.9 ->
+ * 23.1 / 23.8 us (23,568 atoms, builder's order) and 47.3 / 47.3 -> 40.1 / 39.8 us (95,766);
+ * pme_graph_forces 42.6 / 43.2 -> 42.4 / 42.9 us and 93.2 / 93.6 -> 86.1 / 86.3 us; chapter 08's
+ * race 102.1 / 102.8 -> 101.0 / 101.0 us and 311.1 / 313.3 -> 308.3 / 307.6 us. */
 #ifndef MD__PME_WINDOW_ATOMS /* the plan's default. 32, 64, 128 measured in chapter 08's race (H100, 2026-11-23):
                                 156.6 / 157.8 / 160.0 us per step at 23,568 atoms, 503.7 / 507.3 / 511.0 us at
                                 95,766, so one batch per block; for md_cuda_sim's choice today see
@@ -8195,7 +8205,7 @@ static_assert(MD__PME_WINDOW_ATOMS % 32 == 0 && MD__PME_WINDOW_ATOMS <= 256, "at
  * grid x and y with one division and two modulos and walks on to its later rows (a constant step
  * of rows) by carrying them, so a nonzero point costs its loads, its 64-bit atomic and no
  * division. (It took a division and two modulos per point before: about 130 SASS instructions
- * a point.) */
+ * a nonzero point, about 45 now.) */
 static __device__ void md__pme_window_flush(unsigned *lo, int *hi, const int *o, const int *e, int K0, int K1, int K2,
                                             md_fixed *__restrict__ grid) {
     const int e1 = e[1], e2 = e[2], rows = e[0] * e1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
