@@ -8198,6 +8198,8 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
 #define MD__PME_WINDOW_POINTS 2048
 #endif
 static_assert(MD__PME_WINDOW_ATOMS % 32 == 0 && MD__PME_WINDOW_ATOMS <= 256, "atoms per window: 32..256, whole batches");
+static_assert(MD__PME_WINDOW_BLOCK % 32 == 0 && MD__PME_WINDOW_BLOCK >= 6 * 6,
+              "windowed spread: whole warps, and at least a row (iy, iz) per thread for every stencil column of order 6");
 
 /* Add the window's points to the global grid, zeroing them (every thread of the block). A warp
  * takes whole rows (lx, ly) of the window, 32 / e[2] rows at a time when a row fits a warp, so a
