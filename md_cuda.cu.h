@@ -8176,7 +8176,7 @@ __global__ void __launch_bounds__(256) md__pme_spread_tiled_kernel(
  * chapter 08's race 155.8 / 155.7 -> 148.7 / 150.4 us and 502.0 / 501.8 -> 473.5 / 471.8 us.
  * Since 2026-12-08 the add loop takes a thread's row (iy, iz) of one atom after another, q wy wz
  * once per row (md__pme_term's association), with no range test (|q| < 2^14) and no division
- * (about 135 -> 78 SASS instructions a pass of a thread), and the flush carries its rows (above).
+ * (131 -> 78 SASS instructions a pass of a thread), and the flush carries its rows (above).
  * Side by side on an H100 (bench/ab.sh --chapters 07, two rounds): spread_window 25.5 / 24.9 ->
  * 23.1 / 23.8 us (23,568 atoms, builder's order) and 47.3 / 47.3 -> 40.1 / 39.8 us (95,766);
  * pme_graph_forces 42.6 / 43.2 -> 42.4 / 42.9 us and 93.2 / 93.6 -> 86.1 / 86.3 us; chapter 08's
